@@ -1,0 +1,32 @@
+# Two commands do all the set-up: `make lessons` and `make test`.
+# Each builds .venv on first use (requirements.txt + this package, editable);
+# a second run finds the stamp file up to date and installs nothing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lessons test test-nojit bench gradcheck clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+lessons: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m lessons
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m pytest -q
+	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/test_kernels.py
+
+gradcheck: $(STAMP)
+	$(PY) -m scratchnorm.gradcheck
+
+bench: $(STAMP)
+	$(PY) -m scratchnorm.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,33 @@
+"""scratchnorm: the normalization layers of deep learning, from scratch.
+
+Each normalization has a NumPy reference (readable, beside its equations),
+a hand-derived backward, numba kernels that give the same numbers fast
+(``backend="numba"``, the default), and a thin layer class:
+
+    layer = scratchnorm.RMSNorm(8, eps=1e-6)
+    y  = layer.forward(x)
+    dx = layer.backward(dy)      # fills layer.grads
+
+Importing scratchnorm does not import numba or compile anything; the
+kernels compile on first use and are cached on disk.
+"""
+from .gradcheck import GradcheckReport, gradcheck
+from .group_rmsnorm import GroupRMSNorm, group_rms_norm_backward, group_rms_norm_forward
+from .jacobian import layer_norm_jacobian, linear_rms_norm_dW_via_R, rms_norm_jacobian
+from .layer import Layer
+from .layernorm import LayerNorm, layer_norm_backward, layer_norm_backward_staged, layer_norm_forward
+from .linear import Linear, linear_backward, linear_forward
+from .partial_rmsnorm import PartialRMSNorm, partial_count
+from .rmsnorm import RMSNorm, rms_norm_backward, rms_norm_backward_staged, rms_norm_forward
+from .rmsnorm_variants import RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GradcheckReport", "GroupRMSNorm", "Layer", "LayerNorm", "Linear", "PartialRMSNorm", "RMSNorm",
+    "RMSNormLearnableEps", "RMSNormWithBias", "SimpleRMSNorm", "gradcheck", "group_rms_norm_backward",
+    "group_rms_norm_forward", "layer_norm_backward", "layer_norm_backward_staged", "layer_norm_forward",
+    "layer_norm_jacobian", "linear_backward", "linear_forward", "linear_rms_norm_dW_via_R",
+    "partial_count", "rms_norm_backward", "rms_norm_backward_staged", "rms_norm_forward",
+    "rms_norm_jacobian",
+]

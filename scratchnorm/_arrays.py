@@ -1,0 +1,26 @@
+"""Small array helpers shared by the reference functions."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import fail
+
+
+def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
+    """Round the float64 ``result`` to ``dtype`` once; write into ``out`` when given.
+
+    Always a new array (or ``out``): ``result`` may be an array the cache keeps,
+    such as x_hat, and a caller writing into y must not change what backward uses.
+    """
+    if out is None:
+        return result.astype(dtype, copy=True)
+    if not isinstance(out, np.ndarray) or out.shape != result.shape or out.dtype != dtype:
+        fail(ValueError, name, f"an array of shape {result.shape} and dtype {np.dtype(dtype)}", out,
+             f"allocate {name} with np.empty_like(x), or leave it None.")
+    np.copyto(out, result, casting="unsafe")
+    return out
+
+
+def sum_rows(a: np.ndarray) -> np.ndarray:
+    """Sum over every axis but the last: (..., d) -> (d,)."""
+    return a.reshape(-1, a.shape[-1]).sum(axis=0)

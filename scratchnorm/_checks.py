@@ -1,0 +1,107 @@
+"""Argument checks shared by every layer and function.
+
+Every error this library raises for bad input has the same four parts, so a
+learner can act on it without reading the source:
+
+    <argument>: expected <what is allowed>; received <what came in>. Fix: <how>.
+
+The checks run at the earliest point that can see the problem: the
+constructor for hyper-parameters, ``forward`` for the input array.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+BACKENDS = ("numba", "numpy")
+EPS_MODES = ("inside", "outside", "clamp")
+
+
+def fail(exc: type[Exception], arg: str, expected: str, received, fix: str):
+    """Raise ``exc`` with the library's standard four-part message."""
+    if isinstance(received, np.ndarray):
+        received = f"array of shape {received.shape} and dtype {received.dtype}"
+    raise exc(f"{arg}: expected {expected}; received {received!r}. Fix: {fix}")
+
+
+def check_int(name: str, value, *, minimum: int = 1) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
+        fail(TypeError, name, f"an integer >= {minimum}", value, f"pass {name} as a Python int.")
+    if value < minimum:
+        fail(ValueError, name, f"an integer >= {minimum}", value, f"pass {name} >= {minimum}.")
+    return int(value)
+
+
+def check_eps(eps, *, allow_zero: bool = False, name: str = "eps") -> float:
+    """eps must be a finite real number > 0 (or >= 0 where ``allow_zero``).
+
+    Layers use ``allow_zero=False``: with eps = 0 an all-zero row (RMSNorm) or
+    a constant row (LayerNorm) divides by zero. The functional API allows 0 so
+    the exact scale-invariance can be studied; such a row then gives NaN.
+    """
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, Real):
+        fail(TypeError, name, "a real number", eps, f"pass {name} as a float such as 1e-6.")
+    eps = float(eps)
+    if not math.isfinite(eps) or eps < 0 or (eps == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0 (a zero or constant row would divide by zero)"
+        fail(ValueError, name, f"a finite number {bound}", eps, f"pass a small positive {name} such as 1e-6.")
+    return eps
+
+
+def check_probability(name: str, p) -> float:
+    """p in (0, 1]."""
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, Real) or not (0.0 < float(p) <= 1.0):
+        fail(ValueError, name, "a number in (0, 1]", p, f"pass {name} such as 0.0625 (6.25%) or 1.0.")
+    return float(p)
+
+
+def check_momentum(momentum) -> float | None:
+    if momentum is None:
+        return None
+    if isinstance(momentum, (bool, np.bool_)) or not isinstance(momentum, Real) or not (0.0 <= float(momentum) <= 1.0):
+        fail(ValueError, "momentum", "a number in [0, 1] (the weight of the new batch) or None",
+             momentum, "pass momentum=0.1 as in PyTorch; Keras's 0.99 corresponds to 0.01 here.")
+    return float(momentum)
+
+
+def check_choice(name: str, value, choices) -> str:
+    if value not in choices:
+        fail(ValueError, name, f"one of {', '.join(map(repr, choices))}", value,
+             f"pass one of the listed values for {name}.")
+    return value
+
+
+def check_backend(backend) -> str:
+    check_choice("backend", backend, BACKENDS)
+    if backend == "numba":
+        try:
+            import numba  # noqa: F401
+        except ImportError:  # pragma: no cover - numba is a requirement
+            fail(ImportError, "backend", "numba to be importable", backend,
+                 "pip install numba, or pass backend='numpy'.")
+    return backend
+
+
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        fail(TypeError, name, "True or False", value, f"pass {name}=True or {name}=False.")
+    return bool(value)
+
+
+def check_array_shape(name: str, arr, shape: tuple, fix: str | None = None) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.shape != tuple(shape):
+        fail(ValueError, name, f"shape {tuple(shape)}", arr, fix or f"pass {name} with shape {tuple(shape)}.")
+    if arr.dtype.kind != "f":
+        fail(TypeError, name, "a float array", arr, f"cast it, e.g. {name}.astype(np.float64).")
+    return arr
+
+
+def check_affine(weight, bias, d: int) -> None:
+    """weight and bias, where given, are float vectors of length d."""
+    if weight is not None:
+        check_array_shape("weight", weight, (d,))
+    if bias is not None:
+        check_array_shape("bias", bias, (d,))

@@ -1,0 +1,54 @@
+"""The dtype policy, in one place.
+
+* Accepted inputs: float16, float32, float64 NumPy arrays (anything
+  ``np.asarray`` turns into one of those). The output has the input's dtype.
+* Integer, bool and complex inputs are **rejected** with a TypeError that
+  names the fix (``x.astype(np.float32)``). A silent cast would hide a bug
+  such as feeding token ids to a normalization.
+* float64 inputs are computed in float64.
+* float32 inputs: the statistics (mean, mean of squares, the sums of the
+  backward) are accumulated in float64, and the normalized output is
+  computed in float64 and rounded to float32 once, when it is stored. Both
+  backends do this, so they agree to within one float32 rounding.
+* float16 inputs are upcast to float32 when they enter the function (one
+  copy), handled exactly as float32 inputs, and the final output, *after*
+  the weight and the bias are applied, is cast back to float16. So there is
+  one float16 rounding per output element, and x^2 never overflows float16.
+* Parameters (weight, bias, ...) have the layer's ``dtype`` (float64 unless
+  the layer is built with ``dtype=np.float32``); their gradients have the
+  parameter's dtype; ``dx`` has the dtype of ``x``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import fail
+
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_float_array(x, name: str = "x") -> np.ndarray:
+    """Return ``x`` as a float16/32/64 ndarray, or raise a TypeError.
+
+    Never copies a float array; never casts silently.
+    """
+    arr = np.asarray(x)
+    if arr.dtype not in FLOAT_DTYPES:
+        fail(TypeError, name, "a float16, float32 or float64 array", arr,
+             f"cast it first, e.g. {name}.astype(np.float32).")
+    return arr
+
+
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype in which a function with an input of ``dtype`` works.
+
+    float64 -> float64; float32 and float16 -> float64 for the NumPy
+    reference (one rounding at the end). The numba kernels read float32
+    directly and accumulate in float64, which gives the same numbers.
+    """
+    return np.dtype(np.float64)
+
+
+def upcast_half(x: np.ndarray) -> np.ndarray:
+    """float16 -> float32 at the entry of a function; other dtypes unchanged."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x

@@ -1,0 +1,66 @@
+r"""The three places to put eps, and their derivatives, in one place.
+
+Let ``ms`` be the statistic under the root: the mean of squares for RMSNorm,
+the variance for LayerNorm. The normalizer ``rstd`` (1 / "std") is
+
+=========  ==========================  ==========================================
+mode       rstd(ms)                    used by
+=========  ==========================  ==========================================
+inside     1 / sqrt(ms + eps)          PyTorch, LLaMA, HF, the paper's TF code
+outside    1 / (sqrt(ms) + eps)        the paper's released PyTorch code
+clamp      1 / sqrt(max(ms, eps))      the "ByteRMSNorm" explainer
+=========  ==========================  ==========================================
+
+They give different numbers: for ms = 1e-6 and eps = 1e-6, "inside" gives
+1/sqrt(2e-6) = 707, "outside" gives 1/(1e-3 + 1e-6) = 999, "clamp" gives
+1000.
+
+Backward needs d rstd / d ms (and, for a learnable eps, d rstd / d eps):
+
+* inside:  d rstd/d ms = -rstd^3 / 2;                   d rstd/d eps = -rstd^3 / 2
+* outside: d rstd/d ms = -rstd^2 / (2 sqrt(ms));        d rstd/d eps = -rstd^2
+* clamp:   d rstd/d ms = -rstd^3 / 2 if ms > eps else 0; d rstd/d eps = -rstd^3 / 2 if eps >= ms else 0
+
+"outside" has a kink at ms = 0: sqrt is not differentiable there. We take
+the derivative to be 0 at ms = 0, which is also what a central finite
+difference gives (the statistic is even in x). The caller multiplies it by
+sum(g * x), which is 0 for an all-zero row anyway.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def rstd_from_ms(ms: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """rstd for each row, from the mean-square (or variance) ``ms``."""
+    if mode == "inside":
+        return 1.0 / np.sqrt(ms + eps)
+    if mode == "outside":
+        return 1.0 / (np.sqrt(ms) + eps)
+    if mode == "clamp":
+        return 1.0 / np.sqrt(np.maximum(ms, eps))
+    raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
+
+
+def drstd_dms(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """d rstd / d ms, elementwise (see the module docstring)."""
+    if mode == "inside":
+        return -0.5 * rstd**3
+    if mode == "outside":
+        root = np.sqrt(ms)
+        safe = np.where(root > 0, root, 1.0)
+        return np.where(root > 0, -0.5 * rstd**2 / safe, 0.0)
+    if mode == "clamp":
+        return np.where(ms > eps, -0.5 * rstd**3, 0.0)
+    raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
+
+
+def drstd_deps(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """d rstd / d eps, elementwise; used by RMSNormLearnableEps."""
+    if mode == "inside":
+        return -0.5 * rstd**3
+    if mode == "outside":
+        return -(rstd**2)
+    if mode == "clamp":
+        return np.where(eps >= ms, -0.5 * rstd**3, 0.0)
+    raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")

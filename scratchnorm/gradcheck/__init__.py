@@ -1,0 +1,213 @@
+r"""Finite-difference gradient checks, for the library's layers and for your own code.
+
+What is compared. With a random upstream gradient dy (fixed by ``seed``),
+the scalar loss is L = sum(dy * y). The analytic gradients come from the
+backward pass with that dy; the numeric ones from central differences,
+
+    dL/dt_i ~ (L(t_i + h) - L(t_i - h)) / (2 h),
+
+for every element of every tensor t: the input and each parameter. A random
+dy matters: with L = sum(y) a normalization's gradient is zero (LayerNorm)
+or degenerate, and a wrong backward passes unnoticed.
+
+The error of one element (the report's "max rel err" is its maximum):
+
+    err_i = |a_i - n_i| / max(|a_i|, |n_i|, floor),  floor = 1e-3 * max_j max(|a_j|, |n_j|) + 1e-30
+
+a relative error, except that elements far smaller than the tensor's largest
+one are measured against a thousandth of that largest one, so that exact
+zeros (which the orthogonality of these gradients produces) do not divide
+round-off by zero. An element fails when err_i > tol (default 1e-6).
+
+Three lines to check your own backward::
+
+    def my_forward(x, weight): ...; return y, cache
+    def my_backward(dy, cache): ...; return {"x": dx, "weight": dweight}   # or (dx, dweight)
+    print(scratchnorm.gradcheck((my_forward, my_backward), x, params={"weight": w}))
+
+Everything runs in float64: the input, the parameters and the upstream
+gradient must be float64 (a float32 finite difference measures round-off).
+Layer state in ``layer.buffers`` (BatchNorm's running statistics) is saved
+before the check and restored after every forward, so the check leaves the
+layer as it found it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._checks import fail
+
+
+@dataclass
+class TensorCheck:
+    """The result for one tensor (the input or one parameter)."""
+
+    name: str
+    shape: tuple
+    max_rel_err: float
+    worst_index: tuple
+    n_bad: int
+    n: int
+    tol: float
+
+    @property
+    def ok(self) -> bool:
+        return self.n_bad == 0
+
+
+@dataclass
+class GradcheckReport:
+    """All tensors of one check. ``report.ok`` is True when every tensor passed."""
+
+    label: str
+    checks: list[TensorCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((c.max_rel_err for c in self.checks), default=0.0)
+
+    def __getitem__(self, name: str) -> TensorCheck:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        rows = [f"gradcheck: {self.label}",
+                f"  {'tensor':<8} {'shape':<14} {'max rel err':>11}  {'worst index':<14} {'> tol':>9}  status"]
+        for c in self.checks:
+            rows.append(f"  {c.name:<8} {str(c.shape):<14} {c.max_rel_err:>11.2e}  {str(c.worst_index):<14} "
+                        f"{f'{c.n_bad}/{c.n}':>9}  {'ok' if c.ok else 'FAIL'}")
+        return "\n".join(rows)
+
+
+def _compare(name, analytic, numeric, tol) -> TensorCheck:
+    a = np.asarray(analytic, dtype=np.float64).reshape(np.shape(numeric))
+    n = numeric
+    scale = max(np.max(np.abs(a), initial=0.0), np.max(np.abs(n), initial=0.0))
+    floor = 1e-3 * scale + 1e-30
+    err = np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), floor)
+    err = np.where(np.isnan(err), np.inf, err)          # a NaN anywhere is a failure
+    worst = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else ()
+    return TensorCheck(name, tuple(n.shape), float(err.max(initial=0.0)), tuple(int(i) for i in worst),
+                       int(np.sum(err > tol)), int(err.size), tol)
+
+
+def _require_float64(name, arr):
+    arr = np.asarray(arr)
+    if arr.dtype != np.float64:
+        fail(TypeError, name, "a float64 array (finite differences need float64)", arr,
+             f"pass {name}.astype(np.float64); for a layer, build it with dtype=np.float64.")
+    return arr
+
+
+class _LayerTarget:
+    """Adapts a Layer to (loss, analytic gradients)."""
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.params = {k: _require_float64(f"params[{k!r}]", v) for k, v in layer.params.items()}
+        self.saved = {k: v.copy() for k, v in layer.buffers.items()}
+        self.label = repr(layer)
+
+    def restore(self):
+        for k, v in self.saved.items():
+            self.layer.buffers[k][...] = v
+
+    def output(self, x):
+        y = self.layer.forward(x)
+        self.restore()
+        return y
+
+    def analytic(self, x, dy):
+        self.output(x)
+        dx = self.layer.backward(dy)
+        return {"x": dx, **self.layer.grads}
+
+
+class _FunctionTarget:
+    """Adapts a (forward, backward) pair of pure functions."""
+
+    def __init__(self, pair, params, kwargs):
+        self.forward, self.backward = pair
+        self.params = {k: _require_float64(f"params[{k!r}]", v).copy() for k, v in (params or {}).items()}
+        self.kwargs = kwargs or {}
+        self.label = getattr(self.forward, "__name__", "forward")
+
+    def restore(self):
+        pass
+
+    def output(self, x):
+        return self.forward(x, **self.params, **self.kwargs)[0]
+
+    def analytic(self, x, dy):
+        _, cache = self.forward(x, **self.params, **self.kwargs)
+        grads = self.backward(dy, cache)
+        if not isinstance(grads, dict):
+            grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+            grads = dict(zip(["x", *self.params], grads))
+        return grads
+
+
+def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, check_x=True):
+    """Compare analytic and central-difference gradients; returns a GradcheckReport.
+
+    target: a Layer, or a pair ``(forward, backward)`` of pure functions with
+    ``forward(x, **params, **kwargs) -> (y, cache)`` and ``backward(dy, cache)``
+    returning a dict {"x": dx, name: dparam, ...} or a tuple (dx, dparam, ...) in
+    the order of ``params``. x: float64 input. h: finite-difference step.
+    tol: the largest allowed err_i (see the module docstring).
+    """
+    if isinstance(target, tuple) and len(target) == 2 and all(callable(f) for f in target):
+        t = _FunctionTarget(target, params, kwargs)
+    elif hasattr(target, "forward") and hasattr(target, "backward") and hasattr(target, "params"):
+        if params is not None:
+            fail(TypeError, "params", "None when checking a layer (it has its own layer.params)", params,
+                 "set the layer's parameters with layer.params[name] = value instead.")
+        t = _LayerTarget(target)
+    else:
+        fail(TypeError, "target", "a layer or a (forward, backward) pair of functions", target,
+             "pass gradcheck(layer, x) or gradcheck((my_forward, my_backward), x, params={...}).")
+    x = _require_float64("x", x).copy()
+    try:
+        y = t.output(x)
+        # A stream of its own: with default_rng(seed), a caller who drew x from
+        # default_rng(0) would get dy == x, and for RMSNorm dx = 0 exactly.
+        rng = np.random.default_rng((seed, 0x5EED))
+        dy = rng.standard_normal(np.shape(y))               # random upstream gradient
+        analytic = t.analytic(x, dy)
+
+        def loss():
+            return float(np.sum(dy * t.output(x)))
+
+        report = GradcheckReport(t.label)
+        tensors = ({"x": x} if check_x else {}) | t.params
+        for name, arr in tensors.items():
+            if name not in analytic:
+                fail(KeyError, "backward's result", f"a gradient named {name!r}", sorted(analytic),
+                     f"return dL/d{name} from backward.")
+            numeric = np.zeros(arr.shape)
+            flat, nflat = arr.reshape(-1), numeric.reshape(-1)  # views: perturb in place
+            if not np.shares_memory(flat, arr):
+                fail(ValueError, name, "a C-contiguous array", arr, f"pass np.ascontiguousarray({name}).")
+            for i in range(flat.size):
+                old = flat[i]
+                flat[i] = old + h
+                lp = loss()
+                flat[i] = old - h
+                lm = loss()
+                flat[i] = old
+                nflat[i] = (lp - lm) / (2 * h)
+            report.checks.append(_compare(name, analytic[name], numeric, tol))
+    finally:
+        t.restore()
+    return report

@@ -1,0 +1,161 @@
+r"""RMSNorm (Zhang & Sennrich, 2019): forward, hand-derived backward (closed form and staged), the layer.
+
+For one row x of d features (every leading axis is a batch axis), with the
+statistic taken over the first k features (k = d for RMSNorm, k < d for
+pRMSNorm, see ``partial_rmsnorm.py``):
+
+Forward
+    ms    = (1/k) sum_{j<k} x_j^2                  mean square; no mean is subtracted
+    rstd  = rstd(ms, eps)                          "inside": 1/sqrt(ms + eps); see eps_modes.py
+    x_hat = x * rstd                               the whole row is divided, not just the first k
+    y     = x_hat * weight + bias                  (weight, bias optional)
+
+Backward, with g = dy * weight (= dL/dx_hat)
+    dbias   = sum over rows of dy
+    dweight = sum over rows of dy * x_hat
+    dx_i    = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_j) * d rstd/d ms
+    deps    = sum over rows of (sum_j g_j x_j) * d rstd/d eps   (RMSNormLearnableEps)
+
+Why. x_hat_i = x_i * rstd(ms) depends on x_i directly (rstd * g_i) and
+through ms, which only the first k features feed: d ms/d x_i = 2 x_i / k.
+The chain rule through rstd collects sum_j g_j x_j once per row.
+
+For the usual case, eps "inside" and k = d, d rstd/d ms = -rstd^3/2, and the
+formula folds into the one in the paper's gradient analysis:
+
+    dx = rstd * (g - x_hat * mean(g * x_hat))
+
+Compared with LayerNorm's rstd * (g - mean(g) - x_hat * mean(g * x_hat)),
+the mean(g) term is gone because no mean was subtracted. Consequence, checked
+by the tests: without the affine and with eps = 0, dx . x = 0 per row: the
+gradient has no component along x, so the Jacobian (the paper's R matrix,
+``jacobian.py``) has rank d - 1, and scaling x does not change y.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import store, sum_rows
+from ._checks import EPS_MODES, check_affine, check_bool, check_choice, check_eps, check_int, fail
+from .backend import pick
+from .dtypes import as_float_array, upcast_half
+from .eps_modes import drstd_deps, drstd_dms, rstd_from_ms
+from .layer import Layer, check_last_axis
+
+
+def check_k(k, d: int) -> int:
+    """The partial count k: 1 <= k <= d (None means d)."""
+    if k is None:
+        return d
+    k = check_int("k", k)
+    if k > d:
+        fail(ValueError, "k", f"an integer in [1, d={d}]", k, "pass k <= d, or k=None for all features.")
+    return k
+
+
+def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
+    """RMSNorm over the last axis. Returns ``(y, cache)``.
+
+    x: (..., d), float16/32/64. weight, bias: (d,) or None. k: features that
+    feed the statistic (None: all d). eps >= 0; with eps = 0 an all-zero row
+    gives NaN, as the formula does. See the module docstring for the formulas.
+    """
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    d = x.shape[-1]
+    k = check_k(k, d)
+    check_affine(weight, bias, d)
+    xf = upcast_half(x).astype(np.float64)                   # (..., d) computed in float64
+    ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True)     # (..., 1)
+    rstd = rstd_from_ms(ms, eps, eps_mode)                   # (..., 1)
+    x_hat = xf * rstd                                        # (..., d)
+    y = x_hat
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    cache = {"x": xf, "x_hat": x_hat, "ms": ms, "rstd": rstd, "eps": eps, "eps_mode": eps_mode, "k": k,
+             "weight": weight, "bias": bias, "dtype": x.dtype}
+    return store(y, x.dtype, out), cache
+
+
+def _rms_norm_grads(dy, cache, dx, gx):
+    """Pack dx with dweight, dbias and deps. gx = sum_j g_j x_j per row, (..., 1)."""
+    grads = {"x": dx}
+    weight, bias = cache["weight"], cache["bias"]
+    if weight is not None:
+        grads["weight"] = sum_rows(dy * cache["x_hat"]).astype(weight.dtype)
+    if bias is not None:
+        grads["bias"] = sum_rows(dy).astype(bias.dtype)
+    grads["eps"] = np.sum(gx * drstd_deps(cache["ms"], cache["rstd"], cache["eps"], cache["eps_mode"]))
+    return grads
+
+
+def rms_norm_backward(dy, cache, *, dx_out=None):
+    """Closed-form RMSNorm backward. Returns {"x", "weight", "bias", "eps"} (those that exist).
+
+    dx_i = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_j) * d rstd/d ms.
+    """
+    dy = as_float_array(dy, "dy").astype(np.float64)             # (..., d)
+    x, ms, rstd, k, weight = cache["x"], cache["ms"], cache["rstd"], cache["k"], cache["weight"]
+    g = dy * weight if weight is not None else dy               # dL/dx_hat
+    gx = (g * x).sum(axis=-1, keepdims=True)                    # (..., 1)
+    coef = gx * drstd_dms(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
+    dx = rstd * g                                               # (..., d) direct path
+    dx[..., :k] += coef * x[..., :k]                            # path through ms
+    return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out), gx)
+
+
+def rms_norm_backward_staged(dy, cache):
+    """RMSNorm backward, node by node through the forward graph.
+
+    Graph: sq = x[:k]^2; ms = mean(sq); rstd = rstd(ms); x_hat = x * rstd; y = x_hat * weight + bias.
+    """
+    dy = as_float_array(dy, "dy").astype(np.float64)
+    x, ms, rstd, k, weight = cache["x"], cache["ms"], cache["rstd"], cache["k"], cache["weight"]
+    dx_hat = dy * weight if weight is not None else dy          # y = x_hat * weight + bias
+    dx = dx_hat * rstd                                          # x_hat = x * rstd   (x path)
+    drstd = (dx_hat * x).sum(axis=-1, keepdims=True)            #                    (rstd path)
+    dms = drstd * drstd_dms(ms, rstd, cache["eps"], cache["eps_mode"])  # rstd = rstd(ms)
+    dsq = np.broadcast_to(dms / k, x[..., :k].shape)            # ms = mean(sq)
+    dx[..., :k] += dsq * 2.0 * x[..., :k]                       # sq = x[:k]^2
+    return _rms_norm_grads(dy, cache, dx.astype(cache["dtype"]), drstd)
+
+
+class RMSNorm(Layer):
+    """RMSNorm(d, eps=1e-6, eps_mode="inside", elementwise_affine=True): y = x / RMS(x) * weight.
+
+    eps_mode: "inside" x*rsqrt(ms+eps) (PyTorch, LLaMA); "outside" x/(sqrt(ms)+eps)
+    (the paper's PyTorch code); "clamp" x*rsqrt(max(ms, eps)). See eps_modes.py.
+    The default eps 1e-6 is LLaMA-1's; torch.nn.RMSNorm defaults to finfo(dtype).eps.
+    """
+
+    _k = None  # features that feed the statistic; None = all (see PartialRMSNorm)
+
+    def __init__(self, d, eps=1e-6, eps_mode="inside", elementwise_affine=True, *,
+                 backend="numba", dtype=np.float64):
+        super().__init__(backend=backend, dtype=dtype)
+        self.d = check_int("d", d)
+        self.eps = check_eps(eps)
+        self.eps_mode = check_choice("eps_mode", eps_mode, EPS_MODES)
+        self.elementwise_affine = check_bool("elementwise_affine", elementwise_affine)
+        if self.elementwise_affine:
+            self._add_param("weight", np.ones(self.d))
+
+    def _check_input(self, x):
+        check_last_axis(type(self).__name__, x, self.d)
+
+    def _eps_value(self) -> float:
+        return self.eps
+
+    def _forward(self, x):
+        fwd = pick(self.backend, rms_norm_forward)
+        return fwd(x, self.params.get("weight"), self.params.get("bias"),
+                   eps=self._eps_value(), eps_mode=self.eps_mode, k=self._k)
+
+    def _backward(self, dy, cache):
+        return pick(self.backend, rms_norm_backward)(dy, cache)
+
+    def extra_repr(self):
+        return f"{self.d}, eps={self.eps}, eps_mode={self.eps_mode!r}"

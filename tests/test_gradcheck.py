@@ -1,0 +1,108 @@
+"""gradcheck itself: it passes every layer, and it fails wrong backward passes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import scratchnorm as sn
+from scratchnorm.gradcheck.cases import all_cases
+
+CASES = all_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_every_layer_passes_gradcheck(case, backend):
+    layer, x = case.build(backend)
+    report = sn.gradcheck(layer, x)
+    assert report.ok, str(report)
+    assert {c.name for c in report.checks} == {"x", *layer.params}
+
+
+def test_gradcheck_catches_the_missing_mean_term(rng):
+    """A LayerNorm backward that drops -mean(g) (the classic slip) must fail."""
+    def wrong_backward(dy, cache):
+        g, x_hat, rstd = dy, cache["x_hat"], cache["rstd"]
+        return {"x": rstd * (g - x_hat * np.mean(g * x_hat, -1, keepdims=True))}
+
+    x = rng.standard_normal((3, 6)) + 1.0
+    good = sn.gradcheck((sn.layer_norm_forward, sn.layer_norm_backward), x)
+    bad = sn.gradcheck((sn.layer_norm_forward, wrong_backward), x)
+    assert good.ok and not bad.ok
+    assert bad["x"].n_bad > 0 and bad["x"].max_rel_err > 1e-3
+
+
+def test_gradcheck_catches_a_wrong_parameter_gradient(rng):
+    def wrong_backward(dy, cache):
+        grads = sn.rms_norm_backward(dy, cache)
+        grads["weight"] = grads["weight"] * 1.001
+        return grads
+
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal(5)
+    report = sn.gradcheck((sn.rms_norm_forward, wrong_backward), x, params={"weight": w})
+    assert report["x"].ok and not report["weight"].ok
+
+
+def test_user_pair_may_return_a_tuple(rng):
+    def forward(x, weight):
+        return x * weight, (x, weight)
+
+    def backward(dy, cache):
+        x, weight = cache
+        return dy * weight, (dy * x).sum(0)
+
+    report = sn.gradcheck((forward, backward), rng.standard_normal((4, 3)), params={"weight": rng.standard_normal(3)})
+    assert report.ok
+    assert [c.name for c in report.checks] == ["x", "weight"]
+    assert report["x"].worst_index != () and report["x"].n == 12
+    assert "max rel err" in str(report)
+
+
+def test_upstream_gradient_is_not_the_input_stream():
+    """x drawn from default_rng(0) must not equal dy (with dy = x, RMSNorm's dx is 0 and
+    every check would pass vacuously)."""
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    bad = sn.gradcheck((sn.rms_norm_forward, lambda dy, c: {"x": np.zeros_like(dy)}), x, seed=0)
+    assert not bad.ok
+
+
+def test_gradcheck_requires_float64(rng):
+    with pytest.raises(TypeError, match="float64"):
+        sn.gradcheck(sn.RMSNorm(3, backend="numpy"), rng.standard_normal((2, 3)).astype(np.float32))
+    with pytest.raises(TypeError, match="float64"):
+        sn.gradcheck(sn.RMSNorm(3, dtype=np.float32, backend="numpy"), rng.standard_normal((2, 3)))
+
+
+def test_gradcheck_leaves_the_layer_as_it_found_it(rng):
+    layer = sn.RMSNormWithBias(5, backend="numpy")
+    layer.params["weight"] = rng.standard_normal(5)
+    before = {k: v.copy() for k, v in layer.params.items()}
+    sn.gradcheck(layer, rng.standard_normal((3, 5)))
+    for k in before:
+        np.testing.assert_array_equal(layer.params[k], before[k])
+
+
+def test_cli_passes_and_prints_a_table():
+    out = subprocess.run([sys.executable, "-m", "scratchnorm.gradcheck", "--backend", "numpy"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 failed" in out.stdout and "LayerNorm(8)" in out.stdout
+
+
+def test_cli_exits_non_zero_on_a_failure(monkeypatch, capsys):
+    import importlib
+
+    cli = importlib.import_module("scratchnorm.gradcheck.__main__")  # the attribute scratchnorm.gradcheck is the function
+    from scratchnorm.gradcheck.cases import Case
+
+    class Broken(sn.RMSNorm):
+        def _backward(self, dy, cache):
+            grads = super()._backward(dy, cache)
+            grads["x"] = grads["x"] * 1.01
+            return grads
+
+    monkeypatch.setattr(cli, "all_cases", lambda: [Case("broken", lambda b: Broken(4, backend=b), (2, 4))])
+    assert cli.main(["--backend", "numpy"]) == 1
+    assert "FAILED: broken" in capsys.readouterr().out
