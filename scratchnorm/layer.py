@@ -91,7 +91,7 @@ class Layer:
 
     # -- the contract ------------------------------------------------------
     def forward(self, x):
-        x = as_float_array(x, "x")
+        x = self._as_input(x)
         self._check_input(x)
         y, cache = self._forward(x)
         self._cache = cache
@@ -114,6 +114,11 @@ class Layer:
         return dx
 
     # -- to be provided by each layer --------------------------------------
+    def _as_input(self, x) -> np.ndarray:
+        """Turn the input into an array; float layers reject non-float input (dtypes.py).
+        A layer with integer input (an embedding) overrides this."""
+        return as_float_array(x, "x")
+
     def _check_input(self, x: np.ndarray) -> None:
         """Raise a clear error if x's shape does not fit the layer."""
 

@@ -177,7 +177,8 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, 
     else:
         fail(TypeError, "target", "a layer or a (forward, backward) pair of functions", target,
              "pass gradcheck(layer, x) or gradcheck((my_forward, my_backward), x, params={...}).")
-    x = _require_float64("x", x).copy()
+    # check_x=False: x is not differentiated (token ids, for example) and may be any dtype
+    x = (_require_float64("x", x) if check_x else np.asarray(x)).copy()
     try:
         y = t.output(x)
         # A stream of its own: with default_rng(seed), a caller who drew x from
