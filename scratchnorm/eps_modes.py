@@ -15,16 +15,23 @@ They give different numbers: for ms = 1e-6 and eps = 1e-6, "inside" gives
 1/sqrt(2e-6) = 707, "outside" gives 1/(1e-3 + 1e-6) = 999, "clamp" gives
 1000.
 
-Backward needs d rstd / d ms (and, for a learnable eps, d rstd / d eps):
+Backward needs the derivatives of rstd. They are used, and returned here, as
+derivatives of log(rstd), that is divided by rstd:
 
-* inside:  d rstd/d ms = -rstd^3 / 2;                   d rstd/d eps = -rstd^3 / 2
-* outside: d rstd/d ms = -rstd^2 / (2 sqrt(ms));        d rstd/d eps = -rstd^2
-* clamp:   d rstd/d ms = -rstd^3 / 2 if ms > eps else 0; d rstd/d eps = -rstd^3 / 2 if eps >= ms else 0
+* inside:  d log rstd/d ms = -rstd^2 / 2;                    d log rstd/d eps = -rstd^2 / 2
+* outside: d log rstd/d ms = -rstd / (2 sqrt(ms));           d log rstd/d eps = -rstd
+* clamp:   d log rstd/d ms = -rstd^2 / 2 if ms > eps else 0;  d log rstd/d eps = -rstd^2 / 2 if eps >= ms else 0
+
+Why the log: the backward multiplies d rstd/d ms by sum_j g_j x_j and by x_i,
+two factors as large as x. Written with x_hat = x * rstd instead, the product
+is (sum_j g_j x_hat_j) * (d log rstd/d ms) * x_i, whose factors stay in range:
+with |x| ~ 1e104, rstd^3 ~ 1e-312 would already be a subnormal float64 and
+lose digits, while rstd^2 ~ 1e-208 is fine.
 
 "outside" has a kink at ms = 0: sqrt is not differentiable there. We take
 the derivative to be 0 at ms = 0, which is also what a central finite
 difference gives (the statistic is even in x). The caller multiplies it by
-sum(g * x), which is 0 for an all-zero row anyway.
+sum(g * x_hat), which is 0 for an all-zero row anyway.
 """
 from __future__ import annotations
 
@@ -42,25 +49,25 @@ def rstd_from_ms(ms: np.ndarray, eps: float, mode: str) -> np.ndarray:
     raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
 
 
-def drstd_dms(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
-    """d rstd / d ms, elementwise (see the module docstring)."""
+def dlog_rstd_dms(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """(d rstd / d ms) / rstd, elementwise (see the module docstring)."""
     if mode == "inside":
-        return -0.5 * rstd**3
+        return -0.5 * rstd**2
     if mode == "outside":
         root = np.sqrt(ms)
         safe = np.where(root > 0, root, 1.0)
-        return np.where(root > 0, -0.5 * rstd**2 / safe, 0.0)
+        return np.where(root > 0, -0.5 * rstd / safe, 0.0)
     if mode == "clamp":
-        return np.where(ms > eps, -0.5 * rstd**3, 0.0)
+        return np.where(ms > eps, -0.5 * rstd**2, 0.0)
     raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
 
 
-def drstd_deps(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
-    """d rstd / d eps, elementwise; used by RMSNormLearnableEps."""
+def dlog_rstd_deps(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """(d rstd / d eps) / rstd, elementwise; used by RMSNormLearnableEps."""
     if mode == "inside":
-        return -0.5 * rstd**3
+        return -0.5 * rstd**2
     if mode == "outside":
-        return -(rstd**2)
+        return -rstd
     if mode == "clamp":
-        return np.where(eps >= ms, -0.5 * rstd**3, 0.0)
+        return np.where(eps >= ms, -0.5 * rstd**2, 0.0)
     raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")

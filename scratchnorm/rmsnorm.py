@@ -14,11 +14,15 @@ Backward, with g = dy * weight (= dL/dx_hat)
     dbias   = sum over rows of dy
     dweight = sum over rows of dy * x_hat
     dx_i    = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_j) * d rstd/d ms
-    deps    = sum over rows of (sum_j g_j x_j) * d rstd/d eps   (RMSNormLearnableEps)
+            = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_hat_j) * d log(rstd)/d ms
+    deps    = sum over rows of (sum_j g_j x_hat_j) * d log(rstd)/d eps   (RMSNormLearnableEps)
 
 Why. x_hat_i = x_i * rstd(ms) depends on x_i directly (rstd * g_i) and
 through ms, which only the first k features feed: d ms/d x_i = 2 x_i / k.
-The chain rule through rstd collects sum_j g_j x_j once per row.
+The chain rule through rstd collects sum_j g_j x_j once per row. The second
+line is the same number written with x_hat = x * rstd; it is the one the code
+uses, because its factors stay in floating-point range for |x| up to 1e150
+(eps_modes.py explains).
 
 For the usual case, eps "inside" and k = d, d rstd/d ms = -rstd^3/2, and the
 formula folds into the one in the paper's gradient analysis:
@@ -39,7 +43,7 @@ from ._arrays import store, sum_rows
 from ._checks import EPS_MODES, check_affine, check_bool, check_choice, check_eps, check_int, fail
 from .backend import pick
 from .dtypes import as_float_array, upcast_half
-from .eps_modes import drstd_deps, drstd_dms, rstd_from_ms
+from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, rstd_from_ms
 from .layer import Layer, check_last_axis
 
 
@@ -80,31 +84,32 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     return store(y, x.dtype, out), cache
 
 
-def _rms_norm_grads(dy, cache, dx, gx):
-    """Pack dx with dweight, dbias and deps. gx = sum_j g_j x_j per row, (..., 1)."""
+def _rms_norm_grads(dy, cache, dx, gxh):
+    """Pack dx with dweight, dbias and deps. gxh = sum_j g_j x_hat_j per row, (..., 1)."""
     grads = {"x": dx}
     weight, bias = cache["weight"], cache["bias"]
     if weight is not None:
         grads["weight"] = sum_rows(dy * cache["x_hat"]).astype(weight.dtype)
     if bias is not None:
         grads["bias"] = sum_rows(dy).astype(bias.dtype)
-    grads["eps"] = np.sum(gx * drstd_deps(cache["ms"], cache["rstd"], cache["eps"], cache["eps_mode"]))
+    grads["eps"] = np.sum(gxh * dlog_rstd_deps(cache["ms"], cache["rstd"], cache["eps"], cache["eps_mode"]))
     return grads
 
 
 def rms_norm_backward(dy, cache, *, dx_out=None):
     """Closed-form RMSNorm backward. Returns {"x", "weight", "bias", "eps"} (those that exist).
 
-    dx_i = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_j) * d rstd/d ms.
+    dx_i = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_hat_j) * d log(rstd)/d ms.
     """
     dy = as_float_array(dy, "dy").astype(np.float64)             # (..., d)
-    x, ms, rstd, k, weight = cache["x"], cache["ms"], cache["rstd"], cache["k"], cache["weight"]
+    x, x_hat, ms, rstd, k = cache["x"], cache["x_hat"], cache["ms"], cache["rstd"], cache["k"]
+    weight = cache["weight"]
     g = dy * weight if weight is not None else dy               # dL/dx_hat
-    gx = (g * x).sum(axis=-1, keepdims=True)                    # (..., 1)
-    coef = gx * drstd_dms(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
+    gxh = (g * x_hat).sum(axis=-1, keepdims=True)               # (..., 1)
+    coef = gxh * dlog_rstd_dms(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
     dx = rstd * g                                               # (..., d) direct path
     dx[..., :k] += coef * x[..., :k]                            # path through ms
-    return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out), gx)
+    return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out), gxh)
 
 
 def rms_norm_backward_staged(dy, cache):
@@ -117,10 +122,11 @@ def rms_norm_backward_staged(dy, cache):
     dx_hat = dy * weight if weight is not None else dy          # y = x_hat * weight + bias
     dx = dx_hat * rstd                                          # x_hat = x * rstd   (x path)
     drstd = (dx_hat * x).sum(axis=-1, keepdims=True)            #                    (rstd path)
-    dms = drstd * drstd_dms(ms, rstd, cache["eps"], cache["eps_mode"])  # rstd = rstd(ms)
+    drstd_dms = rstd * dlog_rstd_dms(ms, rstd, cache["eps"], cache["eps_mode"])
+    dms = drstd * drstd_dms                                     # rstd = rstd(ms)
     dsq = np.broadcast_to(dms / k, x[..., :k].shape)            # ms = mean(sq)
     dx[..., :k] += dsq * 2.0 * x[..., :k]                       # sq = x[:k]^2
-    return _rms_norm_grads(dy, cache, dx.astype(cache["dtype"]), drstd)
+    return _rms_norm_grads(dy, cache, dx.astype(cache["dtype"]), drstd * rstd)
 
 
 class RMSNorm(Layer):
