@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import scratchnorm as sn
+from layer_helpers import randomized
 
 
 # -- independent formulas -------------------------------------------------------
@@ -61,17 +62,11 @@ CASES = layers_and_refs()
 IDS = [c[0] for c in CASES]
 
 
-def randomize(layer, rng):
-    for name, v in layer.params.items():
-        new = rng.standard_normal(v.shape)
-        layer.params[name] = (np.abs(new) * 0.1 + 0.05 if name == "eps" else new).astype(v.dtype)
-
-
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
 @pytest.mark.parametrize("shape", [(8,), (5, 8), (2, 3, 8), (2, 2, 3, 8)])
 def test_forward_matches_independent_formula(label, make, ref, shape, backend, rng):
     layer = make(backend)
-    randomize(layer, rng)
+    randomized(layer, rng)
     x = rng.standard_normal(shape) * 3 + 0.5
     y = layer.forward(x)
     assert y.shape == x.shape and y.dtype == x.dtype
@@ -81,7 +76,7 @@ def test_forward_matches_independent_formula(label, make, ref, shape, backend, r
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
 def test_non_contiguous_and_fortran_inputs(label, make, ref, backend, rng):
     layer = make(backend)
-    randomize(layer, rng)
+    randomized(layer, rng)
     big = rng.standard_normal((6, 16))
     for x in (big[::2, ::2], np.asfortranarray(rng.standard_normal((4, 8))), big[::-1, 8:]):
         assert not x.flags.c_contiguous
@@ -99,7 +94,7 @@ def test_float32_and_float16_against_float64(label, make, ref, backend, rng):
     """float32: within 2 float32 ulps of the float64 result (one rounding at the store).
     float16: within 1e-3 relative (one float16 rounding, eps16 = 9.8e-4)."""
     layer = make(backend)
-    randomize(layer, rng)
+    randomized(layer, rng)
     x64 = rng.standard_normal((16, 8)) * 2
     dy64 = rng.standard_normal(x64.shape)
     y64 = layer.forward(x64)
@@ -127,7 +122,7 @@ def test_float32_and_float16_against_float64(label, make, ref, backend, rng):
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
 def test_zero_rows_give_finite_output_and_gradients(label, make, ref, backend, rng):
     layer = make(backend)
-    randomize(layer, rng)
+    randomized(layer, rng)
     x = rng.standard_normal((3, 8))
     x[1] = 0.0
     y = layer.forward(x)
@@ -141,7 +136,7 @@ def test_nan_and_inf_propagate_like_pytorch(label, make, ref, backend, rng):
     """A NaN or Inf in a row makes that row's output NaN (its statistic is NaN or Inf);
     the other rows are untouched. PyTorch's layer_norm / rms_norm behave the same way."""
     layer = make(backend)
-    randomize(layer, rng)
+    randomized(layer, rng)
     x = rng.standard_normal((3, 8))
     clean = layer.forward(x)
     x[0, 2], x[2, 5] = np.nan, np.inf

@@ -1,0 +1,50 @@
+"""Helpers shared by the layer tests."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def randomized(layer, rng, positive=("eps",)):
+    """The layer, with every parameter set to standard-normal values (weight = 1 hides bugs).
+
+    Parameters named in ``positive`` (a learnable eps) get small positive values instead."""
+    for name, v in layer.params.items():
+        new = rng.standard_normal(v.shape)
+        if name in positive:
+            new = np.abs(new) * 0.1 + 0.05
+        layer.params[name] = new.astype(v.dtype)
+    return layer
+
+
+def clear_message(exc) -> str:
+    """Every error names the argument, what was expected, what was received and the fix."""
+    msg = str(exc)
+    assert all(part in msg for part in ("expected", "received", "Fix:")), msg
+    return msg
+
+
+def assert_one_rounding(layer, x, dy, want, rtol):
+    """A float32/float16 run of ``layer`` is within ~1 rounding of float64 on the same values.
+
+    x, dy: low-precision input and upstream gradient; want: the float64 reference output
+    for x. Checks the output and dx dtypes, the parameter-gradient dtypes, and dx against
+    a float64 run of the same layer on x and dy cast up.
+    """
+    y = layer.forward(x)
+    assert y.dtype == x.dtype
+    assert np.max(np.abs(y - want)) <= 2 * rtol * np.abs(want).max()
+    dx = layer.backward(dy)
+    assert dx.dtype == x.dtype
+    assert all(g.dtype == layer.params[k].dtype for k, g in layer.grads.items())
+    layer.forward(x.astype(np.float64))
+    dx64 = layer.backward(dy.astype(np.float64))
+    assert np.max(np.abs(dx - dx64)) <= 2 * rtol * np.abs(dx64).max()
+
+
+def assert_cache_not_aliased(layer, x, dy):
+    """Writing into y (or x) after forward must not change what backward computes."""
+    y = layer.forward(x)
+    want = layer.backward(dy).copy()
+    y[...] = 0.0
+    x[...] = 0.0
+    np.testing.assert_array_equal(layer.backward(dy), want)
