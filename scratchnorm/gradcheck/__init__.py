@@ -158,7 +158,7 @@ class _FunctionTarget:
         return grads
 
 
-def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, check_x=True):
+def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, check_x=True, order=2):
     """Compare analytic and central-difference gradients; returns a GradcheckReport.
 
     target: a Layer, or a pair ``(forward, backward)`` of pure functions with
@@ -166,7 +166,13 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, 
     returning a dict {"x": dx, name: dparam, ...} or a tuple (dx, dparam, ...) in
     the order of ``params``. x: float64 input. h: finite-difference step.
     tol: the largest allowed err_i (see the module docstring).
+    order: 2 for the central difference above (error O(h^2)); 4 for the five-point
+    (L(t+h) - L(t-h)) * 8/(12h) - (L(t+2h) - L(t-2h)) / (12h) (error O(h^4)), which
+    allows a larger h and so less round-off: for whole models, whose loss is large
+    next to the gradient of any one parameter.
     """
+    if order not in (2, 4):
+        fail(ValueError, "order", "2 or 4", order, "pass order=2 (central difference) or order=4 (five-point).")
     if isinstance(target, tuple) and len(target) == 2 and all(callable(f) for f in target):
         t = _FunctionTarget(target, params, kwargs)
     elif hasattr(target, "forward") and hasattr(target, "backward") and hasattr(target, "params"):
@@ -202,12 +208,14 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, 
                 fail(ValueError, name, "a C-contiguous array", arr, f"pass np.ascontiguousarray({name}).")
             for i in range(flat.size):
                 old = flat[i]
-                flat[i] = old + h
-                lp = loss()
-                flat[i] = old - h
-                lm = loss()
+                diffs = []
+                for step in (h, 2 * h)[: order // 2]:      # L(t + step) - L(t - step)
+                    flat[i] = old + step
+                    lp = loss()
+                    flat[i] = old - step
+                    diffs.append(lp - loss())
                 flat[i] = old
-                nflat[i] = (lp - lm) / (2 * h)
+                nflat[i] = diffs[0] / (2 * h) if order == 2 else (8 * diffs[0] - diffs[1]) / (12 * h)
             report.checks.append(_compare(name, analytic[name], numeric, tol))
     finally:
         t.restore()

@@ -1,0 +1,86 @@
+"""The gradient-check cases of scratchnorm.nn: every layer, and a tiny Transformer end to end.
+
+Same ``Case`` as cases.py. Layers with integer input (Embedding, Transformer)
+set ``vocab``: the input is token ids, which are not differentiated, so the
+check covers every parameter (``gradcheck(layer, x, check_x=case.check_x)``).
+The loss is checked at fixed targets (``_LossAt``). Dimensions are tiny:
+every parameter element costs two forward passes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn
+from ..linear import Linear
+from ..rmsnorm import RMSNorm
+from .cases import Case
+
+MLP_NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
+
+
+class _LossAt(nn.SoftmaxCrossEntropy):
+    """The loss as a one-input layer, logits -> L, at targets fixed when it is built."""
+
+    def __init__(self, targets, **kw):
+        super().__init__(**kw)
+        self.fixed_targets = np.asarray(targets)
+
+    def forward(self, logits):
+        return super().forward(logits, self.fixed_targets)
+
+
+def _targets(shape, n_classes, seed=1):
+    return np.random.default_rng(seed).integers(0, n_classes, shape)
+
+
+def _residual(placement, norm, d=6):
+    def make(b):
+        # the last bias is left out before BatchNorm, which would cancel it (its gradient is exactly 0)
+        f = nn.Sequential(Linear(d, 8, backend=b), nn.GELU(backend=b),
+                          Linear(8, d, bias=norm != "batchnorm", backend=b))
+        return nn.Residual(f, nn.make_norm(norm, d, backend=b), placement)
+    return make
+
+
+def _transformer(norm, **kw):
+    """A tiny Transformer: vocab 5, d_model 4, 2 heads of 2, max_len 5, MLP width 8.
+    norm: as in nn.Transformer, or a function of the backend that returns a factory."""
+    def make(b):
+        n = norm(b) if callable(norm) else norm
+        return nn.Transformer(5, 4, 2, max_len=5, mlp_ratio=2, norm=n, backend=b, **kw)
+    return make
+
+
+def nn_cases() -> list[Case]:
+    # Stacks of layers: their loss is large next to the gradient of any one parameter,
+    # so round-off over h = 1e-6 comes near the tolerance (measured: up to 2.6e-6 over
+    # 20 seeds for an mlp). The five-point difference (order=4) with h = 3e-4 keeps
+    # round-off and truncation far below it (<= 1.2e-7 over 20 seeds), but only for
+    # smooth functions: a ReLU kink within 2h of an input breaks it, so these stacks
+    # use GELU, and ReLU is checked alone and in one small stack at h = 1e-6.
+    smooth = {"h": 3e-4, "order": 4}
+    model = {"vocab": 5, **smooth}
+    return [
+        Case("nn.ReLU", lambda b: nn.ReLU(backend=b), (4, 5)),
+        Case("nn.GELU", lambda b: nn.GELU(backend=b), (2, 3, 5)),
+        Case("nn.Embedding(7, 3)", lambda b: nn.Embedding(7, 3, backend=b), (2, 5), vocab=7),
+        Case("nn.CausalSelfAttention(8, 2)", lambda b: nn.CausalSelfAttention(8, 2, backend=b), (2, 4, 8), **smooth),
+        Case("nn.CausalSelfAttention(6, 1) T=1", lambda b: nn.CausalSelfAttention(6, 1, backend=b), (3, 1, 6)),
+        Case("nn.SoftmaxCrossEntropy", lambda b: _LossAt(_targets((4,), 5), backend=b), (4, 5)),
+        Case("nn.SoftmaxCrossEntropy 3-D", lambda b: _LossAt(_targets((2, 3), 4), backend=b), (2, 3, 4)),
+        Case("nn.Sequential(Linear, ReLU, Linear)",
+             lambda b: nn.Sequential(Linear(4, 6, backend=b), nn.ReLU(backend=b), Linear(6, 3, backend=b)), (5, 4)),
+        *[Case(f"nn.mlp GELU norm={norm}", lambda b, n=norm: nn.mlp([5, 6, 6, 3], n, "gelu", backend=b), (6, 5),
+               **smooth) for norm in MLP_NORMS],
+        Case("nn.Residual pre LayerNorm", _residual("pre", "layernorm"), (2, 3, 6), **smooth),
+        Case("nn.Residual post RMSNorm", _residual("post", "rmsnorm"), (2, 3, 6), **smooth),
+        Case("nn.Residual post BatchNorm", _residual("post", "batchnorm"), (5, 6), **smooth),
+        Case("nn.Residual pre none", _residual("pre", None), (4, 6), **smooth),
+        Case("nn.Transformer rmsnorm 2 layers (LLaMA-like)",
+             _transformer("rmsnorm", n_layers=2), (2, 4), **model),
+        Case("nn.Transformer layernorm", _transformer("layernorm", n_layers=1), (2, 5), **model),
+        Case("nn.Transformer post-norm RMSNorm(eps=1e-5)",
+             _transformer(lambda b: lambda d: RMSNorm(d, eps=1e-5, backend=b), n_layers=1, placement="post"),
+             (2, 3), **model),
+        Case("nn.Transformer no norm", _transformer(None, n_layers=1), (1, 4), **model),
+    ]

@@ -1,0 +1,114 @@
+r"""Multi-head causal self-attention, with the backward derived by hand.
+
+x: (B, T, d), B sequences of T positions of d features; H heads of
+dh = d / H features each.
+
+Forward
+    qkv = x Wqkv^T + bqkv                       (B, T, 3d)   Linear "qkv"
+    q, k, v = the three thirds of qkv           (B, T, d) each
+    split heads: (B, T, d) -> (B, H, T, dh)     feature h*dh + e goes to head h, slot e
+    S = q k^T / sqrt(dh)                        (B, H, T, T)  S[i, j]: query i against key j
+    S[i, j] = -inf where j > i                  causal mask: position i sees positions <= i
+    P = softmax(S) over j                       (B, H, T, T)  rows sum to 1; P[i, j] = 0 for j > i
+    o = P v                                     (B, H, T, dh)
+    merge heads: (B, H, T, dh) -> (B, T, d)     the inverse of the split
+    y = o Wo^T + bo                             (B, T, d)    Linear "proj"
+
+Backward, given dy
+    do = proj.backward(dy), split into heads    (B, H, T, dh)
+    dP = do v^T;   dv = P^T do                  o = P v
+    dS = P * (dP - rowsum(dP * P))              softmax backward (softmax.py)
+    dq = dS k / sqrt(dh);  dk = dS^T q / sqrt(dh)      S = q k^T / sqrt(dh)
+    merge dq, dk, dv; concatenate to dqkv (B, T, 3d); dx = qkv.backward(dqkv)
+
+The mask needs no backward code of its own: a masked score has P = 0, and the
+softmax backward multiplies by P, so dS = 0 there and no gradient reaches it.
+The heads need none either: split and merge only move numbers, so the
+backward of a split is a merge and the backward of a merge a split.
+
+Scores, softmax and products are computed in float64 and o is rounded to
+x's dtype once; the two Linear layers follow linear.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._arrays import store
+from .._checks import check_int, fail
+from ..group_rmsnorm import check_groups
+from ..linear import Linear
+from .container import Container
+from .softmax import softmax_backward, softmax_forward
+
+
+def split_heads(a, n_heads):
+    """(B, T, d) -> (B, H, T, d/H)."""
+    B, T, d = a.shape
+    return a.reshape(B, T, n_heads, d // n_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(a):
+    """(B, H, T, dh) -> (B, T, H*dh), the inverse of ``split_heads``."""
+    B, H, T, dh = a.shape
+    return a.transpose(0, 2, 1, 3).reshape(B, T, H * dh)
+
+
+def causal_attention_forward(q, k, v):
+    """o = softmax(mask(q k^T / sqrt(dh))) v per head. q, k, v: (B, H, T, dh). Returns ``(o, cache)``."""
+    dtype = q.dtype
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    T, dh = q.shape[-2:]
+    scale = 1.0 / np.sqrt(dh)
+    S = (q @ k.swapaxes(-1, -2)) * scale                        # (B, H, T, T)
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)          # (T, T): True where j > i
+    P, _ = softmax_forward(np.where(future, -np.inf, S))        # (B, H, T, T)
+    o = P @ v                                                   # (B, H, T, dh)
+    return store(o, dtype), {"q": q, "k": k, "v": v, "P": P, "scale": scale, "dtype": dtype}
+
+
+def causal_attention_backward(do, cache):
+    """Returns {"q", "k", "v"}, each (B, H, T, dh). See the module docstring."""
+    q, k, v, P, scale = cache["q"], cache["k"], cache["v"], cache["P"], cache["scale"]
+    do = do.astype(np.float64)                                  # (B, H, T, dh)
+    dP = do @ v.swapaxes(-1, -2)                                # (B, H, T, T)
+    dv = P.swapaxes(-1, -2) @ do                                # (B, H, T, dh)
+    dS = softmax_backward(dP, P)                                # (B, H, T, T); 0 where masked
+    dq = (dS @ k) * scale                                       # (B, H, T, dh)
+    dk = (dS.swapaxes(-1, -2) @ q) * scale                      # (B, H, T, dh)
+    dtype = cache["dtype"]
+    return {"q": store(dq, dtype), "k": store(dk, dtype), "v": store(dv, dtype)}
+
+
+class CausalSelfAttention(Container):
+    """CausalSelfAttention(d, n_heads): y = proj(attention(qkv(x))), x and y of shape (B, T, d).
+
+    Parameters "qkv.weight" (3d, d), "qkv.bias" (3d,), "proj.weight" (d, d),
+    "proj.bias" (d,). n_heads must divide d. ``seed`` as in Linear.
+    """
+
+    def __init__(self, d, n_heads, *, bias=True, seed=0, backend="numba", dtype=np.float64):
+        super().__init__(backend=backend, dtype=dtype)
+        self.d = check_int("d", d)
+        self.n_heads = check_groups(n_heads, self.d, arg="n_heads")
+        rng = np.random.default_rng(seed)
+        self.qkv = self.add("qkv", Linear(self.d, 3 * self.d, bias, seed=rng, backend=backend, dtype=dtype))
+        self.proj = self.add("proj", Linear(self.d, self.d, bias, seed=rng, backend=backend, dtype=dtype))
+
+    def _check_input(self, x):
+        if x.ndim != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
+            fail(ValueError, "x", f"an array of shape (B, T, d={self.d}) with T >= 1 for CausalSelfAttention", x,
+                 f"pass a batch of sequences (x[None] for one sequence) with {self.d} features on the last axis.")
+
+    def _forward(self, x):
+        q, k, v = np.split(self.qkv.forward(x), 3, axis=-1)    # (B, T, d) each
+        o, cache = causal_attention_forward(*(split_heads(a, self.n_heads) for a in (q, k, v)))
+        return self.proj.forward(merge_heads(o)), cache
+
+    def _backward(self, dy, cache):
+        do = split_heads(self.proj.backward(dy), self.n_heads)  # (B, H, T, dh)
+        g = causal_attention_backward(do, cache)
+        dqkv = np.concatenate([merge_heads(g[name]) for name in ("q", "k", "v")], axis=-1)   # (B, T, 3d)
+        return self._with_child_grads(self.qkv.backward(dqkv))
+
+    def extra_repr(self):
+        return f"d={self.d}, n_heads={self.n_heads}"
