@@ -1,0 +1,244 @@
+"""Batch statistics: BatchNorm's output depends on the batch, LayerNorm's and GroupNorm's do not.
+
+In training mode BatchNorm normalizes feature j of example x0 with the mean
+and variance of that feature over the batch B it sits in:
+
+    y0_j = (x0_j - mu_B,j) / sqrt(var_B,j + eps)
+
+mu_B and var_B are estimates from B samples, off by about sigma/sqrt(B) and
+sigma^2 sqrt(2/B), so the same x0 gets a different output in every batch, with
+a spread of about sqrt((1 + x0_hat_j^2 / 2) / B): it shrinks like 1/sqrt(B).
+At B = 2 every output is exactly +1 or -1, whatever x0 is. In eval mode
+BatchNorm uses running averages of the batch statistics instead (momentum
+0.1, running_var unbiased), a fixed map: the train/eval gap for the same
+batch is the batch noise again and shrinks the same way.
+
+LayerNorm, RMSNorm and GroupNorm take their statistics inside one example,
+so an example's output does not depend on its batch-mates at all: the lesson
+puts a fixed example into many random batches of every size and finds the
+same output bit for bit.
+
+GroupNorm(G, C) on (N, C, L) normalizes each example over groups of C/G
+channels. G = C is InstanceNorm (each channel over its positions). G = 1 is
+LayerNorm's normalization over the whole (C, L) example; but GroupNorm's
+affine has one weight and bias per channel (2C parameters), where LayerNorm
+over (C, L) has one per element (2CL). With weight 1 and bias 0 the two
+agree; with LayerNorm's per-element affine they do not.
+
+Figures
+* 07_batch_statistics_batch_size.png. Left: the BatchNorm outputs of one
+  fixed example (one feature) in many random batches, against B. Right: the
+  spread of that output over batches and the train/eval gap, against B, on
+  log-log axes with the fitted slopes (about -1/2).
+* 07_batch_statistics_groupnorm.png: GroupNorm(G, C) for every divisor G of C,
+  compared with InstanceNorm and with LayerNorm over (C, L) (no affine): the
+  difference vanishes at G = C and at G = 1 respectively.
+"""
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python lessons/07_batch_statistics.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lessons._common import APPROX, HOLDS, check, explainer, grade, run_alone
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from scratchnorm import BatchNorm, GroupNorm, LayerNorm, RMSNorm, batch_norm_forward
+
+D = 16                       # features; GroupNorm sees them as (C, L) = (4, 4)
+C_GN, L_GN = 4, 4
+KW = dict(backend="numpy")
+
+
+def rms(a):
+    return float(np.sqrt(np.mean(np.square(a))))
+
+
+def fit_slope(sizes, values, smallest):
+    keep = sizes >= smallest
+    slope, intercept = np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)
+    return float(slope), float(np.exp(intercept))
+
+
+class Data:
+    """Examples x ~ N(mean_j, std_j^2) per feature, and batches that hold one fixed example x0."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.mean = rng.uniform(-2, 2, D)
+        self.std = rng.uniform(0.5, 2, D)
+        self.x0 = self.sample(1)[0]
+
+    def sample(self, n):
+        return self.mean + self.std * self.rng.standard_normal((n, D))
+
+    def batch_with_x0(self, size):
+        xb = self.sample(size)
+        where = self.rng.integers(size)
+        xb[where] = self.x0
+        return xb, where
+
+
+def batch_dependence(data, sizes, repeats):
+    """For each B: x0's BatchNorm outputs in `repeats` random batches, and the largest change of its
+    LayerNorm, RMSNorm and GroupNorm outputs between batches."""
+    others = {"LayerNorm": LayerNorm(D, **KW), "RMSNorm": RMSNorm(D, **KW), "GroupNorm": GroupNorm(2, C_GN, **KW)}
+    bn_out, other_change = {}, {name: 0.0 for name in others}
+    for B in sizes:
+        ys, first = [], {}
+        for _ in range(repeats):
+            xb, i = data.batch_with_x0(B)
+            ys.append(batch_norm_forward(xb)[0][i])                       # training mode: the batch's statistics
+            for name, layer in others.items():
+                inp = xb.reshape(B, C_GN, L_GN) if name == "GroupNorm" else xb
+                y0 = layer.forward(inp).reshape(B, D)[i]
+                first.setdefault(name, y0)
+                other_change[name] = max(other_change[name], float(np.max(np.abs(y0 - first[name]))))
+        bn_out[B] = np.array(ys)                                          # (repeats, D)
+    return bn_out, other_change
+
+
+def train_eval_gap(data, sizes, steps, test_batches):
+    """Train BatchNorm's running statistics on `steps` batches of size B, then compare the training-mode
+    output (batch statistics) with the eval-mode output (running statistics) on fresh batches."""
+    gap = []
+    for B in sizes:
+        bn = BatchNorm(D, **KW)
+        for _ in range(steps):
+            bn.forward(data.sample(B))                                    # updates running_mean / running_var
+        bn.eval()
+        diffs = []
+        for _ in range(test_batches):
+            xb = data.sample(B)
+            diffs.append(batch_norm_forward(xb, eps=bn.eps)[0] - bn.forward(xb))
+        gap.append(rms(np.array(diffs)))
+    return np.array(gap)
+
+
+def normalize_over(x, axes, eps=1e-5):
+    """The definition, written out: (x - mean) / sqrt(var + eps) with the statistics over `axes`."""
+    xm = x - x.mean(axis=axes, keepdims=True)
+    return xm / np.sqrt((xm * xm).mean(axis=axes, keepdims=True) + eps)
+
+
+def groupnorm_spectrum(rng, n, C, L):
+    """RMS difference of GroupNorm(G, C) (weight 1, bias 0) from the definitions of InstanceNorm
+    (statistics per example and channel, over L) and of LayerNorm over (C, L) (per example, over C and L)."""
+    x = rng.standard_normal((n, C, L)) * rng.uniform(0.5, 3, (1, C, 1)) + rng.uniform(-2, 2, (1, C, 1))
+    inst, ln = normalize_over(x, 2), normalize_over(x, (1, 2))
+    groups = [g for g in range(1, C + 1) if C % g == 0]
+    to_in, to_ln = [], []
+    for G in groups:
+        y = GroupNorm(G, C, **KW).forward(x)
+        to_in.append(rms(y - inst))
+        to_ln.append(rms(y - ln))
+    return x, np.array(groups), np.array(to_in), np.array(to_ln)
+
+
+def groupnorm_one_group_affine(rng, x):
+    """GroupNorm(1, C) with a per-channel affine against LayerNorm over (C, L) with a per-element affine."""
+    n, C, L = x.shape
+    gn, ln = GroupNorm(1, C, **KW), LayerNorm(C * L, **KW)
+    gn.params["weight"], gn.params["bias"] = rng.uniform(0.5, 2, C), rng.normal(0, 1, C)
+    y_gn = gn.forward(x)
+    ln.params["weight"] = np.repeat(gn.params["weight"], L)           # the per-channel affine, spread out
+    ln.params["bias"] = np.repeat(gn.params["bias"], L)
+    same = rms(ln.forward(x.reshape(n, -1)).reshape(x.shape) - y_gn) / rms(y_gn)
+    ln.params["weight"] = rng.uniform(0.5, 2, C * L)                  # a general per-element affine
+    ln.params["bias"] = rng.normal(0, 1, C * L)
+    y_ln = ln.forward(x.reshape(n, -1)).reshape(x.shape)
+    # The closest per-channel affine to it, by least squares on x_hat (both layers share x_hat):
+    x_hat = GroupNorm(1, C, affine=False, **KW).forward(x)
+    resid = []
+    for c in range(C):
+        A = np.c_[x_hat[:, c].ravel(), np.ones(n * L)]
+        coef = np.linalg.lstsq(A, y_ln[:, c].ravel(), rcond=None)[0]
+        resid.append(y_ln[:, c].ravel() - A @ coef)
+    return same, rms(np.array(resid)) / rms(y_ln)
+
+
+def run(lesson):
+    rng = np.random.default_rng(7)
+    data = Data(rng)
+    sizes = np.array(lesson.pick([2, 4, 8, 16, 32, 64], [2, 4, 8, 16, 32, 64, 128, 256, 512]))
+    bn_out, other_change = batch_dependence(data, sizes, lesson.pick(60, 400))
+    spread = np.array([rms(bn_out[B].std(axis=0)) for B in sizes])       # std over batches, RMS over features
+    at2 = np.abs(bn_out[2])                                              # sqrt(var / (var + eps)) <= 1
+    check(np.all(at2 <= 1) and np.median(1 - at2) < 1e-3, "at B = 2 BatchNorm outputs are +-1 (up to eps)")
+    slope, amp = fit_slope(sizes, spread, 8)
+    x0_hat = (data.x0 - data.mean) / data.std
+    predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
+    gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
+    gap_slope, gap_amp = fit_slope(sizes, gap, 8)
+    noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
+             f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
+             f"{amp:.2f}/√B, predicted {predicted:.2f}/√B)")
+    mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
+                f"∝ B^{gap_slope:.2f}")
+    lesson.claim("BatchNorm does badly at small batch sizes and behaves differently in training and inference",
+                 source=explainer("002", "§1.3.1 (1), points 3-4"),
+                 measured=f"{noise}; {mode_gap} (the noise is measured, not the accuracy of a trained model)",
+                 verdict=HOLDS if abs(slope + 0.5) < 0.1 and abs(gap_slope + 0.5) < 0.15 and gap[0] > 0.3
+                 else APPROX, expect=HOLDS)
+
+    worst = max(other_change.values())
+    lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", source=explainer("002",
+                 "§1.3.1 (2) and (4)"),
+                 measured="largest change of a fixed example's output over random batches of B = 2.."
+                          f"{sizes[-1]}: " + ", ".join(f"{k} {v:g}" for k, v in other_change.items()),
+                 verdict=grade(worst, 0.0, 1e-12), expect=HOLDS)
+
+    n = lesson.pick(16, 64)
+    C, L = 16, 8
+    x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
+    check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
+    check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
+    same, resid = groupnorm_one_group_affine(rng, x)
+    check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
+    lesson.claim("GroupNorm with G = 1 equals LayerNorm (and G = C equals InstanceNorm)",
+                 source=explainer("002", "§1.3.1 (4), point 6"),
+                 measured=f"C = {C}, L = {L}, no affine, RMS difference from the definitions: GN(1, C) − LN over "
+                          f"(C, L) {to_ln[0]:.0e}, GN(C, C) − IN {to_in[-1]:.0e}. Affine: GN has {2 * C} "
+                          f"parameters, LN over (C, L) {2 * C * L}; the best per-channel affine matches a random "
+                          f"per-element one up to a relative residual of {resid:.2f}. Equal for the "
+                          "normalization, not for the affine",
+                 verdict=APPROX if resid > 0.05 else HOLDS, expect=APPROX)
+
+    # Figures.
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
+    for B in sizes:
+        jitter = np.exp(rng.uniform(-0.12, 0.12, len(bn_out[B])))
+        ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color="tab:blue")
+    ax1.axhline(x0_hat[j], color="k", linestyle="--", linewidth=1,
+                label=f"population-normalized value {x0_hat[j]:.2f}")
+    ax1.set(xscale="log", xlabel="batch size B", ylabel=f"BatchNorm output of x0, feature {j}",
+            title="The same example in random batches (training mode)")
+    ax1.legend(loc="lower right")
+    ax2.loglog(sizes, spread, "o-", color="tab:blue", label=f"spread over batches, slope {slope:.2f}")
+    ax2.loglog(sizes, gap, "s-", color="tab:orange", label=f"train/eval gap, slope {gap_slope:.2f}")
+    ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
+    for ax in (ax1, ax2):
+        ax.set_xticks(sizes, [str(B) for B in sizes])
+        ax.minorticks_off()
+    ax2.set(xlabel="batch size B", ylabel="RMS over features",
+            title="Both shrink like 1/√B; LayerNorm, RMSNorm, GroupNorm: exactly 0")
+    ax2.legend()
+    fig.suptitle(f"BatchNorm's dependence on the batch ({D} features, x ~ N(mean_j, std_j²), eps = 1e-5)")
+    lesson.save(fig, "batch_size")
+
+    fig, ax = plt.subplots(figsize=(7, 4.3), layout="constrained")
+    floor = 1e-17
+    ax.semilogy(groups, np.maximum(to_in, floor), "o-", label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
+    ax.semilogy(groups, np.maximum(to_ln, floor), "s-", label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(groups, [str(g) for g in groups])
+    ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs", ylim=(floor / 3, 10),
+           title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
+    ax.legend()
+    lesson.save(fig, "groupnorm")
+
+
+if __name__ == "__main__":
+    sys.exit(run_alone(__file__))

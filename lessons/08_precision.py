@@ -1,0 +1,264 @@
+"""Precision: float16, bfloat16 and float32 against a float64 reference, and where eps goes.
+
+scratchnorm computes every statistic in float64 and rounds once at the end
+(dtypes.py); float16 inputs are upcast first. Two things remain: the input
+is already rounded to its format, and the output is rounded to it. A
+feature with mean m and spread s in float16 keeps about 11 bits of m + s z,
+so what is left of z has a relative error of about 2^-11 * m / s. LayerNorm
+divides by s and shows that error at full size; RMSNorm divides by
+RMS = sqrt(m^2 + s^2), so its output is about 1 + z s/m and its error, on
+the output's scale, stays at 2^-11. Look closer: the part of RMSNorm's output
+that varies across features, z s/m, is tiny, and rounding the output (near
+1) to float16 swamps it. "RMSNorm is more stable in half precision" is true
+of the output's error, not of the information it carries.
+
+Without the upcast (every operation in float16, in the lesson's
+naive_* functions) both layers break: x^2 overflows float16 for |x| > 256
+(65504 is the largest float16), the sum of d squares already for
+RMS(x) > sqrt(65504 / d) = 16 at d = 256, and a float16 running sum of
+values near 100 rounds each addition to a multiple of 16.
+
+The variance as E[x^2] - E[x]^2 subtracts two numbers of size m^2 to get
+one of size s^2: it loses log10(m^2/s^2) digits (catastrophic cancellation)
+and can even go negative (sqrt -> NaN). Two passes (mean, then squared
+deviations) or Welford's running update avoid it. RMSNorm's mean of squares
+adds positive numbers only: no cancellation, in one pass.
+
+eps near 0 (see eps_modes.py): "inside" 1/sqrt(ms + eps) and "clamp"
+1/sqrt(max(ms, eps)) cap the normalizer at 1/sqrt(eps); "outside"
+1/(RMS + eps) caps it at 1/eps, so its gradient can be 1/sqrt(eps) times
+larger (1e6 against 1e3 for eps = 1e-6). For inputs well above sqrt(eps)
+the three agree; where eps goes matters only for small inputs.
+
+Figures
+* 08_precision_dtypes.png: output error against mean/std, per format, for
+  LayerNorm and RMSNorm (library path, and naive float16), and the error of
+  the part of the output that varies across features.
+* 08_precision_overflow.png: naive float16 against the library as the
+  input's scale grows.
+* 08_precision_variance.png: the relative error of the variance, one pass,
+  two passes and Welford in float32, against mean/std.
+* 08_precision_eps.png: the output's RMS and the gradient's gain (largest
+  singular value of the Jacobian) as RMS(x) -> 0, for the three eps modes.
+"""
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python lessons/08_precision.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, run_alone
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import scratchnorm as sn
+
+F16 = np.float16
+D = 256
+
+
+def to_bf16(x):
+    """Round to bfloat16 (8 significant bits, nearest even), kept in a float32 array."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32)
+    u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return u.view(np.float32)
+
+
+def f16_sum(a):
+    """A float16 running sum over the last axis: every addition rounded to float16."""
+    return np.add.accumulate(a, axis=-1, dtype=F16)[..., -1:]
+
+
+def naive_rms_norm(x, eps=1e-6):
+    x = x.astype(F16)
+    ms = f16_sum(x * x) / F16(x.shape[-1])                 # x*x overflows for |x| > 256
+    return x / np.sqrt(ms + F16(eps))
+
+
+def naive_layer_norm(x, eps=1e-5):
+    x = x.astype(F16)
+    xm = x - f16_sum(x) / F16(x.shape[-1])
+    return xm / np.sqrt(f16_sum(xm * xm) / F16(x.shape[-1]) + F16(eps))
+
+
+def library(fmt, forward, x):
+    """The library's path: the input rounded to fmt, statistics in float64, the output rounded to fmt."""
+    if fmt == "bfloat16":
+        return to_bf16(forward(to_bf16(x))[0])
+    return forward(x.astype(fmt))[0]
+
+
+def err(y, ref):
+    """Worst row's RMS error, on the scale of the output (RMS 1); inf if the output has NaN or inf."""
+    if not np.all(np.isfinite(y)):
+        return np.inf
+    return np.max(np.sqrt(np.mean((y.astype(np.float64) - ref) ** 2, axis=-1)))
+
+
+def dev_err(y, ref):
+    """The error of the part that varies across features, relative to its size."""
+    dev = lambda a: a.astype(np.float64) - a.astype(np.float64).mean(axis=-1, keepdims=True)  # noqa: E731
+    return np.max(np.sqrt(np.mean((dev(y) - dev(ref)) ** 2, axis=-1)) / np.std(ref, axis=-1))
+
+
+def welford_var(x):
+    mean, m2 = np.zeros(len(x), x.dtype), np.zeros(len(x), x.dtype)
+    for j in range(x.shape[1]):
+        delta = x[:, j] - mean
+        mean += delta / x.dtype.type(j + 1)
+        m2 += delta * (x[:, j] - mean)
+    return m2 / x.dtype.type(x.shape[1])
+
+
+def dtype_sweep(lesson, z):
+    forwards = {"LayerNorm": sn.layer_norm_forward, "RMSNorm": sn.rms_norm_forward}
+    naive = {"LayerNorm": naive_layer_norm, "RMSNorm": naive_rms_norm}
+    means = np.r_[0, np.logspace(-1, 3, lesson.pick(9, 17))]
+    curves = {}
+    for name, fwd in forwards.items():
+        for m in means:
+            x = z + m
+            ref = fwd(x)[0]
+            for fmt in ("float16", "bfloat16", "float32"):
+                curves.setdefault((name, fmt), []).append(err(library(fmt, fwd, x), ref))
+            with np.errstate(over="ignore", invalid="ignore"):   # the naive float16 path overflows on purpose
+                curves.setdefault((name, "naive float16"), []).append(err(naive[name](x), ref))
+            curves.setdefault((name, "float16, varying part"), []).append(dev_err(library("float16", fwd, x), ref))
+    curves = {k: np.array(v) for k, v in curves.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True, sharey=True)
+    x_axis = np.maximum(means, 0.05)
+    for ax, name in zip(axes, forwards):
+        for fmt, style in [("float32", "o-"), ("float16", "s-"), ("bfloat16", "^-"), ("naive float16", "x--")]:
+            ax.loglog(x_axis, np.clip(curves[(name, fmt)], 1e-9, 10), style, ms=4, label=fmt)
+        ax.set(title=f"{name}: output error (NaN/inf drawn at 10)", xlabel="mean(x) / std(x)  (0 drawn at 0.05)",
+               ylabel="worst row's RMS error")
+        ax.legend()
+    for name, color in zip(forwards, ("tab:orange", "tab:blue")):
+        axes[2].loglog(x_axis, curves[(name, "float16, varying part")], "o-", color=color, ms=4, label=name)
+    axes[2].set(title="float16: error of y − mean(y), relative to std(y)", xlabel="mean(x) / std(x)")
+    axes[2].legend()
+    fig.suptitle(f"Against float64, d = {D}; library: input and output rounded, statistics in float64")
+    lesson.save(fig, "dtypes")
+    return means, curves
+
+
+def run(lesson):
+    rng = np.random.default_rng(8)
+    z = rng.standard_normal((lesson.pick(100, 1000), D))
+
+    means, c = dtype_sweep(lesson, z)
+    check(np.all(c[("RMSNorm", "float32")] < 1e-6), "float32 with float64 statistics is accurate")
+    big = means == means.max()
+    ratio_out = (c[("LayerNorm", "float16")] / c[("RMSNorm", "float16")])[big][0]
+    ratio_dev = (c[("RMSNorm", "float16, varying part")] / c[("LayerNorm", "float16, varying part")])[big][0]
+    never_worse = np.all(c[("RMSNorm", "float16")] <= 1.5 * c[("LayerNorm", "float16")])
+    naive_fails = {name: means[np.argmax(c[(name, "naive float16")] > 0.1)] for name in ("LayerNorm", "RMSNorm")}
+    check(all(c[(name, "naive float16")][-1] > 0.1 for name in naive_fails), "naive float16 breaks at large means")
+    verdict = FAILS if not (never_worse and ratio_out > 3) else HOLDS if ratio_dev < 1.5 else APPROX
+    lesson.claim("RMSNorm is numerically more stable than LayerNorm in FP16/BF16", source=explainer("003", "§2.5 table"),
+                 measured=f"mean/std = {means.max():g}: output error LN/RMS {ratio_out:.0f}× (fp16), bf16 "
+                          f"{c[('LayerNorm', 'bfloat16')][big][0]:.2f} vs {c[('RMSNorm', 'bfloat16')][big][0]:.3f}; "
+                          f"but the varying part of RMSNorm's fp16 output is {ratio_dev:.1f}× less precise; "
+                          f"pure fp16 arithmetic: error > 0.1 from mean/std = {naive_fails['RMSNorm']:.0f} (RMSNorm), "
+                          f"{naive_fails['LayerNorm']:.0f} (LayerNorm)",
+                 verdict=verdict, expect=APPROX)
+
+    # Overflow: x^2 and the sum of squares in float16.
+    big16 = np.nextafter(F16(256), F16(0))
+    with np.errstate(over="ignore"):
+        check(np.isfinite(big16 * big16) and np.isinf(F16(256) * F16(256)), "x^2 overflows float16 at 256")
+        scales = np.logspace(-3, 3, lesson.pick(13, 25))
+        fig, ax = plt.subplots(figsize=(7, 4.4))
+        for name, fwd, naive, color in [("RMSNorm", sn.rms_norm_forward, naive_rms_norm, "tab:blue"),
+                                        ("LayerNorm", sn.layer_norm_forward, naive_layer_norm, "tab:orange")]:
+            lib = [err(library("float16", fwd, s * z), fwd(s * z)[0]) for s in scales]
+            nai = [err(naive(s * z), fwd(s * z)[0]) for s in scales]
+            ax.loglog(scales, lib, "o-", color=color, ms=4, label=f"{name}, library (float32 upcast)")
+            ax.loglog(scales, nai, "x--", color=color, ms=5, label=f"{name}, naive float16")
+        lib_big = err(library("float16", sn.rms_norm_forward, 1000 * z), sn.rms_norm_forward(1000 * z)[0])
+    check(lib_big < 1e-3, "the library's float16 path survives |x| ~ 1000")
+    ax.axvline(np.sqrt(65504 / D), color="k", linestyle=":", label=f"RMS = √(65504/d) = {np.sqrt(65504 / D):.0f}")
+    ax.set(xlabel="RMS(x)  (mean 0)", ylabel="worst row's RMS error", title=f"float16 without upcast, d = {D}")
+    ax.legend(fontsize=8)
+    lesson.save(fig, "overflow")
+    lesson.claim("x² overflows float16 for |x| > 256", source=f"{COMMON} (users' bug reports)",
+                 measured=f"{float(big16)}² = {float(big16 * big16):g} is finite, 256² = inf; the float16 sum of "
+                          f"{D} squares overflows from RMS(x) = {np.sqrt(65504 / D):.0f}; library path at RMS 1000: "
+                          f"error {lib_big:.1e}", verdict=HOLDS, expect=HOLDS)
+
+    # The variance: one pass, two passes, Welford, in float32.
+    ratios = np.logspace(0, 6, lesson.pick(7, 13))
+    rows = z[: lesson.pick(50, 200)]
+    var = {"one pass E[x²]−E[x]²": [], "two passes": [], "Welford": [], "RMSNorm's mean of squares": []}
+    negative = []
+    for r in ratios:
+        x32 = (rows + r).astype(np.float32)
+        ref = x32.astype(np.float64).var(axis=1)
+        one = np.mean(x32 * x32, axis=1) - np.mean(x32, axis=1) ** 2
+        two = np.mean((x32 - np.mean(x32, axis=1, keepdims=True)) ** 2, axis=1)
+        ms_ref = np.mean(x32.astype(np.float64) ** 2, axis=1)
+        for key, v, rf in [("one pass E[x²]−E[x]²", one, ref), ("two passes", two, ref),
+                           ("Welford", welford_var(x32), ref), ("RMSNorm's mean of squares", np.mean(x32 * x32, axis=1), ms_ref)]:
+            var[key].append(np.max(np.abs(v - rf) / rf))
+        negative.append(np.mean(one <= 0))
+    var = {k: np.array(v) for k, v in var.items()}
+    at = ratios == 1e3
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    for (key, v), style in zip(var.items(), ("o-", "s-", "^-", "d:")):
+        ax.loglog(ratios, np.maximum(v, 1e-9), style, ms=4, label=key)
+    ax.axhline(1, color="0.5", linewidth=0.8)
+    ax.set(xlabel="mean(x) / std(x)", ylabel="max relative error", ylim=(1e-9, 1e8),
+           title=f"float32 statistics, d = {D}: one pass gives a variance ≤ 0 in up to {max(negative):.0%} of rows")
+    ax.legend(fontsize=8)
+    lesson.save(fig, "variance")
+    one_err, two_err, w_err, ms_err = (var[k][at][0] for k in var)
+    check(two_err < 1e-5 and ms_err < 1e-5, "two passes and the mean of squares stay accurate")
+    lesson.claim("E[x²] − E[x]² cancels catastrophically when the mean is large against the spread",
+                 source=f"{COMMON} (users' bug reports)",
+                 measured=f"float32, mean/std = 1e3: relative error {one_err:.1e} (two passes {two_err:.1e}); "
+                          f"variance ≤ 0 in {max(negative):.0%} of rows at mean/std = {ratios[np.argmax(negative)]:.0e}",
+                 verdict=HOLDS if one_err > 1e-2 else APPROX if one_err > 1e3 * two_err else FAILS, expect=HOLDS)
+    lesson.claim("RMSNorm needs one pass over the data for its statistic, LayerNorm two", source=explainer("000", "§2.2, §10.1"),
+                 measured=f"float32, mean/std = 1e3: RMSNorm's one-pass mean of squares {ms_err:.1e}; LayerNorm in one "
+                          f"pass with Welford {w_err:.1e} (a division per element), two passes {two_err:.1e}",
+                 verdict=APPROX if w_err < 1e-2 else HOLDS, expect=APPROX)
+
+    # eps near zero: the output and the gradient's gain.
+    u = rng.standard_normal(8)
+    u /= np.sqrt(np.mean(u**2))                           # RMS 1
+    levels = np.logspace(-8, 0, lesson.pick(33, 65))
+    eps = 1e-6
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), constrained_layout=True)
+    gain_at_zero, out_at, out_at_1 = {}, {}, {}
+    for mode in ("inside", "outside", "clamp"):
+        outs, gains = [], []
+        for t in levels:
+            x = np.tile(t * u, (8, 1))                    # 8 copies; dy = I gives the Jacobian's rows
+            y, cache = sn.rms_norm_forward(x, eps=eps, eps_mode=mode)
+            J = sn.rms_norm_backward(np.eye(8), cache)["x"]
+            outs.append(np.sqrt(np.mean(y[0] ** 2)))
+            gains.append(np.linalg.norm(J, 2))
+        axes[0].loglog(levels, outs, label=mode)
+        axes[1].loglog(levels, gains, label=mode)
+        gain_at_zero[mode], out_at[mode], out_at_1[mode] = gains[0], outs[np.searchsorted(levels, 1e-4)], outs[-1]
+    for ax, ylabel in zip(axes, ("RMS of the output", "gradient gain ‖∂y/∂x‖₂")):
+        ax.axvline(np.sqrt(eps), color="0.5", linestyle=":", label="√eps")
+        ax.axvline(eps, color="0.5", linestyle="--", label="eps")
+        ax.set(xlabel="RMS(x)", ylabel=ylabel)
+        ax.legend()
+    axes[0].set_title(f"output, eps = {eps:g}")
+    axes[1].set_title("the largest factor by which backward amplifies dy")
+    lesson.save(fig, "eps")
+    check(abs(gain_at_zero["outside"] * eps - 1) < 0.01 and abs(gain_at_zero["inside"] * np.sqrt(eps) - 1) < 0.01,
+          "near 0 the gain is 1/eps (outside) and 1/sqrt(eps) (inside)")
+    spread_1 = max(out_at_1.values()) - min(out_at_1.values())
+    differ_small = max(out_at.values()) / min(out_at.values()) > 2
+    lesson.claim("Where eps goes does not matter; it only prevents division by zero", source=COMMON,
+                 measured=f"at RMS(x) = 1 the modes differ by {spread_1:.0e}; at RMS(x) = 1e-4 the output RMS is {out_at['inside']:.2f} (inside), "
+                          f"{out_at['outside']:.2f} (outside), {out_at['clamp']:.2f} (clamp); gradient gain near 0: "
+                          f"{gain_at_zero['inside']:.0e}, {gain_at_zero['outside']:.0e}, {gain_at_zero['clamp']:.0e}",
+                 verdict=HOLDS if not differ_small else APPROX if spread_1 < 1e-3 else FAILS, expect=APPROX)
+
+
+if __name__ == "__main__":
+    sys.exit(run_alone(__file__))

@@ -1,0 +1,284 @@
+"""What every lesson shares: the Lesson context, the claims ledger, the runner.
+
+A lesson's ``run(lesson)`` receives a :class:`Lesson`. It reads ``lesson.quick``
+(or ``lesson.pick(quick_value, full_value)``) to size its work, saves figures
+with ``lesson.save(fig, "sphere")`` and records every claim it checks with
+``lesson.claim(...)``. ``run_lessons`` runs lessons, prints one progress line
+each and a summary table, and merges their claims into the ledger.
+
+The ledger lives next to the figures: ``claims.json`` (machine-readable, one
+entry per lesson) and ``CLAIMS.md`` (the same, as tables to read). Running
+every lesson rewrites both; running some lessons replaces only their entries,
+so ``python -m lessons 05`` does not erase the rows of the other lessons.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LESSONS_DIR = Path(__file__).resolve().parent
+DEFAULT_OUT = LESSONS_DIR.parent / "figures"
+BUDGET_SECONDS = {True: 10.0, False: 60.0}   # per lesson: quick, full
+
+HOLDS, APPROX, FAILS = "holds", "holds only approximately", "does not hold"
+VERDICTS = (HOLDS, APPROX, FAILS)
+
+# Where a claim comes from; cite sections, never quote.
+PAPER = "RMSNorm paper (Zhang & Sennrich 2019)"
+COMMON = "common wisdom"
+
+
+def paper(section: str) -> str:
+    return f"{PAPER} {section}"
+
+
+def explainer(seed: str, section: str) -> str:
+    """An explainer in /work/shared/seeds, e.g. explainer("000", "§8.1")."""
+    return f"explainer seeds/{seed}_* {section}"
+
+
+plt.rcParams.update({
+    "figure.dpi": 100, "savefig.dpi": 130, "font.size": 11, "axes.titlesize": 12,
+    "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 9, "legend.framealpha": 0.9,
+})
+
+
+def grade(error: float, holds_below: float, approx_below: float) -> str:
+    """The verdict for a measured deviation from what a claim states."""
+    if error <= holds_below:
+        return HOLDS
+    return APPROX if error <= approx_below else FAILS
+
+
+def check(condition, message: str) -> None:
+    """A lesson's sanity check; unlike ``assert`` it also runs under ``python -O``."""
+    if not condition:
+        raise AssertionError(message)
+
+
+@dataclass
+class Claim:
+    claim: str
+    source: str
+    measured: str
+    verdict: str
+
+
+class Lesson:
+    """The context one lesson runs in: its sizes, its figures, its claims."""
+
+    def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False):
+        self.path = Path(path)
+        self.verbose = verbose
+        self.stem = self.path.stem                       # "02_geometry"
+        self.number = self.stem.split("_", 1)[0]         # "02"
+        self.quick = quick
+        self.out = Path(out)
+        self.figures: list[Path] = []
+        self.claims: list[Claim] = []
+
+    def pick(self, quick_value, full_value):
+        return quick_value if self.quick else full_value
+
+    def save(self, fig, name: str) -> Path:
+        """Write ``fig`` to <out>/<stem>_<name>.png and close it."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / f"{self.stem}_{name}.png"
+        fig.savefig(path, bbox_inches="tight")
+        plt.close(fig)
+        self.figures.append(path)
+        return path
+
+    def claim(self, claim: str, *, source: str, measured: str, verdict: str, expect) -> str:
+        """Record a claim with its measurement and verdict; fail if the verdict is not ``expect``.
+
+        ``expect`` (a verdict, or a tuple of acceptable ones) is what the
+        lesson's text says. A claim that does not hold is a result: it is
+        recorded as such. Only a verdict that contradicts the text is an error.
+        """
+        expect = (expect,) if isinstance(expect, str) else tuple(expect)
+        for v in (verdict, *expect):
+            check(v in VERDICTS, f"unknown verdict {v!r}; use one of {VERDICTS}")
+        self.claims.append(Claim(claim, source, measured, verdict))
+        if self.verbose:
+            print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict}")
+        check(verdict in expect, f"claim {claim!r}: measured verdict {verdict!r} ({measured}), "
+                                 f"but the lesson's text says {' or '.join(map(repr, expect))}")
+        return verdict
+
+
+def lesson_title(module) -> str:
+    doc = (module.__doc__ or "").strip()
+    return doc.splitlines()[0].strip() if doc else "(no docstring)"
+
+
+def discover(directory: Path = LESSONS_DIR) -> list[Path]:
+    """lessons/NN_name.py, in order of NN."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.py"))
+
+
+def load(path: Path):
+    name = f"lessons.lesson_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Result:
+    number: str
+    stem: str
+    title: str
+    quick: bool
+    seconds: float
+    status: str                      # "ok" or "FAILED"
+    error: str = ""
+    figures: list[str] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
+
+
+def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False) -> Result:
+    lesson = Lesson(path, quick=quick, out=out, verbose=verbose)
+    t0 = time.perf_counter()
+    title, status, error = path.stem, "ok", ""
+    try:
+        module = load(path)
+        title = lesson_title(module)
+        module.run(lesson)
+    except Exception as exc:  # a failing lesson is reported, the others still run
+        status, error = "FAILED", f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        plt.close("all")
+    return Result(lesson.number, lesson.stem, title, quick, time.perf_counter() - t0, status, error,
+                  [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims])
+
+
+# -- the ledger ------------------------------------------------------------------------------
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def write_ledger(out: Path, results: list[Result], *, replace_all: bool) -> Path:
+    """Merge ``results`` into <out>/claims.json and rewrite <out>/CLAIMS.md from it."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "claims.json"
+    entries = {}
+    if store.exists() and not replace_all:
+        try:
+            entries = json.loads(store.read_text())
+        except (json.JSONDecodeError, OSError):
+            entries = {}
+    for r in results:
+        entries[r.stem] = {k: v for k, v in asdict(r).items() if k != "seconds"}  # keep the file stable
+    entries = dict(sorted(entries.items()))
+    store.write_text(json.dumps(entries, indent=1) + "\n")
+
+    lines = ["# Claims ledger", "",
+             "Each lesson measures the claims below and gives a verdict: *holds*, *holds only approximately* "
+             "or *does not hold*. A claim that does not hold is a result, not an error. Sources are cited by "
+             "section (the explainers are in `seeds/`, see REFERENCE.md); nothing is quoted.", "",
+             "Written by `python -m lessons` (see `lessons/__init__.py`). Running some lessons replaces only "
+             "their sections; `claims.json` holds the same data.", ""]
+    counts = {v: 0 for v in VERDICTS}
+    for e in entries.values():
+        mode = "quick run" if e["quick"] else "full run"
+        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}, {e['status']}*", ""]
+        if e["status"] != "ok":
+            lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
+        if e["claims"]:
+            lines += ["| claim | source | measured | verdict |", "|---|---|---|---|"]
+            for c in e["claims"]:
+                counts[c["verdict"]] += 1
+                lines.append("| " + " | ".join(_md_cell(c[k]) for k in ("claim", "source", "measured", "verdict"))
+                             + " |")
+            lines.append("")
+    lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]
+    path = out / "CLAIMS.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+# -- the command line ----------------------------------------------------------------------
+
+def parse_args(argv, *, prog: str, allow_numbers: bool):
+    ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
+    if allow_numbers:
+        ap.add_argument("numbers", nargs="*", help="lesson numbers to run, e.g. 03 05 (default: all)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
+                                                                    f"(default: {DEFAULT_OUT})")
+    return ap.parse_args(argv)
+
+
+def select(paths: list[Path], numbers: list[str]) -> list[Path]:
+    by_number = {p.stem.split("_", 1)[0]: p for p in paths}
+    chosen = []
+    for n in numbers:
+        key = n.zfill(2) if n.isdigit() else n
+        if key not in by_number:
+            available = ", ".join(by_number) or "none"
+            raise SystemExit(f"lesson: expected one of the lesson numbers ({available}); received {n!r}. "
+                             f"Fix: run `python -m lessons` without numbers to run them all.")
+        chosen.append(by_number[key])
+    return chosen
+
+
+def print_summary(results: list[Result], ledger: Path) -> None:
+    print()
+    print(f"{'lesson':<7}{'title':<58}{'status':<8}{'seconds':>8}{'figures':>9}  claims (holds/approx/not)")
+    for r in results:
+        tally = "/".join(str(sum(c["verdict"] == v for c in r.claims)) for v in VERDICTS)
+        title = r.title if len(r.title) <= 56 else r.title[:53] + "..."
+        budget = BUDGET_SECONDS[r.quick]
+        flag = f"  over the {budget:.0f} s budget" if r.seconds > budget else ""
+        print(f"{r.number:<7}{title:<58}{r.status:<8}{r.seconds:>8.1f}{len(r.figures):>9}  {tally}{flag}")
+    failed = [r for r in results if r.status != "ok"]
+    if not results:
+        print("no lessons found (lessons/NN_name.py)")
+    elif failed:
+        print(f"\n{len(failed)} of {len(results)} lessons FAILED: " + ", ".join(r.stem for r in failed))
+        for r in failed:
+            print(f"  {r.stem}: {r.error}")
+    else:
+        print(f"\nall {len(results)} lessons passed")
+    print(f"claims ledger: {ledger}")
+
+
+def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False) -> int:
+    results = []
+    for path in paths:
+        r = run_one(path, quick=quick, out=out, verbose=verbose)
+        print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
+              f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
+        results.append(r)
+    ledger = write_ledger(out, results, replace_all=replace_all)
+    print_summary(results, ledger)
+    return 1 if any(r.status != "ok" for r in results) else 0
+
+
+def main(argv=None) -> int:
+    """``python -m lessons [NN ...] [--quick] [--out DIR]``."""
+    args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
+    paths = discover()
+    chosen = select(paths, args.numbers) if args.numbers else paths
+    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers)
+
+
+def run_alone(path: str, argv=None) -> int:
+    """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
+    path = Path(path).resolve()
+    args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
+    return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True)

@@ -1,0 +1,116 @@
+"""The lessons run, pass, write their figures and fill the claims ledger (lessons/__init__.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
+
+from lessons._common import VERDICTS, discover, run_lessons  # noqa: E402
+
+ENV = {**os.environ, "MPLBACKEND": "Agg"}
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    proc = run("-m", "lessons", "--quick", "--out", str(out))
+    return proc, out
+
+
+def test_every_lesson_passes_quick(quick_run):
+    proc, out = quick_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ledger = json.loads((out / "claims.json").read_text())
+    lessons = discover()
+    assert sorted(ledger) == sorted(p.stem for p in lessons)
+    for stem, entry in ledger.items():
+        assert entry["status"] == "ok", (stem, entry["error"])
+        assert entry["quick"] is True
+        assert entry["figures"], f"{stem} wrote no figure"
+        for name in entry["figures"]:
+            assert name.startswith(stem + "_") and name.endswith(".png")
+            assert (out / name).stat().st_size > 5000, f"{name} is (nearly) empty"
+        assert entry["claims"], f"{stem} checked no claim"
+        for claim in entry["claims"]:
+            assert claim["verdict"] in VERDICTS
+            assert claim["claim"] and claim["source"] and claim["measured"]
+        assert f"{stem}" in proc.stdout                           # its progress line
+
+
+def test_claims_md_lists_every_claim(quick_run):
+    _, out = quick_run
+    text = (out / "CLAIMS.md").read_text()
+    ledger = json.loads((out / "claims.json").read_text())
+    for entry in ledger.values():
+        assert f"## {entry['number']} " in text
+        for claim in entry["claims"]:
+            assert claim["measured"].replace("|", "\\|") in text
+
+
+def test_a_lesson_runs_alone_and_merges_into_the_ledger(tmp_path):
+    proc = run("lessons/02_geometry.py", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "02_geometry_sphere.png").exists()
+    assert "claim:" in proc.stdout                              # alone, it prints its claims
+    proc = run("-m", "lessons", "05", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ledger = json.loads((tmp_path / "claims.json").read_text())
+    assert sorted(ledger) == ["02_geometry", "05_r_matrix_and_implicit_lr"]   # 05 did not erase 02
+    text = (tmp_path / "CLAIMS.md").read_text()
+    assert "## 02 " in text and "## 05 " in text
+
+
+def test_a_lesson_runs_alone_from_another_folder(tmp_path):
+    proc = run(str(ROOT / "lessons" / "04_backward_by_hand.py"), "--quick", "--out", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "04_backward_by_hand_jacobians.png").exists()
+
+
+def test_unknown_lesson_number_is_an_error(tmp_path):
+    proc = run("-m", "lessons", "77", "--out", str(tmp_path))
+    assert proc.returncode != 0
+    assert "77" in proc.stderr and "Fix:" in proc.stderr
+
+
+LESSON_TEMPLATE = '''"""{title}"""
+from lessons._common import FAILS, HOLDS
+
+
+def run(lesson):
+    lesson.claim("two plus two is five", source="test", measured="4", verdict=FAILS, expect={expect})
+'''
+
+
+def test_false_claim_is_a_result_but_a_contradicted_text_fails(tmp_path, capsys):
+    good = tmp_path / "97_false_claim.py"
+    good.write_text(LESSON_TEMPLATE.format(title="A false claim, reported", expect="FAILS"))
+    bad = tmp_path / "98_wrong_text.py"
+    bad.write_text(LESSON_TEMPLATE.format(title="A text that the measurement contradicts", expect="HOLDS"))
+    out = tmp_path / "out"
+    assert run_lessons([good], quick=True, out=out, replace_all=True) == 0
+    assert run_lessons([good, bad], quick=True, out=out, replace_all=True) == 1
+    summary = capsys.readouterr().out
+    assert "FAILED" in summary and "98_wrong_text" in summary
+    ledger = json.loads((out / "claims.json").read_text())
+    assert ledger["97_false_claim"]["status"] == "ok"
+    assert ledger["97_false_claim"]["claims"][0]["verdict"] == "does not hold"
+    assert ledger["98_wrong_text"]["status"] == "FAILED"
+    assert "The lesson failed" in (out / "CLAIMS.md").read_text()
+
+
+def test_zero_lessons(tmp_path, capsys):
+    assert discover(tmp_path) == []
+    assert run_lessons([], quick=True, out=tmp_path, replace_all=True) == 0
+    assert "no lessons found" in capsys.readouterr().out
+    assert (tmp_path / "CLAIMS.md").exists()
