@@ -1,0 +1,302 @@
+"""The benchmark tool: it runs, its JSON has the documented structure, its arithmetic is right.
+
+No timing is asserted: the figures depend on the machine and its load. The
+runs go through ``python -m scratchnorm.bench --quick`` in a subprocess, as a
+user (and the speed lesson) would run it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from scratchnorm import bench
+
+pytestmark = pytest.mark.slow
+
+STATUSES = {"met", "not met", "not measured"}
+ARRAYS = {"forward": 2, "backward": 3, "fwd+bwd": 5}     # x, y; x, dy, dx; both
+
+
+def run_bench(tmp_path, *args):
+    """Run the bench in a subprocess; return (stdout, report)."""
+    path = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}   # time kernels, not Python
+    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--quick", "--threads", "1",
+                           "--json", str(path), *args], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(path.read_text(), parse_constant=reject_non_finite)
+
+
+def reject_non_finite(name):
+    raise AssertionError(f"the JSON holds {name}: every figure must be finite")
+
+
+def available(norm):
+    """(has a NumPy reference, has numba kernels) for a bench norm, as the bench discovers them."""
+    try:
+        ref = bench.reference_pair(norm)
+    except LookupError:
+        return False, False
+    try:
+        bench.numba_pair(ref)
+    except LookupError:
+        return True, False
+    return True, True
+
+
+def finite_positive(v):
+    return isinstance(v, float) and math.isfinite(v) and v > 0
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    return run_bench(tmp_path_factory.mktemp("quick"), "--compare", "none")
+
+
+def test_quick_report_structure(quick):
+    out, rep = quick
+    assert rep["schema"] == "scratchnorm-bench/1"
+    cfg = rep["config"]
+    assert cfg["quick"] and cfg["threads"] == 1 and cfg["compare"] == []
+    assert cfg["norms"] == list(bench.NORMS)
+    assert cfg["shapes"] == [list(bench.parse_shape(s)) for s in bench.QUICK_SHAPES]
+    assert cfg["dtypes"] == list(bench.DEFAULT_DTYPES)
+    assert rep["environment"]["numba_threads"] == 1
+    assert rep["environment"]["torch"] is None and rep["environment"]["jax"] is None
+    for key in ("notes", "copy", "results", "layers", "rms_over_ln", "compile", "targets", "wall_s"):
+        assert key in rep
+    for header in ("Copy bandwidth", "First calls", "Targets"):
+        assert header in out
+
+
+def test_copy_bandwidth_measured_for_every_shape_and_dtype(quick):
+    _, rep = quick
+    cfg = rep["config"]
+    expected = [(s, d) for s in cfg["shapes"] for d in cfg["dtypes"]]
+    assert [(c["shape"], c["dtype"]) for c in rep["copy"]] == expected
+    for c in rep["copy"]:
+        assert c["array_bytes"] == math.prod(c["shape"]) * np.dtype(c["dtype"]).itemsize
+        assert finite_positive(c["numpy_gbs"]) and finite_positive(c["numba_gbs"])
+        assert c["best_gbs"] == max(c["numpy_gbs"], c["numba_gbs"])
+
+
+def test_every_available_norm_has_every_figure(quick):
+    out, rep = quick
+    cfg = rep["config"]
+    copy = {(tuple(c["shape"]), c["dtype"]): c["best_gbs"] for c in rep["copy"]}
+    measured = {(r["norm"], tuple(r["shape"]), r["dtype"], r["step"], r["impl"]): r for r in rep["results"]}
+    assert len(measured) == len(rep["results"])                          # no figure twice
+    for name, norm in bench.NORMS.items():
+        has_ref, has_numba = available(norm)
+        impls = ["numpy"] * has_ref + ["numba", "numba_out"] * has_numba
+        if not has_ref:
+            assert any(n.startswith(f"{name}:") for n in rep["notes"]), rep["notes"]
+        elif not has_numba:
+            assert any(n.startswith(f"{name} numba") for n in rep["notes"]), rep["notes"]
+        if impls:
+            assert f"\n{name}: median time" in out
+        for shape in cfg["shapes"]:
+            nbytes = math.prod(shape)
+            for dtype in cfg["dtypes"]:
+                for step in bench.STEPS:
+                    for impl in impls:
+                        r = measured.pop((name, tuple(shape), dtype, step, impl))
+                        assert finite_positive(r["median_s"]) and r["min_s"] <= r["median_s"]
+                        assert r["repeats"] >= 3
+                        assert r["bytes"] == ARRAYS[step] * nbytes * np.dtype(dtype).itemsize
+                        assert r["gbs"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
+                        assert r["pct_copy"] == pytest.approx(100 * r["gbs"] / copy[(tuple(shape), dtype)])
+                        if has_numba:
+                            numba_t = next(q["median_s"] for q in rep["results"] if q["norm"] == name
+                                           and q["shape"] == shape and q["dtype"] == dtype
+                                           and q["step"] == step and q["impl"] == "numba")
+                            assert r["vs_numba"] == pytest.approx(r["median_s"] / numba_t)
+                        else:
+                            assert r["vs_numba"] is None
+    assert not measured, f"figures for norms the bench does not know: {sorted(measured)}"
+
+
+def test_layers_and_rms_over_ln(quick):
+    _, rep = quick
+    cfg = rep["config"]
+    for name in ("layernorm", "rmsnorm"):
+        if not available(bench.NORMS[name])[1]:
+            continue
+        rows = [r for r in rep["layers"] if r["norm"] == name]
+        expected = {(tuple(s), d, i) for s in cfg["shapes"] for d in cfg["dtypes"]
+                    for i in ("numba_layer", "numba_out")}
+        assert {(tuple(r["shape"]), r["dtype"], r["impl"]) for r in rows} == expected
+        assert all(finite_positive(r["median_s"]) for r in rows)
+    ln = {(tuple(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"]
+          for r in rep["results"] if r["norm"] == "layernorm"}
+    rms = {(tuple(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"]
+           for r in rep["results"] if r["norm"] == "rmsnorm"}
+    assert len(rep["rms_over_ln"]) == len(ln.keys() & rms.keys())
+    for r in rep["rms_over_ln"]:
+        key = (tuple(r["shape"]), r["dtype"], r["step"], r["impl"])
+        assert r["ratio"] == pytest.approx(rms[key] / ln[key])
+
+
+def test_first_call_probes(quick):
+    _, rep = quick
+    comp = rep["compile"]
+    if not any(available(n)[1] for n in bench.NORMS.values()):
+        assert comp["error"]
+        return
+    assert comp["error"] is None
+    for label in ("cold", "warm"):
+        probe = comp[label]
+        assert finite_positive(probe["numba_import_s"]) and finite_positive(probe["fast_import_s"])
+        # --quick probes one norm in one dtype at the smallest shape
+        assert [c["function"] for c in probe["calls"]] == ["forward", "backward"]
+        assert all(finite_positive(c["first_call_s"]) for c in probe["calls"])
+        assert probe["first_call_s"] == pytest.approx(
+            probe["numba_import_s"] + probe["fast_import_s"] + probe["calls"][0]["first_call_s"])
+
+
+def test_targets_are_listed_with_a_consistent_status(quick):
+    out, rep = quick
+    assert len(rep["targets"]) == len(bench.evaluate_targets({"results": [], "layers": []}))
+    for t in rep["targets"]:
+        assert t["status"] in STATUSES
+        assert (t["value"] is None) == (t["status"] == "not measured")
+        assert t["name"] in out
+
+
+def test_torch_and_jax_rows(tmp_path):
+    compare = [m for m in bench.COMPARE if importlib.util.find_spec(m) is not None]
+    if not compare:
+        pytest.skip("neither torch nor jax is installed (optional)")
+    if not available(bench.NORMS["layernorm"])[1]:
+        pytest.skip("no numba LayerNorm kernel yet")
+    out, rep = run_bench(tmp_path, "--norms", "layernorm,rmsnorm", "--shapes", "64x512",
+                         "--dtypes", "float32", "--no-compile", "--compare", ",".join(compare))
+    for name in ("layernorm", "rmsnorm"):
+        for impl in compare:
+            rows = [r for r in rep["results"] if r["norm"] == name and r["impl"] == impl]
+            assert [r["step"] for r in rows] == list(bench.STEPS)
+            assert all(finite_positive(r["median_s"]) and finite_positive(r["vs_numba"]) for r in rows)
+    if "torch" in compare:
+        assert rep["environment"]["torch_threads"] == rep["environment"]["numba_threads"] == 1
+        assert "torch 1 (set equal to numba's)" in out
+        assert {r["norm"] for r in rep["layers"] if r["impl"] == "torch_layer"} == {"layernorm", "rmsnorm"}
+    assert rep["compile"]["error"] == "skipped (--no-compile)"
+
+
+# -- the arithmetic of the targets, on made-up figures ----------------------------------------
+def fake_report(numba_t, torch_layer_t, warm_first_call):
+    """Figures chosen so that each target's value is known."""
+    results, layers = [], []
+    for norm, scale in (("layernorm", 1.0), ("rmsnorm", 0.8)):
+        for shape, t in (((64, 512), 5e-6), ((4096, 1024), 1e-3), ((8192, 4096), 1e-2)):
+            for step in bench.STEPS:
+                for impl, factor in (("numba", 1.0), ("numba_out", 0.5), ("numpy", 10.0), ("jax", 2.0)):
+                    results.append({"norm": norm, "shape": list(shape), "dtype": "float32", "step": step,
+                                    "impl": impl, "median_s": t * scale * factor * numba_t,
+                                    "pct_copy": 95.0 / factor, "vs_numba": factor})
+        for impl, t in (("numba_layer", numba_t), ("numba_out", numba_t / 2), ("torch_layer", torch_layer_t)):
+            layers.append({"norm": norm, "shape": [8192, 4096], "dtype": "float32", "impl": impl,
+                           "median_s": t})
+    return {"results": results, "layers": layers,
+            "compile": {"warm": {"first_call_s": warm_first_call}}}
+
+
+def one(targets, name, where=None):
+    """The single target called ``name`` (at ``where`` when the name is used twice)."""
+    found = [t for t in targets if t["name"] == name and (where is None or t["where"] == where)]
+    assert len(found) == 1, (name, where, found)
+    return found[0]
+
+
+def test_evaluate_targets_values_and_status():
+    targets = bench.evaluate_targets(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2))
+    assert all(t["status"] != "not measured" for t in targets)
+    expected = [  # name, where (if needed), value, status
+        ("LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba", 95.0, "met"),
+        ("LayerNorm forward, % of copy bandwidth", "8192x4096 float32, numba out=", 190.0, "met"),
+        ("RMSNorm fwd+bwd speed-up over the NumPy reference", None, 10.0, "met"),
+        ("LayerNorm forward time", None, 5.0, "met"),                                  # µs
+        ("LayerNorm fwd+bwd speed-up over JAX jit", None, 2.0, "not met"),             # goal 3x
+        ("LayerNorm fwd+bwd speed-up over torch (layer classes)", None, 3.0, "met"),
+        ("LayerNorm fwd+bwd speed-up over torch, with out=", None, 6.0, "met"),
+        ("RMSNorm fwd+bwd speed-up over torch (layer classes)", None, 3.0, "not met"), # goal 8x
+        ("RMSNorm time / LayerNorm time (in cache)", None, 0.8, "met"),
+        ("first call with a warm cache", None, 0.2, "met"),
+    ]
+    for name, where, value, status in expected:
+        t = one(targets, name, where)
+        assert t["value"] == pytest.approx(value) and t["status"] == status, t
+
+
+def test_evaluate_targets_not_met_and_not_measured():
+    targets = bench.evaluate_targets(fake_report(numba_t=3.0, torch_layer_t=1.0, warm_first_call=0.5))
+    assert one(targets, "LayerNorm forward time")["status"] == "not met"                 # 15 µs > 10 µs
+    assert one(targets, "LayerNorm fwd+bwd speed-up over torch (layer classes)")["status"] == "not met"
+    assert one(targets, "first call with a warm cache")["status"] == "not met"           # 0.5 is not < 0.5
+    empty = bench.evaluate_targets({"results": [], "layers": [], "compile": {"cold": None, "warm": None}})
+    assert {x["status"] for x in empty} == {"not measured"}
+    assert all(x["value"] is None for x in empty)
+
+
+# -- pieces ----------------------------------------------------------------------------------
+def test_measure_runs_the_function_and_respects_the_repeat_bounds():
+    calls = []
+    t = bench.measure(lambda: calls.append(1), bench.Budget(0.001, 5, 7))
+    assert 5 <= t.repeats <= 7 and len(calls) >= t.repeats + 1                       # + the warm-up
+    assert 0 < t.min_s <= t.median_s
+    slow = bench.measure(lambda: sum(range(20000)), bench.Budget(0.0, 3, 100))
+    assert slow.repeats == 3
+
+
+def test_bind_keywords_fills_known_and_rejects_unknown_parameters():
+    def f(x, weight=None, *, num_groups, eps=1e-5, out=None):
+        pass
+
+    def g(x, *, momentum_of_the_moon):
+        pass
+
+    assert bench.bind_keywords(f, {"weight": 1, "num_groups": 2, "eps": 3, "bias": 4}) == \
+        {"weight": 1, "num_groups": 2, "eps": 3}
+    with pytest.raises(LookupError, match="momentum_of_the_moon"):
+        bench.bind_keywords(g, {"weight": 1})
+
+
+def test_make_inputs_layouts():
+    n, d = 64, 48
+    ln = bench.make_inputs(bench.NORMS["layernorm"], (n, d), np.float32)
+    assert ln.x.shape == ln.dy.shape == (n, d) and ln.x.dtype == np.float32
+    assert set(ln.params) == {"weight", "bias"} and ln.params["weight"].shape == (d,)
+    gn = bench.make_inputs(bench.NORMS["groupnorm"], (n, d), np.float64)
+    assert gn.x.shape == (2, 32, d) and gn.params["bias"].shape == (32,) and gn.groups == 8
+    inorm = bench.make_inputs(bench.NORMS["instancenorm"], (n, d), np.float64)
+    assert inorm.groups == 32 and inorm.candidates["num_groups"] == 32
+    grms = bench.make_inputs(bench.NORMS["group_rmsnorm"], (n, 12), np.float64)
+    assert grms.groups == 4 and set(grms.params) == {"weight"}
+
+
+def test_a_missing_norm_is_skipped_with_a_note():
+    ctx = bench.Context(bench.parse_args(["--quick", "--compare", "none"]))
+    ghost = bench.Norm("ghostnorm", "no_such_module", "ghost_norm", "rows", 1e-5, ("weight",))
+    assert bench.bench_norm(ctx, ghost, (8, 16), np.float32, copy_gbs=1.0) == []
+    assert any(n.startswith("ghostnorm: no NumPy reference yet") for n in ctx.notes)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--shapes", "64by512"], "--shapes: expected comma-separated NxD"),
+    (["--shapes", "0x512"], "--shapes: expected comma-separated NxD"),
+    (["--norms", "layernorm,weightnorm"], "--norms: expected a comma-separated list"),
+    (["--dtypes", "float16"], "--dtypes: expected a comma-separated list"),
+    (["--threads", "0"], "--threads: expected an integer in [1, "),
+])
+def test_bad_arguments_name_the_fix(argv, fragment, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    err = capsys.readouterr().err
+    assert fragment in err and "Fix:" in err
