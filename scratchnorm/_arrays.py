@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import fail
+from ._checks import check_dy, fail
+from .dtypes import as_float_array
 
 
 def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
@@ -24,3 +25,10 @@ def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
 def sum_rows(a: np.ndarray) -> np.ndarray:
     """Sum over every axis but the last: (..., d) -> (d,)."""
     return a.reshape(-1, a.shape[-1]).sum(axis=0)
+
+
+def upstream(dy, shape: tuple) -> np.ndarray:
+    """dy checked (a float array of the forward output's ``shape``) and widened to float64."""
+    dy = as_float_array(dy, "dy")
+    check_dy(dy, shape)
+    return dy.astype(np.float64)

@@ -105,3 +105,10 @@ def check_affine(weight, bias, d: int) -> None:
         check_array_shape("weight", weight, (d,))
     if bias is not None:
         check_array_shape("bias", bias, (d,))
+
+
+def check_dy(dy: np.ndarray, shape: tuple) -> None:
+    """The upstream gradient has the shape of the forward's output."""
+    if dy.shape != tuple(shape):
+        fail(ValueError, "dy", f"shape {tuple(shape)} (the shape of the forward's output)", dy,
+             "pass dL/dy for the output of the forward that made this cache.")

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store
+from ._arrays import store, upstream
 from ._channels import (channel_affine, channel_affine_grads, channel_sum, check_channels_input, dx_hat_of,
                         per_channel)
 from ._checks import check_affine, check_array_shape, check_bool, check_eps, check_int, check_momentum, fail
@@ -107,14 +107,14 @@ def batch_norm_backward(dy, cache, *, dx_out=None):
 
     dx = (rstd / M) * (M g - sum(g) - x_hat * sum(g * x_hat)) per channel, g = dy * weight.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)           # (N, C, *)
+    dy = upstream(dy, cache["x_hat"].shape)           # (N, C, *)
     x_hat, M, weight = cache["x_hat"], cache["count"], cache["weight"]
     rstd = per_channel(cache["rstd"], dy.ndim)                  # (1, C, 1, ...)
     g = dx_hat_of(dy, weight)                                   # dL/dx_hat
     sum_g = channel_sum(g, keepdims=True)                       # (1, C, 1, ...)
     sum_gx = channel_sum(g * x_hat, keepdims=True)              # (1, C, 1, ...)
     dx = (rstd / M) * (M * g - sum_g - x_hat * sum_gx)          # (N, C, *)
-    return {"x": store(dx, cache["dtype"], dx_out), **channel_affine_grads(dy, x_hat, weight, cache["bias"])}
+    return {"x": store(dx, cache["dtype"], dx_out, "dx_out"), **channel_affine_grads(dy, x_hat, weight, cache["bias"])}
 
 
 def batch_norm_backward_staged(dy, cache):
@@ -123,7 +123,7 @@ def batch_norm_backward_staged(dy, cache):
     Graph, per channel: mu = sum(x)/M; xm = x - mu; sq = xm^2; var = sum(sq)/M;
     std = sqrt(var + eps); rstd = 1/std; x_hat = xm * rstd; y = x_hat * weight + bias.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)                 # (N, C, *)
+    dy = upstream(dy, cache["x_hat"].shape)                 # (N, C, *)
     xm, M, weight = cache["xm"], cache["count"], cache["weight"]
     std = per_channel(np.sqrt(cache["var"] + cache["eps"]), dy.ndim)  # (1, C, 1, ...)
     rstd = 1.0 / std
@@ -164,10 +164,10 @@ def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None
 
 def batch_norm_eval_backward(dy, cache, *, dx_out=None):
     """Backward of ``batch_norm_eval_forward``: the fixed affine map's, dx = dy * weight * rstd."""
-    dy = as_float_array(dy, "dy").astype(np.float64)           # (N, C, *)
+    dy = upstream(dy, cache["x_hat"].shape)           # (N, C, *)
     weight = cache["weight"]
     dx = dx_hat_of(dy, weight) * per_channel(cache["rstd"], dy.ndim)
-    return {"x": store(dx, cache["dtype"], dx_out),
+    return {"x": store(dx, cache["dtype"], dx_out, "dx_out"),
             **channel_affine_grads(dy, cache["x_hat"], weight, cache["bias"])}
 
 

@@ -330,8 +330,9 @@ def torch_function(norm: Norm, torch):
     }[norm.name]
 
 
-def torch_steps(norm: Norm, inp: Inputs, torch) -> dict:
-    f = torch_function(norm, torch)
+def torch_steps(norm: Norm, inp: Inputs, torch, f=None) -> dict:
+    """forward / backward / fwd+bwd in PyTorch; ``f`` (default ``torch_function(norm, torch)``)."""
+    f = f or torch_function(norm, torch)
     x = torch.from_numpy(inp.x).requires_grad_()
     dy = torch.from_numpy(inp.dy)
     params = [torch.from_numpy(p).requires_grad_() for p in inp.params.values()]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows
+from ._arrays import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_affine, check_choice, check_eps, check_int, fail
 from .backend import pick
 from .dtypes import as_float_array
@@ -45,11 +45,11 @@ def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="in
 
 def group_rms_norm_backward(dy, cache, *, dx_out=None):
     """GroupRMSNorm backward. Returns {"x", "weight"} (weight if it exists)."""
-    dy = as_float_array(dy, "dy").astype(np.float64)                      # (..., d)
+    dy = upstream(dy, cache["x_hat"].shape)                      # (..., d)
     weight, G = cache["weight"], cache["num_groups"]
     g = dy * weight if weight is not None else dy                         # dL/dx_hat
-    dx = rms_norm_backward(g.reshape(*g.shape[:-1], G, -1), cache["inner"])["x"].reshape(dy.shape)
-    grads = {"x": store(dx, cache["dtype"], dx_out)}
+    dx = rms_norm_backward(g.reshape(*g.shape[:-1], G, g.shape[-1] // G), cache["inner"])["x"].reshape(dy.shape)
+    grads = {"x": store(dx, cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
         grads["weight"] = sum_rows(dy * cache["x_hat"]).astype(weight.dtype)
     return grads

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store
+from ._arrays import store, upstream
 from ._channels import channel_affine, channel_affine_grads, check_channels_input, dx_hat_of
 from ._checks import check_affine, check_bool, check_eps, check_int, fail
 from .backend import pick
@@ -67,11 +67,11 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
 
 def group_norm_backward(dy, cache, *, dx_out=None):
     """GroupNorm backward. Returns {"x", "weight", "bias"} (those that exist)."""
-    dy = as_float_array(dy, "dy").astype(np.float64)                     # (N, C, *)
+    dy = upstream(dy, cache["x_hat"].shape)                     # (N, C, *)
     weight, G = cache["weight"], cache["num_groups"]
     g = dx_hat_of(dy, weight).reshape(dy.shape[0], G, -1)                # (N, G, m) dL/dx_hat
     dx = layer_norm_backward(g, cache["inner"])["x"].reshape(dy.shape)   # (N, C, *)
-    return {"x": store(dx, cache["dtype"], dx_out),
+    return {"x": store(dx, cache["dtype"], dx_out, "dx_out"),
             **channel_affine_grads(dy, cache["x_hat"], weight, cache["bias"])}
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import check_affine, check_bool, check_eps, check_int
-from ._arrays import store, sum_rows
+from ._arrays import store, sum_rows, upstream
 from .backend import pick
 from .dtypes import as_float_array, upcast_half
 from .layer import Layer, check_last_axis
@@ -81,13 +81,13 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
 
     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * weight.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)   # (..., d)
+    dy = upstream(dy, cache["x_hat"].shape)   # (..., d)
     x_hat, rstd, weight = cache["x_hat"], cache["rstd"], cache["weight"]
     g = dy * weight if weight is not None else dy       # dL/dx_hat
     mean_g = g.mean(axis=-1, keepdims=True)             # (..., 1)
     mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)  # (..., 1)
     dx = rstd * (g - mean_g - x_hat * mean_gx)          # (..., d)
-    return _layer_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out))
+    return _layer_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out, "dx_out"))
 
 
 def layer_norm_backward_staged(dy, cache):
@@ -96,7 +96,7 @@ def layer_norm_backward_staged(dy, cache):
     Graph: mu = mean(x); xm = x - mu; var = mean(xm^2); rstd = (var + eps)^(-1/2);
     x_hat = xm * rstd; y = x_hat * weight + bias.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)
+    dy = upstream(dy, cache["x_hat"].shape)
     xm, var, rstd, eps, weight = cache["xm"], cache["var"], cache["rstd"], cache["eps"], cache["weight"]
     d = xm.shape[-1]
     dx_hat = dy * weight if weight is not None else dy        # y = x_hat * weight + bias

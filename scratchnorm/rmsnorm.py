@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows
+from ._arrays import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_affine, check_bool, check_choice, check_eps, check_int, fail
 from .backend import pick
 from .dtypes import as_float_array, upcast_half
@@ -101,7 +101,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
 
     dx_i = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_hat_j) * d log(rstd)/d ms.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)             # (..., d)
+    dy = upstream(dy, cache["x_hat"].shape)             # (..., d)
     x, x_hat, ms, rstd, k = cache["x"], cache["x_hat"], cache["ms"], cache["rstd"], cache["k"]
     weight = cache["weight"]
     g = dy * weight if weight is not None else dy               # dL/dx_hat
@@ -109,7 +109,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     coef = gxh * dlog_rstd_dms(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
     dx = rstd * g                                               # (..., d) direct path
     dx[..., :k] += coef * x[..., :k]                            # path through ms
-    return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out), gxh)
+    return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out, "dx_out"), gxh)
 
 
 def rms_norm_backward_staged(dy, cache):
@@ -117,7 +117,7 @@ def rms_norm_backward_staged(dy, cache):
 
     Graph: sq = x[:k]^2; ms = mean(sq); rstd = rstd(ms); x_hat = x * rstd; y = x_hat * weight + bias.
     """
-    dy = as_float_array(dy, "dy").astype(np.float64)
+    dy = upstream(dy, cache["x_hat"].shape)
     x, ms, rstd, k, weight = cache["x"], cache["ms"], cache["rstd"], cache["k"], cache["weight"]
     dx_hat = dy * weight if weight is not None else dy          # y = x_hat * weight + bias
     dx = dx_hat * rstd                                          # x_hat = x * rstd   (x path)

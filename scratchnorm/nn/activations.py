@@ -49,7 +49,7 @@ def gelu_forward(x, *, out=None):
     """GELU, tanh approximation: y = x/2 (1 + tanh(c (x + a x^3))). Returns ``(y, cache)``."""
     x = as_float_array(x)
     xf = upcast_half(x).astype(np.float64)
-    t = np.tanh(GELU_C * (xf + GELU_A * xf**3))
+    t = np.tanh(GELU_C * (xf + GELU_A * (xf * xf * xf)))       # x*x*x: NumPy's x**3 calls pow(), ~100x slower
     return store(0.5 * xf * (1.0 + t), x.dtype, out), {"x": xf, "t": t, "dtype": x.dtype}
 
 

@@ -22,7 +22,7 @@ may appear once in a container: its cache holds one forward at a time.
 """
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import ItemsView, MutableMapping
 
 import numpy as np
 
@@ -69,11 +69,34 @@ class PrefixedView(MutableMapping):
             for name in getattr(child, self._attr):
                 yield f"{child_name}.{name}"
 
+    # Speed only: the two methods below give what MutableMapping's defaults give. The defaults
+    # look every name up from the top (``_split`` at every level, and ``in`` on a nested view
+    # is itself a lookup), which made an optimizer's walk over a Transformer's parameters cost
+    # more than the layers' arithmetic at small sizes.
+    def __contains__(self, name):
+        child, _, rest = str(name).partition(".")
+        layer = self._owner.children.get(child)
+        return layer is not None and rest in getattr(layer, self._attr)
+
+    def items(self):
+        return _PrefixedItems(self)
+
     def __len__(self):
         return sum(len(getattr(child, self._attr)) for child in self._owner.children.values())
 
     def __repr__(self):
         return repr(dict(self))
+
+
+class _PrefixedItems(ItemsView):
+    """``view.items()``: (name, array) pairs in the order of ``iter(view)``, read from each child
+    in one walk instead of one lookup per name."""
+
+    def __iter__(self):
+        view = self._mapping
+        for child_name, child in view._owner.children.items():
+            for name, value in getattr(child, view._attr).items():
+                yield f"{child_name}.{name}", value
 
 
 class Container(Layer):

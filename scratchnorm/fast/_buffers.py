@@ -1,0 +1,144 @@
+"""Arrays in the form the kernels take: C-contiguous, float32 or float64, (rows, features).
+
+The kernels are compiled for float32 and float64 only. float16 is widened to
+float64 on entry: the widening is exact, so the values are those of the dtype
+policy's float32 upcast, and since every statistic is float64 anyway the
+output is then rounded once, from float64 to float16, as in the reference.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from .._arrays import store
+from .._checks import check_dy, fail
+from ..dtypes import as_float_array
+
+KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_rows(a: np.ndarray, rows: int, dtype=None) -> tuple[np.ndarray, bool]:
+    """``a`` as a C-contiguous (rows, a.size // rows) array of a kernel dtype, and whether that is a
+    new array. Never copies a C-contiguous float32/float64 array of the right dtype.
+    """
+    if dtype is None:
+        dtype = a.dtype if a.dtype in KERNEL_DTYPES else np.dtype(np.float64)
+    new = not (a.dtype == dtype and a.flags.c_contiguous)
+    if new:
+        a = np.ascontiguousarray(a, dtype=dtype)
+    return a.reshape(_rows_shape(a, rows)), new
+
+
+def _rows_shape(a: np.ndarray, rows: int) -> tuple[int, int]:
+    """(rows, a.size // rows); with no rows, (0, the last axis): reshape(0, -1) is ambiguous."""
+    return (rows, a.size // rows) if rows else (0, a.shape[-1] if a.ndim else 0)
+
+
+def n_rows(shape: tuple) -> int:
+    """Rows of an (..., d) array: the product of the leading axes (1 for a vector)."""
+    return math.prod(shape[:-1])
+
+
+def writable_rows(buf, shape: tuple, dtype, rows: int, *inputs) -> np.ndarray | None:
+    """``buf`` (an out= or dx_out= argument) as a (rows, -1) view the kernel can write into, or None.
+
+    None when ``buf`` is None, is not a C-contiguous array of ``shape`` and
+    ``dtype``, or overlaps one of ``inputs``. Then the kernel writes a new array,
+    and ``_arrays.store`` checks ``buf`` (raising the library's error if it does not
+    fit) and copies the result into it.
+    """
+    if buf is None or not isinstance(buf, np.ndarray) or buf.dtype != dtype or buf.shape != shape:
+        return None
+    flags = buf.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    for a in inputs:                    # (a loop, not any(): this runs on every call)
+        if np.may_share_memory(buf, a):
+            return None
+    return buf.reshape(_rows_shape(buf, rows))
+
+
+def output_rows(buf, like: np.ndarray, shape: tuple, dtype, *inputs) -> tuple[np.ndarray, bool]:
+    """Where a kernel writes a result shaped like its (rows, d) input ``like``, and whether it is new.
+
+    ``buf`` itself (see ``writable_rows``) when ``dtype`` is ``like``'s dtype and
+    ``buf`` fits; else a new array of ``like``'s shape and dtype, which
+    ``finish_rows`` then rounds into ``buf`` (or returns).
+    """
+    view = writable_rows(buf, shape, dtype, like.shape[0], *inputs) if like.dtype == dtype else None
+    return (np.empty_like(like), True) if view is None else (view, False)
+
+
+def finish_rows(result: np.ndarray, new: bool, shape: tuple, dtype, buf, name: str = "out") -> np.ndarray:
+    """The caller's array from ``output_rows``' pair: ``buf`` if the kernel wrote into it; ``result``
+    itself, reshaped, if it already has ``dtype`` and there is no ``buf`` (it is new and nothing
+    else holds it); else ``result`` stored (one rounding to ``dtype``; into ``buf`` when given)."""
+    if not new:
+        return buf
+    if buf is None and result.dtype == dtype:
+        return result.reshape(shape)
+    return store(result.reshape(shape), dtype, buf, name)
+
+
+def forward_rows(x: np.ndarray, out, rows: int):
+    """What a forward kernel takes: (xk, y, y_new).
+
+    xk: x as (rows, d) kernel rows (``as_rows``: x itself when it already is a
+    C-contiguous float32/float64 array), which the cache keeps for the backward.
+    y, y_new: ``output_rows``' pair for ``out``. When ``out`` overlaps x (an
+    in-place call, out=x), xk is a copy, so the backward still sees the input.
+    """
+    xk, private = as_rows(x, rows)
+    if out is not None and not private and np.may_share_memory(out, xk):
+        xk = xk.copy()
+    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk)
+    return xk, y, y_new
+
+
+@lru_cache(maxsize=32)
+def _identity(d: int, value: float) -> np.ndarray:
+    return np.full(d, value)
+
+
+def affine_vector(param, d: int, identity: float) -> np.ndarray:
+    """A weight or bias as a C-contiguous float64 (d,) vector; None gives ``identity`` (1.0 or -0.0)."""
+    if param is None:
+        return _identity(d, identity)
+    return np.ascontiguousarray(param, dtype=np.float64)
+
+
+def check_cache(cache, kind: str, fn: str) -> dict:
+    """A cache made by scratchnorm.fast's ``kind`` forward (the reference's cache has other keys)."""
+    if not isinstance(cache, dict) or cache.get("fast") != kind:
+        fail(TypeError, "cache", f"the cache returned by scratchnorm.fast.{fn}", type(cache).__name__,
+             "pass the cache from the forward of the same backend (the NumPy and numba caches differ).")
+    return cache
+
+
+def backward_rows(dy, cache, dx_out, kind: str, fn: str):
+    """What a backward kernel takes, checked: (cache, dy, x, dx, dx_new).
+
+    ``cache`` must come from the ``kind`` forward (``check_cache``) and hold the
+    kept input as cache["x"] (rows, d), and "shape" and "dtype"; dy must have
+    that shape. dy and x are returned as (rows, d) arrays of one kernel dtype
+    (never narrowing dy: float16 + float32 -> float32), dx as ``output_rows`` gives it.
+    """
+    cache = check_cache(cache, kind, fn)
+    dy = as_float_array(dy, "dy")
+    shape = cache["shape"]
+    check_dy(dy, shape)
+    xk = cache["x"]
+    kd = np.promote_types(xk.dtype, dy.dtype)
+    xk = xk.astype(kd, copy=False)
+    dyk, _ = as_rows(dy, xk.shape[0], kd)
+    dx2, dx_new = output_rows(dx_out, xk, shape, cache["dtype"], dy, xk)
+    return cache, dyk, xk, dx2, dx_new
+
+
+def affine_grads(dwb: np.ndarray, cache: dict) -> dict:
+    """{"weight": dwb[0], "bias": dwb[1]} for the parameters in the cache that are not None,
+    each in its parameter's dtype."""
+    return {name: dwb[i].astype(cache[name].dtype) for i, name in enumerate(("weight", "bias"))
+            if cache[name] is not None}

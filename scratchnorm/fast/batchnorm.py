@@ -1,0 +1,109 @@
+"""BatchNorm on the numba kernels of channels.py: the reference's names, signatures and checks.
+
+Each function checks its arguments with the helpers its NumPy reference
+(batchnorm.py) uses, in the same order, so a bad argument raises the same
+error. Then x is viewed as (N, C * S) and one driver of channels.py does the
+work: the "slabs" driver for spatial sizes S >= SLAB_MIN, the "columns" driver
+for smaller ones, such as (N, C) inputs (channels.py explains both). Training and eval mode share the drivers:
+in eval mode the statistics are given and backward drops the two terms that
+come through them.
+
+Cache (this backend's; the reference's has other keys):
+    "x"      the input as the kernels read it, (N, C * S), float32 or float64: a
+             private copy written by the forward pass, or the private array that
+             the conversion to a kernel dtype made anyway;
+    "stats"  (3, C) float64: mean, var, rstd per channel (training) or running
+             mean, running var, rstd (eval); the training cache also has the
+             reference's "mean", "var" (biased) and "count" (M) for
+             ``update_running_stats``;
+    "w"      the weight as a float64 vector; "weight", "bias" as given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._channels import check_channels_input
+from .._checks import check_affine, check_array_shape, check_eps
+from ..dtypes import as_float_array
+from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
+from ._jit import n_chunks, pick_twin
+from .channels import (MEAN, RSTD, SLAB_MIN, VAR, bn_backward_columns, bn_backward_slabs, bn_forward_columns,
+                       bn_forward_slabs, channel_block, layout)
+
+_TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
+
+
+def _forward(x, weight, bias, out, stats, eps, kind):
+    """Run the forward driver; ``stats`` (3, C) is filled (training) or given (eval)."""
+    N, C, S = layout(x.shape)
+    xk, y2, y_new = forward_rows(x, out, N)
+    w, b = affine_vector(weight, C, 1.0), affine_vector(bias, C, -0.0)
+    batch_stats = kind == _TRAIN
+    run = (xk, w, b, y2)
+    if S >= SLAB_MIN:
+        part = np.empty((n_chunks(N), 2, C))                   # per-chunk (mean, M2) of each channel
+        pick_twin(bn_forward_slabs, x.size, N * C)(*run, part, stats, eps, S, channel_block(S), batch_stats)
+    else:
+        part = np.empty((n_chunks(N), 2, C * S))               # per-chunk (mean, M2) of each column
+        cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
+        pick_twin(bn_forward_columns, x.size, N)(*run, part, stats, cols, eps, S, batch_stats)
+    cache = {"fast": kind, "x": xk, "stats": stats, "w": w,
+             "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
+    if batch_stats:
+        cache.update(mean=stats[MEAN], var=stats[VAR], count=N * S)
+    return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
+
+
+def _backward(dy, cache, dx_out, kind, fn):
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, kind, fn)
+    w, stats, S = cache["w"], cache["stats"], cache["S"]
+    N, C = xk.shape[0], w.shape[0]
+    dwb = np.empty((2, C))                                # dweight, dbias
+    coef = np.empty((3, C))                               # dx coefficients (channels.py)
+    run = (dyk, xk, w, stats, dx2)
+    if S >= SLAB_MIN:
+        part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy
+        pick_twin(bn_backward_slabs, xk.size, N * C)(*run, part, dwb, coef, S, channel_block(S), kind == _TRAIN)
+    else:
+        part = np.empty((n_chunks(N), 2, C * S))          # the same per column
+        cols = np.empty((4, C * S))                       # mean and the coefficients per column
+        pick_twin(bn_backward_columns, xk.size, N)(*run, part, dwb, coef, cols, S, kind == _TRAIN)
+    return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
+            **affine_grads(dwb, cache)}
+
+
+def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
+    """BatchNorm with the batch's statistics (training mode), numba kernels. Same arguments and
+    result as ``scratchnorm.batch_norm_forward``; the cache is this backend's (module docstring)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_channels_input("batch_norm_forward", x)
+    check_affine(weight, bias, x.shape[1])
+    return _forward(x, weight, bias, out, np.empty((3, x.shape[1])), eps, _TRAIN)
+
+
+def batch_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.batch_norm_backward``."""
+    return _backward(dy, cache, dx_out, _TRAIN, "batch_norm_forward")
+
+
+def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
+    """BatchNorm with fixed statistics (eval mode), numba kernels. Same arguments and result as
+    ``scratchnorm.batch_norm_eval_forward``."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_channels_input("batch_norm_eval_forward", x)
+    C = x.shape[1]
+    check_array_shape("running_mean", running_mean, (C,))
+    check_array_shape("running_var", running_var, (C,))
+    check_affine(weight, bias, C)
+    stats = np.empty((3, C))
+    stats[MEAN] = running_mean
+    stats[VAR] = running_var
+    stats[RSTD] = 1.0 / np.sqrt(stats[VAR] + eps)           # as the reference: in float64
+    return _forward(x, weight, bias, out, stats, eps, _EVAL)
+
+
+def batch_norm_eval_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.batch_norm_eval_backward``."""
+    return _backward(dy, cache, dx_out, _EVAL, "batch_norm_eval_forward")

@@ -1,0 +1,203 @@
+r"""One family of numba kernels for every row-wise normalization.
+
+LayerNorm, RMSNorm (eps inside, outside or clamped), pRMSNorm, SimpleRMSNorm,
+RMSNorm with a bias or a learnable eps, and GroupRMSNorm are one computation
+with four knobs, so they share one forward and one backward kernel:
+
+* ``center``: subtract the mean first (LayerNorm) or not (the RMSNorm family);
+* ``k``: how many features of a group feed the statistic (pRMSNorm: k < m);
+* ``mode``: where eps goes (INSIDE, OUTSIDE, CLAMP; eps_modes.py);
+* the groups: every row of d features is cut into G groups of m = d / G, each
+  with its own statistic (GroupRMSNorm; G = 1 otherwise). The kernels see x
+  as (rows * G, m), one kernel row per group, and the weight, the bias and
+  the partial sums of their gradients as (G, m): kernel row r is group r % G.
+
+The affine map is always applied, y = x_hat * w + b: a missing weight is a
+vector of ones and a missing bias a vector of -0.0 (x + -0.0 == x, even for
+x = -0.0), which gives the reference's bits at the cost of reading two
+vectors of d that stay in cache.
+
+For one kernel row x (m,), in float64 whatever the input dtype:
+
+    forward   mean  = sum(x) / m                        (0 without centering)
+              ms    = sum((x - mean)^2 over the first k) / k      two passes over the row,
+              rstd  = rstd_from_ms(ms, eps, mode)                  which is in L1 by then
+              y     = (x - mean) * rstd * w + b
+    backward  g     = dy * w
+              gxh   = rstd * sum(g * (x - mean))        = sum(g * x_hat)
+              coef  = gxh * dlog_rstd_dms * 2 / k
+              dx    = rstd * (g - mean(g) [centered]) + coef * (x - mean) [first k only]
+              dw   += dy * x_hat,   db += dy            (this chunk's partial sums)
+              deps  = gxh * dlog_rstd_deps              (RMSNormLearnableEps; summed over rows)
+
+For LayerNorm (inside, k = m) coef * (x - mean) = -rstd * x_hat * mean(g * x_hat):
+the closed form of layernorm.py. For RMSNorm it is rmsnorm.py's line for line.
+(Centering with k < m is not used: the derivation above assumes k = m then.)
+
+What forward keeps: (mean, ms, rstd) per kernel row, ``stats`` (rows * G, 3),
+and a reference to x (no copy: see "What a cache refers to" in __init__.py),
+which backward reads again.
+
+Parallel work and determinism. The forward's rows are independent: any split
+gives the same bits. The backward's dweight and dbias are sums over rows: the
+kernel rows are cut into ``chunks`` fixed chunks (``_jit.n_chunks``, from the
+number of rows only), each chunk adds its rows in order into its own slice of
+``part`` (chunks, 2, G, m), and the slices are then added in chunk order
+(column blocks in parallel, each column in that order). d loss / d eps is
+kept per kernel row and summed at the end. So the bits do not depend on the
+thread count or on the scheduling.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ._jit import jit, jit_inline, jit_sum, serial_and_parallel
+
+INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
+COLUMN_BLOCK = 512                  # columns per task when the partial sums are added
+
+
+# -- eps placements: scalar mirrors of eps_modes.py ------------------------------------
+@jit
+def rstd_from_ms(ms, eps, mode):
+    if mode == INSIDE:
+        return 1.0 / np.sqrt(ms + eps)
+    if mode == OUTSIDE:
+        return 1.0 / (np.sqrt(ms) + eps)
+    return 1.0 / np.sqrt(eps if ms < eps else ms)      # np.maximum: a NaN ms stays NaN
+
+
+@jit
+def dlog_rstd_dms(ms, rstd, eps, mode):
+    """(d rstd / d ms) / rstd."""
+    if mode == INSIDE:
+        return -0.5 * rstd * rstd
+    if mode == OUTSIDE:
+        root = np.sqrt(ms)
+        return -0.5 * rstd / root if root > 0 else 0.0
+    return -0.5 * rstd * rstd if ms > eps else 0.0
+
+
+@jit
+def dlog_rstd_deps(ms, rstd, eps, mode):
+    """(d rstd / d eps) / rstd."""
+    if mode == INSIDE:
+        return -0.5 * rstd * rstd
+    if mode == OUTSIDE:
+        return -rstd
+    return -0.5 * rstd * rstd if eps >= ms else 0.0
+
+
+# -- sums over the first n features of a group (float64 accumulators; see _jit.jit_sum) ----
+# Every loop runs j over range(n) from 0 and indexes a (row) array directly:
+# with an index known to be >= 0, numba's negative-index wraparound folds away
+# and the loop vectorizes (an index lo + j turns the loads into gathers, 5x slower).
+@jit_sum
+def _sum(x, n):
+    s = 0.0
+    for j in range(n):
+        s += np.float64(x[j])
+    return s
+
+
+@jit_sum
+def _sum_sq_dev(x, n, c):
+    """sum of (x_j - c)^2: the second pass of a two-pass variance."""
+    s = 0.0
+    for j in range(n):
+        v = np.float64(x[j]) - c
+        s += v * v
+    return s
+
+
+@jit_sum
+def _sum_g(dy, x, w, n, c):
+    """sum of g_j and of g_j * (x_j - c), with g = dy * w."""
+    sg = 0.0
+    sgx = 0.0
+    for j in range(n):
+        g = np.float64(dy[j]) * w[j]
+        sg += g
+        sgx += g * (np.float64(x[j]) - c)
+    return sg, sgx
+
+
+# -- one group ------------------------------------------------------------------------------
+@jit_inline
+def forward_group(x, w, b, y, stats, center, k, eps, mode):
+    """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd)."""
+    m = x.shape[0]
+    mean = _sum(x, m) / m if center else 0.0
+    ms = _sum_sq_dev(x, k, mean) / k
+    rstd = rstd_from_ms(ms, eps, mode)
+    for j in range(m):
+        y[j] = (np.float64(x[j]) - mean) * rstd * w[j] + b[j]
+    stats[0] = mean
+    stats[1] = ms
+    stats[2] = rstd
+
+
+@jit_inline
+def backward_group(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
+    """dx for one group (m,); adds dy * x_hat to dw and dy to db. Returns d loss / d eps."""
+    m = x.shape[0]
+    mean, ms, rstd = stats[0], stats[1], stats[2]
+    sg, sgx = _sum_g(dy, x, w, m, mean)
+    gxh = sgx * rstd                                      # sum of g * x_hat
+    mean_g = sg / m if center else 0.0
+    coef = gxh * dlog_rstd_dms(ms, rstd, eps, mode) * (2.0 / k)
+    for j in range(m):
+        dyj = np.float64(dy[j])
+        xm = np.float64(x[j]) - mean
+        v = rstd * (dyj * w[j] - mean_g)
+        if j < k:                                         # the path through the statistic
+            v += coef * xm
+        dx[j] = v
+        dw[j] += dyj * (xm * rstd)
+        db[j] += dyj
+    return gxh * dlog_rstd_deps(ms, rstd, eps, mode)
+
+
+# -- drivers: all groups of all rows, compiled serial and parallel ---------------------------
+# The arrays come as (rows * G, m): kernel row r is group r % G of row r // G, and the
+# weight, bias and partial sums as (G, m). ``center`` is a closure constant, so numba
+# compiles one pair of drivers per value: without centering the mean is the constant 0
+# and LLVM drops every "- mean", "- mean(g)" and the sum of g from RMSNorm's loops.
+def _drivers(center):
+    def _forward_rows(x, w, b, y, stats, k, eps, mode):
+        G = w.shape[0]
+        for r in prange(x.shape[0]):
+            g = r % G
+            forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode)
+
+    def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, k, eps, mode, chunks):
+        """part (chunks, 2, G, m): per-chunk partial sums; dwb (2, G, m) gets dweight, dbias;
+        deps (rows + 1,): d loss / d eps per kernel row, then their sum."""
+        rows = x.shape[0]
+        G = w.shape[0]
+        for c in prange(chunks):
+            part[c] = 0.0
+            for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+                g = r % G
+                deps[r] = backward_group(dy[r], x[r], w[g], stats[r], dx[r], part[c, 0, g], part[c, 1, g],
+                                         center, k, eps, mode)
+        flat = part.reshape(chunks, -1)
+        total = dwb.reshape(-1)
+        n = total.shape[0]
+        for blk in prange((n + COLUMN_BLOCK - 1) // COLUMN_BLOCK):
+            lo = blk * COLUMN_BLOCK
+            hi = min(n, lo + COLUMN_BLOCK)
+            block = total[lo:hi]
+            block[:] = 0.0
+            for c in range(chunks):                       # fixed order: chunk 0, 1, 2, ...
+                src = flat[c, lo:hi]
+                for j in range(hi - lo):
+                    block[j] += src[j]
+        deps[rows] = _sum(deps, rows)
+
+    return serial_and_parallel(_forward_rows), serial_and_parallel(_backward_rows)
+
+
+# TWINS[center] = (forward (serial, parallel), backward (serial, parallel)); see _jit.py.
+TWINS = {center: _drivers(center) for center in (False, True)}

@@ -1,0 +1,115 @@
+"""The row-wise functions of scratchnorm.fast: the reference's names, signatures and checks.
+
+Each function checks its arguments with the same helpers, in the same order,
+as its NumPy reference (layernorm.py, rmsnorm.py, group_rmsnorm.py), so a bad
+argument raises the same error. Then ``_forward`` / ``_backward`` shape the
+arrays for the one pair of kernels in rowwise.py (x as (rows * G, d / G),
+one kernel row per group; the weight and bias as float64 (G, d / G)), find
+or make the output buffers (_buffers.py) and pick the serial or the parallel
+twin (_jit.py).
+
+The cache differs from the reference's (it holds only what the kernels need,
+see rowwise.py), so a cache only works with the backward of its own backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import EPS_MODES, check_affine, check_choice, check_eps
+from ..dtypes import as_float_array
+from ..group_rmsnorm import check_groups
+from ..rmsnorm import check_k
+from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
+from ._jit import n_chunks, pick_twin
+from .rowwise import INSIDE, TWINS
+
+_KIND = "rowwise"
+
+
+def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
+    d = x.shape[-1]
+    rows = n_rows(x.shape) * groups                     # kernel rows: one per group of each row
+    xk, y2, y_new = forward_rows(x, out, rows)
+    stats = np.empty((rows, 3))                         # mean, ms, rstd per kernel row
+    w = affine_vector(weight, d, 1.0).reshape(groups, -1)
+    b = affine_vector(bias, d, -0.0).reshape(groups, -1)
+    if x.size:
+        pick_twin(TWINS[center][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
+    else:
+        stats.fill(np.nan)                              # no features: the mean of nothing
+    cache = {"fast": _KIND, "x": xk, "stats": stats, "w": w, "weight": weight,
+             "bias": bias, "center": center, "k": k, "eps": eps, "mode": mode, "dtype": x.dtype, "shape": x.shape}
+    return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
+
+
+def _backward(dy, cache, dx_out, fn):
+    """{"x", "weight", "bias"} (those that exist) and d loss / d eps."""
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, fn)
+    w, rows = cache["w"], xk.shape[0]
+    chunks = n_chunks(rows)
+    part = np.empty((chunks, 2) + w.shape)              # per-chunk partial dweight, dbias
+    dwb = np.zeros((2,) + w.shape)
+    deps = np.empty(rows + 1)                           # per kernel row, then their sum
+    if xk.size:
+        pick_twin(TWINS[cache["center"]][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
+                                                            cache["k"], cache["eps"], cache["mode"], chunks)
+    else:
+        deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0
+    grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
+             **affine_grads(dwb.reshape(2, -1), cache)}
+    return grads, deps[rows]
+
+
+# -- LayerNorm ----------------------------------------------------------------------------
+def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
+    """LayerNorm over the last axis, numba kernels. Same arguments and result as
+    ``scratchnorm.layer_norm_forward``; the cache is this backend's."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    d = x.shape[-1]
+    check_affine(weight, bias, d)
+    return _forward(x, weight, bias, out, center=True, groups=1, k=d, eps=eps, mode=INSIDE)
+
+
+def layer_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
+    return _backward(dy, cache, dx_out, "layer_norm_forward")[0]
+
+
+# -- RMSNorm and its variants ------------------------------------------------------------
+def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
+    """RMSNorm over the last axis (first k features feed the statistic), numba kernels.
+    Same arguments and result as ``scratchnorm.rms_norm_forward``."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    d = x.shape[-1]
+    k = check_k(k, d)
+    check_affine(weight, bias, d)
+    return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode))
+
+
+def rms_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
+    grads, deps = _backward(dy, cache, dx_out, "rms_norm_forward")
+    grads["eps"] = deps
+    return grads
+
+
+# -- GroupRMSNorm --------------------------------------------------------------------------
+def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="inside", out=None):
+    """RMSNorm per contiguous group of d / num_groups features, numba kernels.
+    Same arguments and result as ``scratchnorm.group_rms_norm_forward``."""
+    x = as_float_array(x)
+    d = x.shape[-1]
+    groups = check_groups(num_groups, d)
+    check_affine(weight, None, d)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    return _forward(x, weight, None, out, center=False, groups=groups, k=d // groups, eps=eps,
+                    mode=EPS_MODES.index(eps_mode))
+
+
+def group_rms_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight"} (weight if it exists), as ``scratchnorm.group_rms_norm_backward``."""
+    return _backward(dy, cache, dx_out, "group_rms_norm_forward")[0]

@@ -1,0 +1,447 @@
+"""The numba kernels (scratchnorm.fast) against the NumPy reference, case by case.
+
+Every case runs the same inputs through both backends and compares:
+
+* float64 results: within 1e-12 of the tensor's largest value (the two differ
+  only in the order of their float64 sums);
+* float32 / float16 results: at most one unit in the last place of the output
+  dtype apart, plus that 1e-12: each backend rounds a float64 value once, and
+  the two float64 values differ by round-off only, so a rounding can fall on
+  either side of a boundary, never further.
+
+The default run keeps the inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` (the
+kernels as plain Python) finishes in seconds; tests marked slow use inputs
+large enough for the parallel kernels and subprocesses.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import scratchnorm as sn
+from scratchnorm import fast
+from scratchnorm.fast import _jit
+
+F64 = np.dtype(np.float64)
+
+# (label, function name, keyword arguments, has weight, has bias)
+VARIANTS = [
+    ("LayerNorm", "layer_norm", {}, True, True),
+    ("LayerNorm weight only", "layer_norm", {}, True, False),
+    ("LayerNorm no affine", "layer_norm", {"eps": 1e-3}, False, False),
+    ("RMSNorm inside", "rms_norm", {"eps_mode": "inside"}, True, False),
+    ("RMSNorm outside", "rms_norm", {"eps_mode": "outside", "eps": 1e-3}, True, False),
+    ("RMSNorm clamp", "rms_norm", {"eps_mode": "clamp", "eps": 1e-2}, True, False),
+    ("RMSNorm with bias", "rms_norm", {}, True, True),
+    ("SimpleRMSNorm", "rms_norm", {}, False, False),
+    ("pRMSNorm k=3", "rms_norm", {"k": 3}, True, False),
+    ("pRMSNorm k=1 clamp", "rms_norm", {"k": 1, "eps_mode": "clamp", "eps": 1e-2}, True, True),
+    ("pRMSNorm k=2 outside", "rms_norm", {"k": 2, "eps_mode": "outside", "eps": 1e-3}, False, False),
+    ("GroupRMSNorm G=2", "group_rms_norm", {"num_groups": 2}, True, False),
+    ("GroupRMSNorm G=4 clamp", "group_rms_norm", {"num_groups": 4, "eps_mode": "clamp", "eps": 1e-2}, True, False),
+    ("GroupRMSNorm G=8 no weight", "group_rms_norm", {"num_groups": 8, "eps_mode": "outside"}, False, False),
+]
+IDS = [v[0] for v in VARIANTS]
+
+
+def functions(backend, name):
+    mod = sn if backend == "numpy" else fast
+    return getattr(mod, f"{name}_forward"), getattr(mod, f"{name}_backward")
+
+
+def make_inputs(shape, dtype=np.float64, seed=0, has_weight=True, has_bias=True):
+    """x with rows of very different scales (so "clamp" takes both branches), dy, weight, bias."""
+    rng = np.random.default_rng(seed)
+    d = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    scales = np.logspace(-2, 1, max(rows, 1))[:rows].reshape(shape[:-1] + (1,))
+    x = (rng.standard_normal(shape) * scales + 0.3 * scales).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(d) if has_weight else None
+    b = rng.standard_normal(d) if has_bias else None
+    return x, dy, w, b
+
+
+def run(backend, name, x, dy, w, b, kw, **buffers):
+    """Forward then backward; returns ({"y", "x", "weight", ...}, the forward's cache)."""
+    fwd, bwd = functions(backend, name)
+    args = (w,) if name == "group_rms_norm" else (w, b)
+    y, cache = fwd(x, *args, **kw, **({"out": buffers["out"]} if "out" in buffers else {}))
+    grads = bwd(dy, cache, **({"dx_out": buffers["dx_out"]} if "dx_out" in buffers else {}))
+    return {"y": y, **grads}, cache
+
+
+def direct_term(name, dy, w, ref_cache):
+    """|rstd * g| per element, g = dy * weight: the size of the terms whose difference is dx.
+    dx can be far smaller than they are (m = 1, "outside"), and its round-off is relative to them."""
+    g = np.abs(dy.astype(np.float64) * (1.0 if w is None else w))
+    if name == "group_rms_norm":
+        rstd = ref_cache["inner"]["rstd"]                       # (..., G, 1)
+        return (g.reshape(rstd.shape[:-1] + (-1,)) * rstd).reshape(g.shape)
+    return g * ref_cache["rstd"]
+
+
+def assert_matches(got, want, label="", x_scale=None):
+    """got (numba) against want (NumPy): same keys, dtypes and shapes; values as the module docstring says."""
+    assert got.keys() == want.keys(), label
+    for key in want:
+        g, r = np.asarray(got[key]), np.asarray(want[key])
+        assert g.dtype == r.dtype and g.shape == r.shape, f"{label} {key}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
+        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        scale = np.max(np.abs(r64), initial=0.0)
+        if key == "x" and x_scale is not None:
+            scale = max(scale, np.max(x_scale, initial=0.0))
+        tol = 1e-12 * scale
+        if r.dtype != F64:
+            tol = tol + np.spacing(np.abs(r)).astype(np.float64)     # one ulp of the output dtype
+        err = np.abs(g64 - r64)
+        assert np.all(err <= tol), f"{label} {key}: max error {err.max():.3g}, scale {scale:.3g}"
+
+
+def compare(name, x, dy, w, b, kw, label="", **buffers):
+    """Both backends on the same input; asserts they match; returns the numba results."""
+    got, _ = run("numba", name, x, dy, w, b, kw, **buffers)
+    want, cache = run("numpy", name, x, dy, w, b, kw)
+    assert_matches(got, want, label, direct_term(name, dy, w, cache))
+    return got
+
+
+# -- the same numbers --------------------------------------------------------------------
+@pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
+@pytest.mark.parametrize("shape", [(8,), (5, 8), (2, 3, 8), (2, 1, 3, 8)], ids=lambda s: f"{len(s) - 1}lead")
+def test_float64_matches_the_reference(label, name, kw, has_w, has_b, shape):
+    x, dy, w, b = make_inputs(shape, has_weight=has_w, has_bias=has_b)
+    compare(name, x, dy, w, b, kw, label)
+
+
+@pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_float32_and_float16_match_the_reference(label, name, kw, has_w, has_b, dtype):
+    x, dy, w, b = make_inputs((6, 8), dtype, seed=1, has_weight=has_w, has_bias=has_b)
+    got = compare(name, x, dy, w, b, kw, label)
+    assert got["y"].dtype == dtype and got["x"].dtype == dtype
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float64), (np.float64, np.float32), (np.float16, np.float32),
+                                    (np.float32, np.float16)], ids=str)
+def test_dy_of_another_dtype(dtypes):
+    """dx has x's dtype; dy is never rounded to a narrower dtype first."""
+    x, dy, w, b = make_inputs((4, 8), dtypes[0], seed=2)
+    dy = dy.astype(dtypes[1])
+    for name, kw in (("layer_norm", {}), ("rms_norm", {"k": 5})):
+        compare(name, x, dy, w, b, kw, name)
+
+
+def test_float32_parameters_keep_their_dtype_in_the_gradients():
+    x, dy, w, b = make_inputs((4, 8), np.float32, seed=3)
+    w, b = w.astype(np.float32), b.astype(np.float32)
+    got = compare("rms_norm", x, dy, w, b, {})
+    assert got["weight"].dtype == np.float32 and got["bias"].dtype == np.float32
+
+
+@pytest.mark.parametrize("layout", ["strided", "fortran", "reversed", "transposed"])
+def test_non_contiguous_inputs(layout):
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((6, 16))
+    x = {"strided": base[::2, ::2], "fortran": np.asfortranarray(base[:, :8]),
+         "reversed": base[::-1, 8:], "transposed": base[:8, :6].T}[layout]
+    dy = np.asfortranarray(rng.standard_normal(x.shape))
+    assert not x.flags.c_contiguous and not dy.flags.c_contiguous
+    w, b = rng.standard_normal(x.shape[-1]), rng.standard_normal(x.shape[-1])
+    for name, kw in (("layer_norm", {}), ("rms_norm", {"k": 3}), ("group_rms_norm", {"num_groups": 2})):
+        compare(name, x, dy, w, b, kw, name)
+    w_strided = np.repeat(w, 2)[::2]                  # a non-contiguous weight
+    assert not w_strided.flags.c_contiguous
+    compare("rms_norm", x, dy, w_strided, None, {})
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (3, 0, 8)], ids=str)
+@pytest.mark.parametrize("name,kw", [("layer_norm", {}), ("rms_norm", {}), ("group_rms_norm", {"num_groups": 2})])
+def test_zero_rows(shape, name, kw):
+    rng = np.random.default_rng(5)
+    x, dy = np.zeros(shape), np.zeros(shape)
+    w, b = rng.standard_normal(8), rng.standard_normal(8)
+    got, _ = run("numba", name, x, dy, w, b, kw)
+    assert got["y"].shape == shape and got["x"].shape == shape
+    np.testing.assert_array_equal(got["weight"], np.zeros(8))
+    assert_matches(got, run("numpy", name, x, dy, w, b, kw)[0])
+
+
+# -- learnable eps, the layers -------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["inside", "outside", "clamp"])
+def test_learnable_eps_gradient(mode):
+    x, dy, w, _ = make_inputs((7, 6), seed=6)
+    layers = {b: sn.RMSNormLearnableEps(6, eps=0.05, eps_mode=mode, backend=b) for b in ("numpy", "numba")}
+    for layer in layers.values():
+        layer.params["weight"] = w
+        layer.params["eps"] = np.array([-0.05])        # |eps| is used; the sign flips the gradient
+        layer.forward(x)
+        layer.backward(dy)
+    got, want = layers["numba"].grads, layers["numpy"].grads
+    assert want["eps"][0] != 0.0
+    assert_matches(got, want, mode)
+
+
+def test_layers_pick_the_kernels_of_the_same_name():
+    for layer in (sn.LayerNorm(4), sn.RMSNorm(4), sn.GroupRMSNorm(4, 2), sn.SimpleRMSNorm()):
+        assert layer.backend == "numba"
+    assert sn.backend.pick("numba", sn.rms_norm_backward) is fast.rms_norm_backward
+    for name in fast.__all__:
+        ref = getattr(sn, name)
+        assert sn.backend.pick("numba", ref) is getattr(fast, name)
+        assert ref.__code__.co_varnames[:ref.__code__.co_argcount + ref.__code__.co_kwonlyargcount] == \
+            getattr(fast, name).__code__.co_varnames[:ref.__code__.co_argcount + ref.__code__.co_kwonlyargcount]
+        assert ref.__defaults__ == getattr(fast, name).__defaults__
+        assert ref.__kwdefaults__ == getattr(fast, name).__kwdefaults__
+
+
+# -- out= and dx_out= ------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("name,kw", [("layer_norm", {}), ("rms_norm", {"eps_mode": "outside"}),
+                                     ("group_rms_norm", {"num_groups": 2})])
+def test_out_and_dx_out_are_filled_and_returned(dtype, name, kw):
+    x, dy, w, b = make_inputs((3, 2, 8), dtype, seed=7)
+    out, dx_out = np.empty_like(x), np.empty_like(x)
+    got = compare(name, x, dy, w, b, kw, out=out, dx_out=dx_out)
+    assert got["y"] is out and got["x"] is dx_out
+
+
+def test_non_contiguous_out_buffers():
+    x, dy, w, b = make_inputs((4, 8), seed=8)
+    out, dx_out = np.empty((8, 8))[::2], np.asfortranarray(np.empty((4, 8)))
+    got = compare("layer_norm", x, dy, w, b, {}, out=out, dx_out=dx_out)
+    assert got["y"] is out and got["x"] is dx_out
+
+
+def test_out_may_be_x_itself():
+    """In-place forward: y overwrites x, and backward still sees the original x."""
+    x, dy, w, b = make_inputs((5, 8), np.float32, seed=9)
+    want, cache = run("numpy", "rms_norm", x, dy, w, b, {})
+    x_inplace = x.copy()
+    got, _ = run("numba", "rms_norm", x_inplace, dy, w, b, {}, out=x_inplace, dx_out=dy.copy())
+    assert got["y"] is x_inplace
+    assert_matches(got, want, x_scale=direct_term("rms_norm", dy, w, cache))
+
+
+def test_backward_does_not_see_later_writes_to_y():
+    x, dy, w, b = make_inputs((5, 8), seed=10)
+    y, cache = fast.layer_norm_forward(x, w, b)
+    want = fast.layer_norm_backward(dy, cache)
+    y[...] = 0.0
+    got = fast.layer_norm_backward(dy, cache)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key])
+
+
+def test_the_cache_refers_to_x_without_a_copy():
+    """Like PyTorch's saved tensors: no third large array per forward (fast/__init__.py)."""
+    x, dy, w, b = make_inputs((5, 8), seed=10)
+    _, cache = fast.rms_norm_forward(x, w)
+    assert np.shares_memory(cache["x"], x)
+
+
+@pytest.mark.parametrize("bad", [np.empty((4, 8), np.float32), np.empty((4, 7)), [[0.0] * 8] * 4,
+                                 np.empty((4, 0))], ids=["dtype", "shape", "list", "empty"])
+def test_bad_out_buffers_raise_the_librarys_error(bad):
+    x, dy, w, b = make_inputs((4, 8), seed=11)
+    with pytest.raises(ValueError, match=r"^out: expected an array of shape \(4, 8\) and dtype float64"):
+        fast.rms_norm_forward(x, w, out=bad)
+    _, cache = fast.rms_norm_forward(x, w)
+    with pytest.raises(ValueError, match=r"^dx_out: expected an array of shape \(4, 8\) and dtype float64"):
+        fast.rms_norm_backward(dy, cache, dx_out=bad)
+
+
+def test_a_read_only_out_buffer_is_refused():
+    x, _, w, _ = make_inputs((4, 8), seed=12)
+    out = np.empty_like(x)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        fast.rms_norm_forward(x, w, out=out)
+
+
+# -- the reference's argument checks and errors ----------------------------------------------
+X = np.zeros((2, 8))
+BAD_CALLS = [
+    ("rms_norm", (np.zeros((2, 8), int),), {}),
+    ("rms_norm", (X,), {"eps": -1.0}),
+    ("rms_norm", (X,), {"eps": True}),
+    ("rms_norm", (X,), {"eps": float("nan")}),
+    ("rms_norm", (X,), {"eps_mode": "middle"}),
+    ("rms_norm", (X,), {"k": 0}),
+    ("rms_norm", (X,), {"k": 9}),
+    ("rms_norm", (X,), {"k": 2.0}),
+    ("rms_norm", (X, np.ones(7)), {}),
+    ("rms_norm", (X, np.ones(8), np.ones((8, 1))), {}),
+    ("rms_norm", (X, np.ones(8, int)), {}),
+    ("layer_norm", (X,), {"eps": "1e-5"}),
+    ("layer_norm", (X, None, np.ones(3)), {}),
+    ("layer_norm", (np.zeros((2, 8), complex),), {}),
+    ("group_rms_norm", (X,), {"num_groups": 3}),
+    ("group_rms_norm", (X,), {"num_groups": 0}),
+    ("group_rms_norm", (X, np.ones(4)), {"num_groups": 2}),
+    ("group_rms_norm", (X,), {"num_groups": 2, "eps_mode": "x"}),
+    ("group_rms_norm", (X,), {"num_groups": 2, "eps": -1}),
+    ("rms_norm", (X,), {"out": np.empty((2, 8), np.float32)}),
+    ("layer_norm", (X,), {"out": np.empty((8, 2))}),
+]
+
+
+@pytest.mark.parametrize("name,args,kw", BAD_CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_CALLS)])
+def test_bad_arguments_raise_what_the_reference_raises(name, args, kw):
+    errors = []
+    for backend in ("numpy", "numba"):
+        with pytest.raises(Exception) as e:
+            functions(backend, name)[0](*args, **kw)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+    assert errors[1][0] in (TypeError, ValueError) and ": expected " in errors[1][1] and "Fix: " in errors[1][1]
+
+
+def test_backward_checks_dy_and_the_cache():
+    x, dy, w, _ = make_inputs((4, 8), seed=13)
+    _, cache = fast.rms_norm_forward(x, w)
+    with pytest.raises(ValueError, match=r"^dy: expected shape \(4, 8\)"):
+        fast.rms_norm_backward(dy[:, :4], cache)
+    with pytest.raises(TypeError, match="^dy: expected a float16, float32 or float64 array"):
+        fast.rms_norm_backward(dy.astype(int), cache)
+    _, ref_cache = sn.rms_norm_forward(x, w)
+    with pytest.raises(TypeError, match=r"^cache: expected the cache returned by scratchnorm\.fast"):
+        fast.rms_norm_backward(dy, ref_cache)
+
+
+# -- NaN and Inf ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
+def test_nan_and_inf_propagate_as_in_the_reference(label, name, kw, has_w, has_b):
+    """A NaN or an Inf poisons its row (its group) as it does in the reference, and in
+    PyTorch; the other rows are computed as usual."""
+    x, dy, w, b = make_inputs((4, 8), seed=14, has_weight=has_w, has_bias=has_b)
+    x[0, 2], x[2, 7], x[3, 0] = np.nan, np.inf, -np.inf
+    with np.errstate(all="ignore"):
+        got, _ = run("numba", name, x, dy, w, b, kw)
+        want, cache = run("numpy", name, x, dy, w, b, kw)
+    assert np.isnan(got["y"][0]).any() and not np.isfinite(got["y"][2]).all()
+    for key in want:
+        np.testing.assert_array_equal(np.isnan(got[key]), np.isnan(want[key]), err_msg=f"{label} {key}")
+        np.testing.assert_array_equal(np.isinf(got[key]), np.isinf(want[key]), err_msg=f"{label} {key}")
+    clean = np.isfinite(x).all(-1)
+    assert clean.sum() == 1
+    assert_matches({"y": got["y"][clean], "x": got["x"][clean]}, {"y": want["y"][clean], "x": want["x"][clean]},
+                   label, direct_term(name, dy, w, cache)[clean])
+
+
+def test_eps_zero_and_an_all_zero_row_give_nan_like_the_reference():
+    x = np.zeros((2, 4))
+    x[1] = [1.0, -2.0, 3.0, 0.5]
+    with np.errstate(all="ignore"):
+        for name in ("layer_norm", "rms_norm"):
+            got = functions("numba", name)[0](x, eps=0.0)[0]
+            want = functions("numpy", name)[0](x, eps=0.0)[0]
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()
+
+
+def test_layer_norm_statistics_are_two_pass():
+    """Mean 1e8, spread 1: E[x^2] - E[x]^2 would lose every digit of the variance."""
+    rng = np.random.default_rng(15)
+    x = 1e8 + rng.standard_normal((4, 64))
+    y, _ = fast.layer_norm_forward(x, eps=0.0)
+    want = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)
+    np.testing.assert_allclose(y, want, rtol=0, atol=1e-7)
+
+
+# -- determinism -------------------------------------------------------------------------------
+def digest(results: dict) -> str:
+    h = hashlib.sha256()
+    for key in sorted(results):
+        h.update(key.encode() + np.ascontiguousarray(results[key]).tobytes())
+    return h.hexdigest()
+
+
+def test_repeated_calls_give_the_same_bits():
+    x, dy, w, b = make_inputs((37, 8), np.float32, seed=16)
+    first = digest(run("numba", "layer_norm", x, dy, w, b, {})[0])
+    for _ in range(3):
+        assert digest(run("numba", "layer_norm", x, dy, w, b, {})[0]) == first
+
+
+def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
+    """The row chunks depend only on the number of rows, so the two twins agree bit for bit."""
+    x, dy, w, b = make_inputs((70, 24), np.float32, seed=17)
+    results = []
+    for threshold in (1 << 60, 0):                       # serial twin, then the parallel one
+        monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
+        results.append([digest(run("numba", name, x, dy, w, b, kw)[0]) for name, kw in
+                        (("layer_norm", {}), ("rms_norm", {"k": 5}), ("group_rms_norm", {"num_groups": 3}))])
+    assert results[0] == results[1]
+
+
+def test_chunks_depend_only_on_the_number_of_rows():
+    assert [_jit.n_chunks(r) for r in (0, 1, 16, 17, 1024, 1025, 10**6)] == [0, 1, 1, 2, 64, 64, 64]
+
+
+DETERMINISM_SCRIPT = textwrap.dedent("""
+    import hashlib, numba, numpy as np
+    from scratchnorm import fast
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1500, 96)).astype(np.float32) * 3 + 1
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(96), rng.standard_normal(96)
+    h = hashlib.sha256()
+    for fwd, bwd, args, kw in ((fast.layer_norm_forward, fast.layer_norm_backward, (w, b), {}),
+                               (fast.rms_norm_forward, fast.rms_norm_backward, (w, b), {"k": 7}),
+                               (fast.group_rms_norm_forward, fast.group_rms_norm_backward, (w,), {"num_groups": 4})):
+        y, cache = fwd(x, *args, **kw)
+        grads = bwd(dy, cache)
+        for key in ["y"] + sorted(grads):
+            h.update(np.ascontiguousarray(y if key == "y" else grads[key]).tobytes())
+    print(numba.get_num_threads(), h.hexdigest())
+""")
+
+
+@pytest.mark.slow
+def test_bits_do_not_depend_on_the_thread_count():
+    """1500 rows: above the parallel threshold, 64 chunks of 23-24 rows."""
+    assert 1500 * 96 >= _jit.PARALLEL_MIN
+    outputs = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        env.pop("NUMBA_DISABLE_JIT", None)
+        out = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout.split())
+    assert [o[0] for o in outputs] == ["1", "2"]               # the thread counts took effect
+    assert outputs[0][1] == outputs[1][1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kw", [("layer_norm", {}), ("rms_norm", {"eps_mode": "clamp", "k": 100}),
+                                     ("group_rms_norm", {"num_groups": 8})])
+def test_large_inputs_match_the_reference(name, kw):
+    """Sizes that take the parallel kernels and many chunks, float32 and float64."""
+    for dtype in (np.float64, np.float32):
+        x, dy, w, b = make_inputs((1111, 2, 128), dtype, seed=18)
+        compare(name, x, dy, w, b, kw, name)
+
+
+# -- laziness -------------------------------------------------------------------------------------
+def test_imports_compile_nothing():
+    """import scratchnorm does not import numba; import scratchnorm.fast compiles no kernel."""
+    code = textwrap.dedent("""
+        import sys, scratchnorm
+        assert "numba" not in sys.modules, "import scratchnorm imported numba"
+        import scratchnorm.fast
+        from scratchnorm.fast import rowwise
+        compiled = [f for pair in rowwise.TWINS.values() for twins in pair for f in twins if f.signatures]
+        assert not compiled, compiled
+        print("ok")
+    """)
+    env = dict(os.environ)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -1,0 +1,459 @@
+"""The numba kernels of BatchNorm and GroupNorm / InstanceNorm (scratchnorm.fast) against the NumPy reference.
+
+Every case runs the same inputs through both backends and compares:
+
+* float64 results: within 1e-12 of the scale of the result, where the scale of
+  dx is that of its largest term |rstd * dy * weight| (dx is a difference of
+  such terms and can be far smaller than they are);
+* float32 / float16 results: the same plus one unit in the last place of the
+  output dtype: each backend rounds a float64 value once, and the two float64
+  values differ by round-off only.
+
+Shapes cover both BatchNorm layouts of channels.py (slabs for a spatial size
+S >= SLAB_MIN, columns below it) and both GroupNorm paths. The default run
+keeps inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` finishes in seconds; tests
+marked slow use inputs large enough for the parallel kernels, and subprocesses.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import scratchnorm as sn
+from scratchnorm import fast
+from scratchnorm.fast import _jit
+from scratchnorm.fast.channels import SLAB_MIN
+
+F64 = np.dtype(np.float64)
+
+# (N, C, *spatial): ranks 2 to 5; spatial sizes S = 1, 5, 15 take the columns layout, 16, 20, 24 the slabs.
+SHAPES = [(7, 3), (4, 3, 5), (2, 4, 3, 5), (5, 3, 15), (3, 4, 16), (2, 3, 4, 5, 1), (3, 6, 4, 6)]
+assert {int(np.prod(s[2:])) for s in SHAPES} >= {1, SLAB_MIN - 1, SLAB_MIN, SLAB_MIN + 8}
+GROUPS = {3: (1, 3), 4: (1, 2, 4), 6: (1, 2, 3, 6)}           # divisors of C tried for GroupNorm
+
+
+def backend_fns(backend, stem):
+    mod = sn if backend == "numpy" else fast
+    return getattr(mod, f"{stem}_forward"), getattr(mod, f"{stem}_backward")
+
+
+def make_inputs(shape, dtype=np.float64, seed=0, affine=True):
+    """x with channels of different scales and offsets, dy, and a weight and bias per channel."""
+    rng = np.random.default_rng(seed)
+    C = shape[1]
+    per_c = (1, C) + (1,) * (len(shape) - 2)
+    x = rng.standard_normal(shape) * np.logspace(-1, 1, C).reshape(per_c) + rng.standard_normal(C).reshape(per_c)
+    dy = rng.standard_normal(shape)
+    w, b = (rng.standard_normal(C), rng.standard_normal(C)) if affine else (None, None)
+    return x.astype(dtype), dy.astype(dtype), w, b
+
+
+def run(backend, stem, x, dy, w, b, kw, out=None, dx_out=None):
+    """Forward then backward: ({"y", "x", "weight"?, "bias"?}, the forward's cache)."""
+    fwd, bwd = backend_fns(backend, stem)
+    args = (x, kw["running_mean"], kw["running_var"], w, b) if stem == "batch_norm_eval" else (x, w, b)
+    rest = {k: v for k, v in kw.items() if k not in ("running_mean", "running_var")}
+    y, cache = fwd(*args, **rest, **({} if out is None else {"out": out}))
+    grads = bwd(dy, cache, **({} if dx_out is None else {"dx_out": dx_out}))
+    return {"y": y, **grads}, cache
+
+
+def dx_scale(stem, ref_cache, dy, w):
+    """max |rstd * dy * weight|: the largest term of dx, from the reference's cache."""
+    shape = dy.shape
+    if stem == "group_norm":
+        rstd = ref_cache["inner"]["rstd"]                                 # (N, G, 1)
+        rstd = np.broadcast_to(rstd, rstd.shape[:2] + (int(np.prod(shape[1:])) // rstd.shape[1],)).reshape(shape)
+    else:
+        rstd = ref_cache["rstd"].reshape((1, -1) + (1,) * (len(shape) - 2))
+    weight = 1.0 if w is None else np.asarray(w, F64).reshape((1, -1) + (1,) * (len(shape) - 2))
+    return np.max(np.abs(dy.astype(F64) * rstd * weight))
+
+
+def assert_matches(got, want, label, dx_scale):
+    """got (numba) against want (NumPy), as the module docstring says."""
+    assert got.keys() == want.keys(), label
+    for key in want:
+        g, r = np.asarray(got[key]), np.asarray(want[key])
+        assert g.dtype == r.dtype and g.shape == r.shape, f"{label} {key}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
+        g64, r64 = g.astype(F64), r.astype(F64)
+        finite = np.isfinite(r64)
+        scale = max(np.max(np.abs(r64[finite]), initial=0.0), dx_scale if key == "x" else 0.0)
+        tol = 1e-12 * scale
+        if r.dtype != F64:
+            tol = tol + np.spacing(np.abs(r)).astype(F64)
+        same = (g64 == r64) | (np.isnan(g64) & np.isnan(r64))           # equal Infs, both NaN
+        err = np.where(same, 0.0, np.abs(g64 - r64))
+        assert np.all(same | (err <= tol)), f"{label} {key}: max error {np.nanmax(err):.3g}, scale {scale:.3g}"
+
+
+def compare(stem, x, dy, w, b, kw, label="", **buffers):
+    """Both backends on the same inputs; asserts they match; returns (numba results, numba cache)."""
+    want, ref_cache = run("numpy", stem, x, dy, w, b, kw)
+    got, cache = run("numba", stem, x, dy, w, b, kw, **buffers)
+    assert_matches(got, want, label or stem, dx_scale(stem, ref_cache, dy, w))
+    if stem == "batch_norm":                         # what BatchNorm's layer reads to update running stats
+        assert cache["count"] == ref_cache["count"]
+        for key in ("mean", "var"):
+            np.testing.assert_allclose(cache[key], ref_cache[key], rtol=1e-13, atol=1e-15, err_msg=key)
+    return got, cache
+
+
+def eval_stats(C, seed=1):
+    rng = np.random.default_rng(seed)
+    return {"running_mean": rng.standard_normal(C), "running_var": rng.uniform(0.3, 3.0, C)}
+
+
+def all_cases(shapes=SHAPES):
+    """(label, stem, shape, kw) for BatchNorm (train, eval) and GroupNorm (every G tried) on ``shapes``."""
+    cases = []
+    for shape in shapes:
+        C = shape[1]
+        cases.append((f"BN {shape}", "batch_norm", shape, {}))
+        cases.append((f"BN eval {shape}", "batch_norm_eval", shape, eval_stats(C)))
+        for G in GROUPS[C]:
+            cases.append((f"GN G={G} {shape}", "group_norm", shape, {"num_groups": G}))
+    return cases
+
+
+CASES = all_cases()
+IDS = [c[0] for c in CASES]
+
+
+# -- the same numbers --------------------------------------------------------------------
+@pytest.mark.parametrize("label,stem,shape,kw", CASES, ids=IDS)
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "no-affine"])
+def test_float64_matches_the_reference(label, stem, shape, kw, affine):
+    x, dy, w, b = make_inputs(shape, affine=affine)
+    compare(stem, x, dy, w, b, kw, label)
+
+
+LOW_CASES = all_cases([(6, 4, 3), (3, 4, 17)])        # one shape per layout
+
+
+@pytest.mark.parametrize("label,stem,shape,kw", LOW_CASES, ids=[c[0] for c in LOW_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_float32_and_float16_match_the_reference(label, stem, shape, kw, dtype):
+    """One rounding of the same float64 value: at most an ulp of the output dtype apart."""
+    x, dy, w, b = make_inputs(shape, dtype, seed=2)
+    got, _ = compare(stem, x, dy, w, b, kw, label)
+    assert got["y"].dtype == dtype and got["x"].dtype == dtype
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float64), (np.float64, np.float32), (np.float16, np.float32)],
+                         ids=str)
+@pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("group_norm", {"num_groups": 2})])
+def test_dy_of_another_dtype(dtypes, stem, kw):
+    """dx has x's dtype; dy is never rounded to a narrower dtype first."""
+    for shape in ((5, 4), (2, 4, 16)):
+        x, dy, w, b = make_inputs(shape, dtypes[0], seed=3)
+        compare(stem, x, dy.astype(dtypes[1]), w, b, kw, f"{stem} {shape}")
+
+
+def test_float32_parameters_give_float32_gradients():
+    x, dy, w, b = make_inputs((4, 3, 16), np.float32, seed=4)
+    for stem, kw in (("batch_norm", {}), ("group_norm", {"num_groups": 3})):
+        got, _ = compare(stem, x, dy, w.astype(np.float32), b.astype(np.float32), kw)
+        assert got["weight"].dtype == got["bias"].dtype == np.float32
+
+
+def test_instance_norm_layer_runs_on_the_group_kernels():
+    """InstanceNorm is GroupNorm(C, C): the numba layer gives the reference layer's numbers."""
+    x, dy, w, b = make_inputs((3, 4, 5, 4), seed=5)
+    got = {}
+    for backend in ("numpy", "numba"):
+        layer = sn.InstanceNorm(4, affine=True, backend=backend)
+        layer.params.update({"weight": w, "bias": b})
+        got[backend] = {"y": layer.forward(x), "x": layer.backward(dy), **layer.grads}
+    _, ref_cache = sn.group_norm_forward(x, w, b, num_groups=4)
+    assert_matches(got["numba"], got["numpy"], "InstanceNorm", dx_scale("group_norm", ref_cache, dy, w))
+
+
+# -- layouts and buffers --------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["strided", "channels-last", "reversed"])
+def test_non_contiguous_inputs_give_the_same_bits_as_contiguous_ones(layout):
+    rng = np.random.default_rng(6)
+    base = rng.standard_normal((6, 8, 40))
+    x = {"strided": base[:, ::2, ::2], "channels-last": np.moveaxis(base[:4, :20, :4], 2, 1),
+         "reversed": base[::-1, 4:, 19:]}[layout]
+    dy = np.asfortranarray(rng.standard_normal(x.shape))
+    assert not x.flags.c_contiguous and not dy.flags.c_contiguous
+    C = x.shape[1]
+    w, b = rng.standard_normal(C), rng.standard_normal(C)
+    for stem, kw in (("batch_norm", {}), ("batch_norm_eval", eval_stats(C)), ("group_norm", {"num_groups": 2})):
+        got, _ = compare(stem, x, dy, w, b, kw, f"{stem} {layout}")
+        contiguous, _ = run("numba", stem, np.ascontiguousarray(x), np.ascontiguousarray(dy), w, b, kw)
+        for key in got:
+            np.testing.assert_array_equal(got[key], contiguous[key], err_msg=f"{stem} {key}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(5, 4), (2, 4, 16)])
+@pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("batch_norm_eval", eval_stats(4)),
+                                     ("group_norm", {"num_groups": 2})])
+def test_out_and_dx_out_are_filled_and_returned(stem, kw, shape, dtype):
+    x, dy, w, b = make_inputs(shape, dtype, seed=7)
+    out, dx_out = np.empty_like(x), np.empty_like(x)
+    got, _ = compare(stem, x, dy, w, b, kw, out=out, dx_out=dx_out)
+    assert got["y"] is out and got["x"] is dx_out
+
+
+def test_non_contiguous_out_buffers():
+    x, dy, w, b = make_inputs((4, 3, 16), seed=8)
+    out, dx_out = np.empty((4, 3, 32))[:, :, ::2], np.asfortranarray(np.empty(x.shape))
+    got, _ = compare("batch_norm", x, dy, w, b, {}, out=out, dx_out=dx_out)
+    assert got["y"] is out and got["x"] is dx_out
+
+
+@pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("group_norm", {"num_groups": 3})])
+def test_out_may_be_x_itself(stem, kw):
+    """In-place forward: y overwrites x, and backward still sees the original x."""
+    for shape in ((6, 3), (2, 3, 16)):
+        x, dy, w, b = make_inputs(shape, np.float32, seed=9)
+        want, ref_cache = run("numpy", stem, x, dy, w, b, kw)
+        x_inplace = x.copy()
+        got, _ = run("numba", stem, x_inplace, dy, w, b, kw, out=x_inplace)
+        assert got["y"] is x_inplace
+        assert_matches(got, want, f"{stem} {shape}", dx_scale(stem, ref_cache, dy, w))
+
+
+@pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("group_norm", {"num_groups": 2})])
+def test_bad_out_buffers_raise_the_reference_error(stem, kw):
+    x, _, w, b = make_inputs((4, 4, 3), seed=10)
+    for bad in (np.empty((4, 4, 3), np.float32), np.empty((4, 4, 2)), [0.0] * 48):
+        errors = []
+        for backend in ("numpy", "numba"):
+            with pytest.raises(ValueError) as e:
+                backend_fns(backend, stem)[0](x, w, b, **kw, out=bad)
+            errors.append(str(e.value))
+        assert errors[0] == errors[1] and errors[0].startswith("out: expected")
+
+
+def test_a_cache_only_works_with_its_own_backward():
+    x, dy, w, b = make_inputs((4, 3, 2), seed=11)
+    _, train = fast.batch_norm_forward(x, w, b)
+    _, ev = fast.batch_norm_eval_forward(x, np.zeros(3), np.ones(3), w, b)
+    _, ref = sn.batch_norm_forward(x, w, b)
+    for bwd, cache in ((fast.batch_norm_backward, ref), (fast.batch_norm_backward, ev),
+                       (fast.batch_norm_eval_backward, train), (fast.group_norm_backward, train)):
+        with pytest.raises(TypeError, match="cache: expected the cache returned by scratchnorm.fast"):
+            bwd(dy, cache)
+    with pytest.raises(ValueError, match="dy: expected shape"):
+        fast.batch_norm_backward(dy[:2], train)
+
+
+# -- special values -------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(6, 3), (2, 3, 16)])
+def test_constant_channel_and_group_give_finite_results(shape):
+    """var = 0: rstd = 1/sqrt(eps), x_hat ~ 0, y ~ bias; nothing NaN or Inf, and as the reference."""
+    x, dy, w, b = make_inputs(shape, seed=12)
+    x[:, 1] = 0.7                                      # BatchNorm: channel 1 constant over the batch
+    got, _ = compare("batch_norm", x, dy, w, b, {})
+    np.testing.assert_allclose(got["y"][:, 1], np.broadcast_to(b[1], got["y"][:, 1].shape), atol=1e-6)
+    x[0] = -2.5                                        # GroupNorm: every group of sample 0 constant
+    for G in (1, 3):
+        got, _ = compare("group_norm", x, dy, w, b, {"num_groups": G})
+        np.testing.assert_allclose(got["y"][0], np.broadcast_to(b.reshape((3,) + (1,) * (len(shape) - 2)),
+                                                                got["y"][0].shape), atol=1e-6)
+        assert all(np.all(np.isfinite(v)) for v in got.values())
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (2, 3, 16), (2, 3, 5)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_and_inf_spread_over_their_channel_only(shape, bad):
+    """BatchNorm: one NaN or Inf makes its channel's mean NaN or Inf, hence every output of that
+    channel NaN, in every sample, as in the reference; other channels keep their bits."""
+    x, dy, w, b = make_inputs(shape, seed=13)
+    clean, _ = run("numba", "batch_norm", x, dy, w, b, {})
+    x[1, 2] = bad
+    with np.errstate(invalid="ignore"):
+        got, _ = run("numba", "batch_norm", x, dy, w, b, {})
+        want, _ = run("numpy", "batch_norm", x, dy, w, b, {})
+    for key in ("y", "x"):
+        assert np.isnan(got[key][:, 2]).all() and np.isnan(want[key][:, 2]).all()
+        np.testing.assert_array_equal(got[key][:, :2], clean[key][:, :2])
+    assert np.isnan(got["weight"][2]) and np.isfinite(got["weight"][:2]).all()
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (3, 4, 16)])
+def test_nan_spreads_over_its_group_only(shape):
+    x, dy, w, b = make_inputs(shape, seed=14)
+    clean, _ = run("numba", "group_norm", x, dy, w, b, {"num_groups": 2})
+    x[1, 3] = np.nan                                   # sample 1, group 1 (channels 2, 3)
+    got, _ = run("numba", "group_norm", x, dy, w, b, {"num_groups": 2})
+    assert np.isnan(got["y"][1, 2:]).all() and np.isnan(got["x"][1, 2:]).all()
+    mask = np.ones(x.shape, bool)
+    mask[1, 2:] = False
+    np.testing.assert_array_equal(got["y"][mask], clean["y"][mask])
+    np.testing.assert_array_equal(got["x"][mask], clean["x"][mask])
+    assert np.isnan(got["weight"][2:]).all() and np.isfinite(got["weight"][:2]).all()
+
+
+def test_nan_in_dy_reaches_its_channel_in_training_and_one_element_in_eval():
+    x, dy, w, b = make_inputs((5, 3, 16), seed=15)
+    dy[2, 0, 3] = np.nan
+    got, _ = run("numba", "batch_norm", x, dy, w, b, {})
+    assert np.isnan(got["x"][:, 0]).all() and np.isfinite(got["x"][:, 1:]).all()
+    got, _ = run("numba", "batch_norm_eval", x, dy, w, b, eval_stats(3))
+    assert np.isnan(got["x"]).sum() == 1 and np.isnan(got["x"][2, 0, 3])
+
+
+def test_eval_backward_ignores_an_inf_in_x():
+    """Eval mode's dx = dy * weight * rstd does not involve x at all; only dweight sees the Inf."""
+    x, dy, w, b = make_inputs((4, 3, 16), seed=16)
+    x[0, 1, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        got, _ = compare("batch_norm_eval", x, dy, w, b, eval_stats(3))
+    assert np.isfinite(got["x"]).all() and np.isinf(got["weight"][1])
+
+
+@pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("group_norm", {"num_groups": 2})])
+def test_eps_zero_on_a_constant_set_gives_nan_as_the_formula(stem, kw):
+    x = np.full((4, 2, 3), 1.5)
+    x[:, 1] = np.arange(12.0).reshape(4, 3)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y, _ = backend_fns("numba", stem)[0](x, eps=0.0, **kw)
+        want, _ = backend_fns("numpy", stem)[0](x, eps=0.0, **kw)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    assert np.isnan(y).any()
+
+
+def exact_moments(values):
+    """Mean and (biased) variance of float64 values in exact rational arithmetic, as floats."""
+    from fractions import Fraction
+
+    exact = [Fraction(float(v)) for v in np.ravel(values)]
+    mean = sum(exact) / len(exact)
+    return float(mean), float(sum((v - mean) ** 2 for v in exact) / len(exact))
+
+
+@pytest.mark.parametrize("shape", [(600, 2), (40, 2, 5), (6, 2, 40)], ids=str)
+def test_statistics_keep_their_digits_far_from_zero(shape):
+    """x = 1e8 + N(0, 1): mean and variance as exact as the float64 data allow. Merging pieces
+    whose means are rounded at 1e8 (no shift, channels.py) loses ~6 digits of the variance."""
+    x = 1e8 + np.random.default_rng(19).standard_normal(shape)
+    _, cache = fast.batch_norm_forward(x)
+    _, gcache = fast.group_norm_forward(x, num_groups=2)
+    for c in range(2):
+        mean, var = exact_moments(x[:, c])                       # BatchNorm: channel c
+        assert abs(cache["mean"][c] - mean) <= 1e-15 * abs(mean)
+        assert abs(cache["var"][c] - var) <= 1e-14 * var
+        mean, var = exact_moments(x[0, c])                       # GroupNorm, G = C: sample 0, channel c
+        rstd = gcache["stats"][0, c, 1]
+        assert abs(gcache["stats"][0, c, 0] - mean) <= 1e-15 * abs(mean)
+        assert abs(rstd - 1.0 / np.sqrt(var + 1e-5)) <= 1e-14 * rstd
+
+
+# -- the same errors as the reference ---------------------------------------------------------
+BAD_CALLS = [
+    ("batch_norm_forward", (np.ones(3),), {}),
+    ("batch_norm_forward", (np.ones((0, 3)),), {}),
+    ("batch_norm_forward", (np.ones((2, 3), dtype=np.int64),), {}),
+    ("batch_norm_forward", (np.ones((2, 3)), np.ones(2)), {}),
+    ("batch_norm_forward", (np.ones((2, 3)),), {"eps": -1.0}),
+    ("batch_norm_eval_forward", (np.ones((2, 3)), np.zeros(3), np.ones(4)), {}),
+    ("batch_norm_eval_forward", (np.ones((2, 3)), np.zeros(3, dtype=int), np.ones(3)), {}),
+    ("group_norm_forward", (np.ones((2, 6, 3)),), {"num_groups": 4}),
+    ("group_norm_forward", (np.ones((2, 6, 3)),), {"num_groups": 0}),
+    ("group_norm_forward", (np.ones((2, 6, 3)), np.ones(6), np.ones(3)), {"num_groups": 2}),
+    ("group_norm_forward", (np.ones((2, 6, 3)),), {"num_groups": 2, "eps": float("nan")}),
+    ("group_norm_forward", (np.ones(6),), {"num_groups": 2}),
+]
+
+
+@pytest.mark.parametrize("name,args,kw", BAD_CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_CALLS)])
+def test_bad_arguments_raise_the_reference_error(name, args, kw):
+    errors = []
+    for mod in (sn, fast):
+        with pytest.raises((TypeError, ValueError)) as e:
+            getattr(mod, name)(*args, **kw)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+    assert "expected" in errors[0][1] and "Fix:" in errors[0][1]
+
+
+# -- parallel kernels and determinism (slow: compiles the parallel twins) ---------------------
+LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37, 6, 600)), ("slabs 4-D", (9, 20, 30, 40))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label,shape", LARGE, ids=[c[0] for c in LARGE])
+def test_large_inputs_match_the_reference(label, shape):
+    """Sizes that take the parallel kernels and many chunks, float64 and float32."""
+    assert np.prod(shape) >= _jit.PARALLEL_MIN
+    C = shape[1]
+    for dtype in (np.float64, np.float32):
+        x, dy, w, b = make_inputs(shape, dtype, seed=17)
+        for stem, kw in (("batch_norm", {}), ("batch_norm_eval", eval_stats(C)), ("group_norm", {"num_groups": 2})):
+            compare(stem, x, dy, w, b, kw, f"{stem} {label} {np.dtype(dtype)}")
+
+
+@pytest.mark.slow
+def test_serial_and_parallel_twins_give_the_same_bits(monkeypatch):
+    """The twins cut the work into the same chunks, so they agree bit for bit."""
+    results = []
+    for threshold in (10**12, 1):                      # the serial twin everywhere, then the parallel one
+        monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
+        out = []
+        for _, shape in LARGE[:3]:
+            x, dy, w, b = make_inputs(shape, np.float32, seed=18)
+            for stem, kw in (("batch_norm", {}), ("group_norm", {"num_groups": 2})):
+                got, _ = run("numba", stem, x, dy, w, b, kw)
+                out.extend(got[k] for k in sorted(got))
+        results.append(out)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+DETERMINISM_SCRIPT = textwrap.dedent("""
+    import hashlib, numba, numpy as np
+    from scratchnorm import fast
+    h = hashlib.sha256()
+    for shape in [(2100, 70), (1500, 30, 3), (37, 6, 600), (64, 8, 300)]:
+        rng = np.random.default_rng(0)
+        x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+        dy = rng.standard_normal(shape).astype(np.float32)
+        w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+        for fwd, bwd, kw in ((fast.batch_norm_forward, fast.batch_norm_backward, {}),
+                             (fast.group_norm_forward, fast.group_norm_backward, {"num_groups": 2})):
+            y, cache = fwd(x, w, b, **kw)
+            grads = bwd(dy, cache)
+            for a in [y] + [grads[k] for k in sorted(grads)]:
+                h.update(np.ascontiguousarray(a).tobytes())
+    print(numba.get_num_threads(), h.hexdigest())
+""")
+
+
+@pytest.mark.slow
+def test_bits_do_not_depend_on_the_thread_count():
+    """Above the parallel threshold, with 64 chunks of samples or more tasks than threads."""
+    outputs = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        env.pop("NUMBA_DISABLE_JIT", None)
+        out = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout.split())
+    assert [o[0] for o in outputs] == ["1", "2"]
+    assert outputs[0][1] == outputs[1][1]
+
+
+def test_importing_compiles_none_of_these_kernels():
+    code = textwrap.dedent("""
+        import scratchnorm.fast
+        from scratchnorm.fast import channels
+        twins = [getattr(channels, n) for n in dir(channels) if n.startswith(("bn_", "gn_"))]
+        assert len(twins) == 6 and all(len(t) == 2 for t in twins)
+        compiled = [f for pair in twins for f in pair if f.signatures]
+        assert not compiled, compiled
+        print("ok")
+    """)
+    env = dict(os.environ)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
