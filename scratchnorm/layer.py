@@ -51,6 +51,9 @@ class ParamDict(dict):
                  f"assign value.astype(np.{old.dtype}), or build the layer with dtype=np.{arr.dtype}.")
         dict.__setitem__(self, name, np.ascontiguousarray(arr))
 
+    def __reduce__(self):  # copy.deepcopy / pickle rebuild it whole, not key by key
+        return (ParamDict, (self._owner, dict(self)))
+
     def update(self, *args, **kwargs):  # route through the checks
         for k, v in dict(*args, **kwargs).items():
             self[k] = v

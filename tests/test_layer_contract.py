@@ -174,3 +174,17 @@ def test_importing_scratchnorm_does_not_import_numba():
     code = "import sys, scratchnorm; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_layer_can_be_deep_copied_and_pickled(rng):
+    import copy
+    import pickle
+
+    layer = sn.RMSNormWithBias(4, backend="numpy")
+    layer.params["weight"] = rng.standard_normal(4)
+    for clone in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert isinstance(clone.params, type(layer.params))
+        np.testing.assert_array_equal(clone.params["weight"], layer.params["weight"])
+        assert not np.shares_memory(clone.params["weight"], layer.params["weight"])
+        with pytest.raises(ValueError):
+            clone.params["weight"] = np.ones(5)          # the checks survive the copy

@@ -1,0 +1,188 @@
+"""What the training lessons (10, 11, 12) share: the training step, a fair race, timing, one BLAS thread.
+
+The training step is the one from ``scratchnorm.nn``'s docstring::
+
+    loss = ce.forward(model.forward(x), target)     # forward and loss
+    model.backward(ce.backward())                   # every gradient, by hand
+    opt.step()                                      # Adam updates the parameters in place
+
+``race`` trains several models on the SAME batches, one step of each in
+turn (the order rotates every step), and times every step on its own. On a
+shared, noisy machine a slow second slows every model alike, so the per-step
+times stay comparable; a curve's wall-clock axis is the sum of that model's
+own step times (evaluation is not counted). Comparable is not exact: on the
+shared 2-core machine these lessons were written on, the ratio of two
+models' median step times still moved by up to 10% between runs.
+
+One BLAS thread. The models are small: their matrix products take tens of
+microseconds, and OpenBLAS's threads cost more to wake and synchronize than
+they save, several times more on a loaded 2-core machine (a first profile
+of a 12-layer MLP: 36 ms a step with the default threads, 2.7 ms with one).
+``one_blas_thread()`` sets NumPy's OpenBLAS to one thread for the lesson
+and restores the previous count afterwards; the norms' numba kernels run
+serially at these sizes anyway.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lessons._common import APPROX, FAILS, HOLDS, VERDICTS
+from scratchnorm import nn
+
+#: colour, label and line style of each run, the same in every figure (RMSNorm blue, LayerNorm orange as in 02)
+STYLE = {"none": ("0.45", "no norm", "-"), "batchnorm": ("tab:green", "BatchNorm", "-"),
+         "layernorm": ("tab:orange", "LayerNorm", "-"), "rmsnorm": ("tab:blue", "RMSNorm", "-"),
+         "prmsnorm": ("tab:purple", "pRMSNorm (p = 6.25%)", "-"),
+         "shallow": ("0.1", "LayerNorm, 2 hidden layers", ":")}
+
+
+def expect(lesson, verdict):
+    """What a comparison claim is expected to give: ``verdict`` in a full run; anything in a quick
+    run, which trains too briefly for a comparison to mean something (it checks that the lesson runs)."""
+    return VERDICTS if lesson.quick else verdict
+
+
+def _openblas():
+    """(set, get) of the OpenBLAS that NumPy's wheel bundles, or None (another BLAS)."""
+    libs = sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas*"))
+    for path in libs:
+        lib = ctypes.CDLL(str(path))
+        for suffix in ("64_", ""):
+            setter = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
+            getter = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                return setter, getter
+    return None
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """Run the block with NumPy's OpenBLAS on one thread; yields whether that could be set."""
+    blas = _openblas()
+    if blas is None:
+        yield False
+        return
+    setter, getter = blas
+    before = getter()
+    setter(1)
+    try:
+        yield True
+    finally:
+        setter(before)
+
+
+def saving_verdict(ratio: float) -> str:
+    """RMSNorm's time over LayerNorm's against the paper's "7%–64% less": at least 7% less holds,
+    2–7% less holds only approximately, less than 2% (or slower) does not hold."""
+    return HOLDS if ratio <= 0.93 else APPROX if ratio <= 0.98 else FAILS
+
+
+def report(lesson, line: str) -> None:
+    """A line of measurements, printed when the lesson runs alone (the runner prints one line a lesson)."""
+    if lesson.verbose:
+        print(line)
+
+
+def train_step(model, ce, opt, x, target) -> float:
+    """One step of training; returns the loss on this batch."""
+    loss = ce.forward(model.forward(x), target)
+    model.backward(ce.backward())
+    opt.step()
+    return float(loss)
+
+
+@dataclass
+class Curve:
+    """One model's race: the evaluated loss at ``steps``, the seconds of training until then."""
+
+    steps: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+    loss: list = field(default_factory=list)
+    step_times: list = field(default_factory=list)   # seconds of every training step
+
+    @property
+    def step_time(self) -> float:
+        """The median seconds of one step (a median: a hiccup of the machine does not count)."""
+        return float(np.median(self.step_times))
+
+
+def warm_up(models, x, target) -> None:
+    """One forward and backward of each of ``models`` (throwaway models built like the raced ones),
+    so that loading or compiling the numba kernels happens before the clock runs."""
+    ce = nn.SoftmaxCrossEntropy()
+    for model in models:
+        ce.forward(model.forward(x), target)
+        model.backward(ce.backward())
+
+
+def race(runs: dict, batches, evaluate, every: int, schedules=None) -> dict:
+    """Train ``runs`` {name: (model, optimizer)} on the same ``batches`` [(x, target), ...].
+
+    ``evaluate(model) -> loss`` runs in eval mode every ``every`` steps, at step 0 and at the
+    end; ``schedules`` {name: f(step) -> lr} (optional) sets a run's learning rate of step 1, 2, ...
+    Returns {name: Curve}.
+    """
+    ce, names = nn.SoftmaxCrossEntropy(), list(runs)
+    curves = {name: Curve() for name in names}
+
+    def record(step):
+        for name, (model, _) in runs.items():
+            c = curves[name]
+            c.steps.append(step)
+            c.seconds.append(float(np.sum(c.step_times)))
+            model.eval()
+            c.loss.append(evaluate(model))
+            model.train()
+
+    record(0)
+    for step, (x, target) in enumerate(batches, 1):
+        for name in names[step % len(names):] + names[:step % len(names)]:
+            model, opt = runs[name]
+            if schedules is not None:
+                opt.lr = schedules[name](step)
+            start = time.perf_counter()
+            train_step(model, ce, opt, x, target)
+            curves[name].step_times.append(time.perf_counter() - start)
+        if step % every == 0 or step == len(batches):
+            record(step)
+    return curves
+
+
+def interleaved_medians(fns: dict, repeats: int) -> dict:
+    """{name: median seconds of fns[name]()}, the calls interleaved so that noise hits all alike."""
+    for fn in fns.values():
+        fn()                                          # warm-up (compilation, caches)
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def seed_mean(curves: list[Curve]):
+    """Steps, mean seconds, mean loss, min and max loss over seeds (curves evaluated at the same steps)."""
+    loss = np.array([c.loss for c in curves])
+    return (np.array(curves[0].steps), np.mean([c.seconds for c in curves], axis=0), loss.mean(axis=0),
+            loss.min(axis=0), loss.max(axis=0))
+
+
+def plot_race(ax_steps, ax_seconds, curves: dict, ylabel: str) -> None:
+    """Loss against steps (left) and against wall-clock seconds (right): {norm: [Curve per seed]}."""
+    for name, runs in curves.items():
+        color, label, ls = STYLE[name]
+        steps, seconds, mean, low, high = seed_mean(runs)
+        if len(runs) > 1:
+            ax_steps.fill_between(steps, low, high, color=color, alpha=0.12, linewidth=0)
+        ax_steps.plot(steps, mean, color=color, ls=ls, label=label)
+        ax_seconds.plot(seconds, mean, color=color, ls=ls, label=label)
+    ax_steps.set(xlabel="training step", ylabel=ylabel)
+    ax_seconds.set(xlabel="wall-clock seconds of training (sum of the model's own steps)", ylabel=ylabel)
