@@ -140,12 +140,8 @@ def batch_norm_backward_staged(dy, cache):
     return {"x": dx.astype(cache["dtype"]), **grads}
 
 
-def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
-    """BatchNorm with fixed statistics (eval mode). Returns ``(y, cache)``.
-
-    x: (N, C, *); running_mean, running_var, weight, bias: (C,) (weight, bias may be None).
-    y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
-    """
+def check_eval_args(x, running_mean, running_var, weight, bias, eps):
+    """The checks of batch_norm_eval_forward, in order, for both backends. Returns (x, eps, C)."""
     x = as_float_array(x)
     eps = check_eps(eps, allow_zero=True)
     check_channels_input("batch_norm_eval_forward", x)
@@ -153,6 +149,16 @@ def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None
     check_array_shape("running_mean", running_mean, (C,))
     check_array_shape("running_var", running_var, (C,))
     check_affine(weight, bias, C)
+    return x, eps, C
+
+
+def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
+    """BatchNorm with fixed statistics (eval mode). Returns ``(y, cache)``.
+
+    x: (N, C, *); running_mean, running_var, weight, bias: (C,) (weight, bias may be None).
+    y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
+    """
+    x, eps, C = check_eval_args(x, running_mean, running_var, weight, bias, eps)
     xf = upcast_half(x).astype(np.float64)                                  # (N, C, *)
     mean = per_channel(np.asarray(running_mean, dtype=np.float64), x.ndim)  # (1, C, 1, ...)
     rstd = 1.0 / np.sqrt(np.asarray(running_var, dtype=np.float64) + eps)   # (C,)

@@ -57,6 +57,16 @@ def check_k(k, d: int) -> int:
     return k
 
 
+def check_rms_norm_args(x, weight, bias, eps, eps_mode, k):
+    """The checks of rms_norm_forward, in order, for both backends. Returns (x, eps, k)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    k = check_k(k, x.shape[-1])
+    check_affine(weight, bias, x.shape[-1])
+    return x, eps, k
+
+
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
     """RMSNorm over the last axis. Returns ``(y, cache)``.
 
@@ -64,12 +74,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     feed the statistic (None: all d). eps >= 0; with eps = 0 an all-zero row
     gives NaN, as the formula does. See the module docstring for the formulas.
     """
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_choice("eps_mode", eps_mode, EPS_MODES)
-    d = x.shape[-1]
-    k = check_k(k, d)
-    check_affine(weight, bias, d)
+    x, eps, k = check_rms_norm_args(x, weight, bias, eps, eps_mode, k)
     xf = upcast_half(x).astype(np.float64)                   # (..., d) computed in float64
     ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True)     # (..., 1)
     rstd = rstd_from_ms(ms, eps, eps_mode)                   # (..., 1)

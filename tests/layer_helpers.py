@@ -1,6 +1,10 @@
 """Helpers shared by the layer tests."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 
 
@@ -48,3 +52,21 @@ def assert_cache_not_aliased(layer, x, dy):
     want = layer.backward(dy).copy()
     y[...] = 0.0
     np.testing.assert_array_equal(layer.backward(dy), want)
+
+
+def run_jitted(script: str, **env_vars) -> str:
+    """Run ``script`` in a new Python process with the JIT on (whatever this process has);
+    returns what it printed, and fails the test if it fails."""
+    env = dict(os.environ, **env_vars)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def outputs_per_thread_count(script: str, counts=("1", "2")) -> list[list[str]]:
+    """Run ``script`` (which prints numba.get_num_threads() and a hash of its results) in a new
+    process per NUMBA_NUM_THREADS value, with the JIT on; returns each process's printed words."""
+    outputs = [run_jitted(script, NUMBA_NUM_THREADS=threads).split() for threads in counts]
+    assert [o[0] for o in outputs] == list(counts)             # the thread counts took effect
+    return outputs

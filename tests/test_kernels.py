@@ -16,15 +16,13 @@ large enough for the parallel kernels and subprocesses.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import scratchnorm as sn
+from layer_helpers import outputs_per_thread_count, run_jitted
 from scratchnorm import fast
 from scratchnorm.fast import _jit
 
@@ -408,14 +406,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 def test_bits_do_not_depend_on_the_thread_count():
     """1500 rows: above the parallel threshold, 64 chunks of 23-24 rows."""
     assert 1500 * 96 >= _jit.PARALLEL_MIN
-    outputs = []
-    for threads in ("1", "2"):
-        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        env.pop("NUMBA_DISABLE_JIT", None)
-        out = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], env=env, capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        outputs.append(out.stdout.split())
-    assert [o[0] for o in outputs] == ["1", "2"]               # the thread counts took effect
+    outputs = outputs_per_thread_count(DETERMINISM_SCRIPT)
     assert outputs[0][1] == outputs[1][1]
 
 
@@ -441,7 +432,4 @@ def test_imports_compile_nothing():
         assert not compiled, compiled
         print("ok")
     """)
-    env = dict(os.environ)
-    env.pop("NUMBA_DISABLE_JIT", None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert run_jitted(code).strip() == "ok"

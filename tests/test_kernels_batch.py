@@ -16,15 +16,13 @@ marked slow use inputs large enough for the parallel kernels, and subprocesses.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import scratchnorm as sn
+from layer_helpers import outputs_per_thread_count, run_jitted
 from scratchnorm import fast
 from scratchnorm.fast import _jit
 from scratchnorm.fast.channels import SLAB_MIN
@@ -432,14 +430,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_bits_do_not_depend_on_the_thread_count():
     """Above the parallel threshold, with 64 chunks of samples or more tasks than threads."""
-    outputs = []
-    for threads in ("1", "2"):
-        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        env.pop("NUMBA_DISABLE_JIT", None)
-        out = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], env=env, capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        outputs.append(out.stdout.split())
-    assert [o[0] for o in outputs] == ["1", "2"]
+    outputs = outputs_per_thread_count(DETERMINISM_SCRIPT)
     assert outputs[0][1] == outputs[1][1]
 
 
@@ -453,7 +444,4 @@ def test_importing_compiles_none_of_these_kernels():
         assert not compiled, compiled
         print("ok")
     """)
-    env = dict(os.environ)
-    env.pop("NUMBA_DISABLE_JIT", None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert run_jitted(code).strip() == "ok"

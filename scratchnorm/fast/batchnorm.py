@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._channels import check_channels_input
-from .._checks import check_affine, check_array_shape, check_eps
+from .._checks import check_affine, check_eps
+from ..batchnorm import check_eval_args
 from ..dtypes import as_float_array
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, pick_twin
@@ -90,13 +91,7 @@ def batch_norm_backward(dy, cache, *, dx_out=None):
 def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
     """BatchNorm with fixed statistics (eval mode), numba kernels. Same arguments and result as
     ``scratchnorm.batch_norm_eval_forward``."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_channels_input("batch_norm_eval_forward", x)
-    C = x.shape[1]
-    check_array_shape("running_mean", running_mean, (C,))
-    check_array_shape("running_var", running_var, (C,))
-    check_affine(weight, bias, C)
+    x, eps, C = check_eval_args(x, running_mean, running_var, weight, bias, eps)
     stats = np.empty((3, C))
     stats[MEAN] = running_mean
     stats[VAR] = running_var

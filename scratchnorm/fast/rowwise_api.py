@@ -18,7 +18,7 @@ import numpy as np
 from .._checks import EPS_MODES, check_affine, check_choice, check_eps
 from ..dtypes import as_float_array
 from ..group_rmsnorm import check_groups
-from ..rmsnorm import check_k
+from ..rmsnorm import check_rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, pick_twin
 from .rowwise import INSIDE, TWINS
@@ -80,12 +80,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
     """RMSNorm over the last axis (first k features feed the statistic), numba kernels.
     Same arguments and result as ``scratchnorm.rms_norm_forward``."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_choice("eps_mode", eps_mode, EPS_MODES)
-    d = x.shape[-1]
-    k = check_k(k, d)
-    check_affine(weight, bias, d)
+    x, eps, k = check_rms_norm_args(x, weight, bias, eps, eps_mode, k)
     return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode))
 
 
