@@ -54,12 +54,12 @@ def assert_cache_not_aliased(layer, x, dy):
     np.testing.assert_array_equal(layer.backward(dy), want)
 
 
-def run_jitted(script: str, **env_vars) -> str:
-    """Run ``script`` in a new Python process with the JIT on (whatever this process has);
-    returns what it printed, and fails the test if it fails."""
+def run_jitted(script: str, cwd=None, **env_vars) -> str:
+    """Run ``script`` in a new Python process (in folder ``cwd``) with the JIT on (whatever this
+    process has); returns what it printed, and fails the test if it fails."""
     env = dict(os.environ, **env_vars)
     env.pop("NUMBA_DISABLE_JIT", None)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=cwd)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

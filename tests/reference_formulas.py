@@ -69,3 +69,65 @@ def _pack(y, dx, dy, x_hat, direct):
     lead = tuple(range(y.ndim - 1))
     return {"y": y, "x": dx, "scale_x": np.full(dx.shape, max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))), "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
             "scale_weight": np.sum(np.abs(dy) * (np.abs(x_hat) + 1), axis=lead), "scale_bias": np.sum(np.abs(dy), axis=lead)}
+
+
+# -- (N, C, *) inputs: BatchNorm and GroupNorm ------------------------------------------------
+# Each is "normalize over some axes, then one weight and bias per channel". The results are
+# moved to channels-last so that _pack's sums over the leading axes are the per-channel sums.
+
+def _per_channel(v, ndim):
+    """A (C,) vector as (1, C, 1, ...), in long double; ones/zeros are passed for None."""
+    return v.astype(LD).reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _channel_results(x_hat, rstd, w, b, dy, dx_hat_to_dx):
+    """y = x_hat * w[c] + b[c], dx = dx_hat_to_dx(g) with g = dy * w[c], packed per channel."""
+    C, nd = x_hat.shape[1], x_hat.ndim
+    w = _per_channel(np.ones(C) if w is None else w, nd)
+    b = _per_channel(np.zeros(C) if b is None else b, nd)
+    g = dy * w
+    dx = dx_hat_to_dx(g)
+    last = [np.moveaxis(a, 1, -1) for a in (x_hat * w + b, dx, dy, x_hat, rstd * np.abs(g))]
+    out = _pack(*last)
+    for k in ("y", "x", "scale_x"):
+        out[k] = np.moveaxis(out[k], -1, 1)
+    return out
+
+
+def batch_norm(x, w, b, dy, *, eps):
+    """BatchNorm in training mode (statistics of each channel over the batch and spatial axes,
+    biased variance) and its gradients, in long double."""
+    x, dy = x.astype(LD), dy.astype(LD)
+    axes = (0, *range(2, x.ndim))
+    mu = np.mean(x, axes, keepdims=True)
+    r = 1 / np.sqrt(np.mean((x - mu) ** 2, axes, keepdims=True) + LD(eps))
+    x_hat = (x - mu) * r
+    r = np.broadcast_to(r, x.shape)
+    return _channel_results(x_hat, r, w, b, dy, lambda g: r * (g - np.mean(g, axes, keepdims=True)
+                                                               - x_hat * np.mean(g * x_hat, axes, keepdims=True)))
+
+
+def batch_norm_eval(x, running_mean, running_var, w, b, dy, *, eps):
+    """BatchNorm in eval mode (a fixed affine map per channel) and its gradients, in long double."""
+    x, dy = x.astype(LD), dy.astype(LD)
+    r = np.broadcast_to(1 / np.sqrt(_per_channel(running_var, x.ndim) + LD(eps)), x.shape)
+    x_hat = (x - _per_channel(running_mean, x.ndim)) * r
+    return _channel_results(x_hat, r, w, b, dy, lambda g: r * g)
+
+
+def group_norm(x, w, b, dy, *, num_groups, eps):
+    """GroupNorm (statistics of each sample over each group of C / num_groups channels and
+    their positions) and its gradients, in long double. num_groups = C is InstanceNorm."""
+    x, dy = x.astype(LD), dy.astype(LD)
+    grouped = (x.shape[0], num_groups, -1)
+    xg = x.reshape(grouped)                                         # (N, G, m)
+    mu = np.mean(xg, -1, keepdims=True)
+    r = 1 / np.sqrt(np.mean((xg - mu) ** 2, -1, keepdims=True) + LD(eps))
+    x_hat = ((xg - mu) * r).reshape(x.shape)
+    r = np.broadcast_to(r, xg.shape).reshape(x.shape)
+
+    def dx_of(g):
+        g, xh = g.reshape(grouped), x_hat.reshape(grouped)
+        return (r.reshape(grouped) * (g - np.mean(g, -1, keepdims=True)
+                                      - xh * np.mean(g * xh, -1, keepdims=True))).reshape(x.shape)
+    return _channel_results(x_hat, r, w, b, dy, dx_of)

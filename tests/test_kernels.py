@@ -406,8 +406,8 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 def test_bits_do_not_depend_on_the_thread_count():
     """1500 rows: above the parallel threshold, 64 chunks of 23-24 rows."""
     assert 1500 * 96 >= _jit.PARALLEL_MIN
-    outputs = outputs_per_thread_count(DETERMINISM_SCRIPT)
-    assert outputs[0][1] == outputs[1][1]
+    outputs = outputs_per_thread_count(DETERMINISM_SCRIPT, counts=("1", "2", "2"))  # and across processes
+    assert outputs[0][1] == outputs[1][1] == outputs[2][1]
 
 
 @pytest.mark.slow
@@ -433,3 +433,34 @@ def test_imports_compile_nothing():
         print("ok")
     """)
     assert run_jitted(code).strip() == "ok"
+
+
+@pytest.mark.slow
+def test_a_read_only_package_works_with_NUMBA_CACHE_DIR(tmp_path):
+    """The documented recipe (fast/__init__.py): with NUMBA_CACHE_DIR set, the cache goes
+    there and nothing is written into the package folder, so that folder may be read-only."""
+    import shutil
+    import stat
+    from pathlib import Path
+
+    src = Path(sn.__file__).parent
+    pkg = tmp_path / "site" / "scratchnorm"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    for path in [pkg, *pkg.rglob("*")]:                      # read-only (root ignores this; the
+        mode = path.stat().st_mode                            # assertions below still hold)
+        path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    cache = tmp_path / "numba-cache"
+    script = ("import sys, numpy as np; sys.dont_write_bytecode = True; import scratchnorm as sn; "
+              "assert sn.__file__.startswith(sys.argv[1]), sn.__file__; "
+              "x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32); "
+              "l = sn.RMSNorm(32); l.forward(x); l.backward(x); print('ok')")
+    try:
+        out = run_jitted(script.replace("sys.argv[1]", repr(str(pkg))), cwd=tmp_path, NUMBA_CACHE_DIR=str(cache),
+                         PYTHONPATH=str(pkg.parent), PYTHONDONTWRITEBYTECODE="1")
+        assert out.strip() == "ok"
+        written = [p for p in pkg.rglob("*") if p.suffix in (".nbi", ".nbc") or p.name == "__pycache__"]
+        assert not written, written
+        assert list(cache.rglob("*.nbi")) and list(cache.rglob("*.nbc"))
+    finally:
+        for path in [pkg, *pkg.rglob("*")]:
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)

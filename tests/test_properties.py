@@ -138,3 +138,27 @@ def test_one_pass_variance_would_fail_where_two_pass_holds():
     assert np.max(np.abs(one_pass - true) / true) > 1e-2       # the naive formula is badly wrong
     y, _ = sn.layer_norm_forward(x, eps=0.0)
     assert np.max(np.abs(np.var(y, -1) - 1)) < 1e-6            # the library's is fine
+
+
+# -- failures hypothesis found, kept as explicit regression tests ---------------------------
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_regression_huge_single_feature_row_keeps_its_gradient(backend):
+    """d = 1, |x| = 3.5e104: the backward used rstd^3 ~ 2e-314, a subnormal float64, and lost
+    5 digits of dx. Fixed by writing the backward with d log(rstd) / d ms (eps_modes.py)."""
+    x = np.array([[3.45584192e104]])
+    dy, w, b = np.array([[0.82161814]]), np.array([0.33043708]), np.array([-1.30315723])
+    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    got = run(fns.rms_norm_forward, fns.rms_norm_backward, x, dy, weight=w, bias=b, eps=1e-6)
+    check(got, rms_norm(x, w, b, dy, eps=1e-6), np.float64)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_regression_constant_row_with_a_large_mean(backend):
+    """A constant row 3455.84...: float64 cannot make x - mean exactly 0, so x_hat is ~1e-10
+    instead of 0; dweight must be judged against x_hat's natural unit (1), not against 0."""
+    x = np.full((1, 3), 3455.84192065)
+    dy = np.array([[-1.30315723, 0.90535587, 0.44637457]])
+    w, b = np.array([-0.53695324, 0.5811181, 0.3645724]), np.array([0.2941325, 0.02842224, 0.54671299])
+    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=1e-5)
+    check(got, layer_norm(x, w, b, dy, eps=1e-5), np.float64, cond=1.1e6)

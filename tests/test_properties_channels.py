@@ -1,0 +1,158 @@
+"""Property-based tests (hypothesis): the (N, C, *) normalizations on both backends against
+extended-precision formulas (reference_formulas.py), over shapes, dtypes, magnitudes,
+constant channels or groups, large means and memory layouts.
+
+BatchNorm in training mode (batch statistics) and in eval mode (running statistics), and
+GroupNorm, whose num_groups = C case is InstanceNorm. The tolerances and the error scales are
+test_properties.py's (its docstring); cond = 1 + |mean| / sqrt(var + eps), the largest over
+the channels (BatchNorm) or the (sample, group) pairs (GroupNorm), is the unavoidable loss in
+x - mean. Eval mode has cond = 1 + |running_mean| / sqrt(running_var + eps).
+
+Shapes reach both numba layouts (spatial size below and from SLAB_MIN = 16), several row
+chunks (N > 16), and, in the explicit tests at the end, the parallel twins (>= 2^17 values).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import scratchnorm as sn
+from reference_formulas import batch_norm, batch_norm_eval, group_norm
+from test_properties import LOG10_MAX, SETTINGS, check, representable, run
+
+EPS = 1e-5
+
+
+def _fns(backend):
+    return sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+
+
+def lay_out(a, layout):
+    """The values of ``a`` in another memory layout: C, F, strided (every other element of a
+    larger array, along the last axis) or reversed (a negative stride on the last axis)."""
+    if layout == "F":
+        return np.asfortranarray(a)
+    if layout == "strided":
+        big = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+        big[..., ::2] = a
+        return big[..., ::2]
+    if layout == "reversed":
+        return np.ascontiguousarray(a[..., ::-1])[..., ::-1]
+    return a
+
+
+@st.composite
+def channel_inputs(draw, groups=False):
+    """(x, dy, weight, bias, G): x (N, C, *) with 0 to 2 spatial axes. With ``groups``, G is
+    a divisor of C (often C: InstanceNorm) and the "constant" kind makes one group constant;
+    without, G = 1 and it makes one channel constant."""
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.float16]))
+    N = draw(st.one_of(st.integers(1, 4), st.sampled_from([17, 40])))
+    C = draw(st.one_of(st.integers(1, 6), st.sampled_from([8, 12])))
+    spatial = draw(st.sampled_from([(), (1,), (3,), (5,), (16,), (17,), (2, 3), (4, 4), (3, 7), (1, 20)]))
+    G = draw(st.sampled_from([C, 1] + [g for g in range(2, C) if C % g == 0])) if groups else 1
+    shape = (N, C) + spatial
+    log_scale = draw(st.floats(-LOG10_MAX[dtype], LOG10_MAX[dtype]))
+    kind = draw(st.sampled_from(["normal", "zero", "constant", "large_mean"]))
+    layout = draw(st.sampled_from(["C", "F", "strided", "reversed"]))
+    affine = draw(st.sampled_from(["both", "weight", "none"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal(shape)
+    if kind == "large_mean":                     # small spread around a large mean
+        x = x + draw(st.sampled_from([1e3, 1e5])) * (1 if dtype != np.float16 else 1e-3)
+    x = x / max(np.max(np.abs(x)), 1e-300) * 10.0**log_scale        # max |x| = 10^log_scale
+    if groups:      # the first group of sample 0 (C / G channels), else channel 0 of every sample
+        part = x[0].reshape(G, -1)[0] if G > 0 else None
+    else:
+        part = x[:, 0]
+    if kind == "zero":
+        part[...] = 0.0
+    elif kind == "constant":
+        part[...] = part.flat[0]
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
+    assume(np.all(np.isfinite(x)))
+    dy = lay_out(rng.standard_normal(shape).astype(dtype), draw(st.sampled_from(["C", "F", "reversed"])))
+    w = rng.standard_normal(C) if affine != "none" else None
+    b = rng.standard_normal(C) if affine == "both" else None
+    return lay_out(x, layout), dy, w, b, G
+
+
+def cond_of(mean, var, eps):
+    """1 + |mean| / sqrt(var + eps), the largest over its entries."""
+    return float(np.max(1 + np.abs(mean) / np.sqrt(var + eps)))
+
+
+def compare(got, ref, x, cond):
+    assume(representable(ref, x.dtype))
+    check(got, ref, x.dtype.type, cond)
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(data=channel_inputs())
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_batch_norm_training_property(data, backend):
+    x, dy, w, b, _ = data
+    fns = _fns(backend)
+    got = run(fns.batch_norm_forward, fns.batch_norm_backward, x, dy, weight=w, bias=b, eps=EPS)
+    axes = (0, *range(2, x.ndim))
+    x64 = x.astype(np.float64)
+    compare(got, batch_norm(x, w, b, dy, eps=EPS), x, cond_of(x64.mean(axes), x64.var(axes), EPS))
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(data=channel_inputs(), stats_seed=st.integers(0, 2**32 - 1), spread=st.floats(-3, 3))
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_batch_norm_eval_property(data, stats_seed, spread, backend):
+    """Running statistics near the batch's: mean within the data's range, std = the data's
+    magnitude times 10^spread (float64 running buffers, as the layer's default)."""
+    x, dy, w, b, _ = data
+    C = x.shape[1]
+    rng = np.random.default_rng(stats_seed)
+    mag = max(float(np.max(np.abs(x.astype(np.float64)))), 1e-300)
+    running_mean = x.astype(np.float64).mean((0, *range(2, x.ndim))) + mag * rng.uniform(-1, 1, C)
+    running_var = (mag * 10.0**spread * rng.uniform(0.5, 2, C)) ** 2
+    assume(np.all(np.isfinite(running_var)))
+    fns = _fns(backend)
+    y, cache = fns.batch_norm_eval_forward(x, running_mean, running_var, w, b, eps=EPS)
+    got = {"y": y, **fns.batch_norm_eval_backward(dy, cache)}
+    assert y.dtype == x.dtype and got["x"].dtype == x.dtype and y.shape == x.shape
+    ref = batch_norm_eval(x, running_mean, running_var, w, b, dy, eps=EPS)
+    compare(got, ref, x, cond_of(running_mean, running_var, EPS))
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(data=channel_inputs(groups=True))
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_group_norm_property(data, backend):
+    x, dy, w, b, G = data
+    fns = _fns(backend)
+    got = run(fns.group_norm_forward, fns.group_norm_backward, x, dy, weight=w, bias=b, num_groups=G, eps=EPS)
+    xg = x.astype(np.float64).reshape(x.shape[0], G, -1)
+    compare(got, group_norm(x, w, b, dy, num_groups=G, eps=EPS), x, cond_of(xg.mean(-1), xg.var(-1), EPS))
+
+
+# -- explicit cases hypothesis rarely draws: the parallel twins (>= 2^17 values) -------------
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("shape", [(2, 3, 160, 160), (4096, 40), (64, 4, 33, 17)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_channels_large_inputs(shape, dtype, backend):
+    rng = np.random.default_rng(7)
+    x = (3.0 + rng.standard_normal(shape)).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    fns = _fns(backend)
+    axes = (0, *range(2, x.ndim))
+    x64 = x.astype(np.float64)
+    got = run(fns.batch_norm_forward, fns.batch_norm_backward, x, dy, weight=w, bias=b, eps=EPS)
+    compare(got, batch_norm(x, w, b, dy, eps=EPS), x, cond_of(x64.mean(axes), x64.var(axes), EPS))
+    G = shape[1] // 2 if shape[1] % 2 == 0 else shape[1]
+    got = run(fns.group_norm_forward, fns.group_norm_backward, x, dy, weight=w, bias=b, num_groups=G, eps=EPS)
+    xg = x64.reshape(shape[0], G, -1)
+    compare(got, group_norm(x, w, b, dy, num_groups=G, eps=EPS), x, cond_of(xg.mean(-1), xg.var(-1), EPS))
