@@ -91,6 +91,10 @@ def _channel_results(x_hat, rstd, w, b, dy, dx_hat_to_dx):
     out = _pack(*last)
     for k in ("y", "x", "scale_x"):
         out[k] = np.moveaxis(out[k], -1, 1)
+    # y is measured against max |y|, with x_hat counting at least 1 (as in _pack): when all
+    # the values are constant or eps dominates the variance, x_hat * w can be ~0 everywhere
+    # while float64's x - mean is only good to eps * |mean| * rstd (see cond in the tests).
+    out["scale_y"] = np.full(x_hat.shape, max(np.max(np.abs(out["y"])), np.max(np.abs(w))))
     return out
 
 
@@ -103,8 +107,10 @@ def batch_norm(x, w, b, dy, *, eps):
     r = 1 / np.sqrt(np.mean((x - mu) ** 2, axes, keepdims=True) + LD(eps))
     x_hat = (x - mu) * r
     r = np.broadcast_to(r, x.shape)
-    return _channel_results(x_hat, r, w, b, dy, lambda g: r * (g - np.mean(g, axes, keepdims=True)
-                                                               - x_hat * np.mean(g * x_hat, axes, keepdims=True)))
+
+    def dx_of(g):
+        return r * (g - np.mean(g, axes, keepdims=True) - x_hat * np.mean(g * x_hat, axes, keepdims=True))
+    return _channel_results(x_hat, r, w, b, dy, dx_of)
 
 
 def batch_norm_eval(x, running_mean, running_var, w, b, dy, *, eps):
