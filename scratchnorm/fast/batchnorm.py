@@ -9,9 +9,9 @@ in eval mode the statistics are given and backward drops the two terms that
 come through them.
 
 Cache (this backend's; the reference's has other keys):
-    "x"      the input as the kernels read it, (N, C * S), float32 or float64: a
-             private copy written by the forward pass, or the private array that
-             the conversion to a kernel dtype made anyway;
+    "x"      the input as the kernels read it, (N, C * S), float32 or float64: x
+             itself (a reference, no copy; see "What a cache holds" in
+             __init__.py), or the array the conversion to a kernel dtype made;
     "stats"  (3, C) float64: mean, var, rstd per channel (training) or running
              mean, running var, rstd (eval); the training cache also has the
              reference's "mean", "var" (biased) and "count" (M) for

@@ -7,7 +7,7 @@ Each function checks its arguments with the helpers its NumPy reference
 as (N, C * S); the forward's tasks are the (sample, group) pairs, the
 backward's the (sample chunk, group) pairs (channels.py).
 
-Cache (this backend's): "x" the input as the kernels read it (a private copy,
+Cache (this backend's): "x" the input as the kernels read it (x itself, no copy:
 see batchnorm.py), "stats" (N, G, 2) float64 mean and rstd per sample and
 group, "w" the weight as a float64 vector (per channel, or per column for spatial
 sizes below SLAB_MIN), "S" the spatial size, "weight", "bias" as given.
