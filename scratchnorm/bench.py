@@ -28,7 +28,20 @@ to ``--budget`` seconds per figure, 0.3 by default, at least 3 repeats):
   the ``out=`` figure beside it;
 * the first-call time of the kernels in a fresh process with an empty numba
   cache (a new temporary ``NUMBA_CACHE_DIR``: compile time) and again with
-  that cache filled (load time).
+  that cache filled (load time);
+* the peak extra memory of one forward+backward call, as a multiple of x's
+  size: what the call allocates on top of what existed before it, at its
+  highest point, results included: the cache, dx and the parameter grads
+  (y is dropped after the forward: the fwd+bwd step keeps only the cache).
+  ``numpy``, ``numba`` and ``numba_out`` under ``tracemalloc`` (NumPy reports
+  its array allocations to it; the kernels allocate nothing themselves), one
+  extra call after the timing's warm-up. ``torch`` allocates outside
+  tracemalloc's view, so it is measured in a fresh process: the growth of the
+  resident set's high-water mark (Linux VmHWM, reset through
+  ``/proc/self/clear_refs``) over one fwd+bwd, with glibc's mmap threshold
+  fixed (``MALLOC_MMAP_THRESHOLD_``) so that freed blocks leave the resident
+  set; pages make it coarse, so it is skipped below 4 MiB an array. jax is
+  not measured.
 
 Effective bandwidth counts the bytes a perfect kernel must move: forward reads
 x and writes y (2 arrays), backward reads x and dy and writes dx (3 arrays),
@@ -66,6 +79,9 @@ bandwidths GB/s (1e9 bytes), shapes [N, D], dtypes and steps are strings:
     compile      {cold: probe, warm: probe, error: str|null}; probe =
                  {numba_import_s, fast_import_s, first_call_s (both imports + the first
                   forward: what a user waits for), calls: [{norm, dtype, shape, function, first_call_s}]}
+    memory       [{norm, shape, dtype, step: "fwd+bwd", impl: "numpy"|"numba"|"numba_out"|"torch",
+                   method: "tracemalloc"|"rss", x_bytes, peak_bytes, multiple (peak_bytes / x_bytes;
+                   both null when not measured), note (why not measured, else null)}]
     targets      [{name, op: ">="|"<="|"<", threshold, unit, value (null if not measured),
                    status: "met"|"not met"|"not measured", where}]
     wall_s       the run's duration
@@ -91,6 +107,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +127,9 @@ COMPARE = ("torch", "jax")
 CHANNELS = 32          # GroupNorm / InstanceNorm: channels per sample (at most)
 GROUPS = 8             # GroupNorm, GroupRMSNorm: groups (at most)
 BUSY_LOAD = 0.5        # a load average above this before the run gets a note
+TRACED_IMPLS = ("numpy", "numba", "numba_out")    # memory under tracemalloc; torch: RSS in a subprocess
+RSS_MIN_BYTES = 4 << 20                           # smaller arrays: RSS too coarse for torch's memory
+MMAP_THRESHOLD = 1 << 17                          # glibc: blocks from 128 KiB mmapped, unmapped on free
 
 
 def shape_str(shape) -> str:
@@ -402,6 +422,70 @@ def jax_steps(norm: Norm, inp: Inputs, jax) -> dict:
             "fwd+bwd": lambda: ready(fwd_bwd(x, dy, *params))}
 
 
+# -- peak memory ------------------------------------------------------------------------
+def traced_peak(fn) -> int:
+    """Bytes traced by ``tracemalloc`` at the peak of one ``fn()`` call, above those traced before it.
+
+    Call ``fn`` once before (numba compiles on the first call, and compiling allocates).
+    """
+    gc.collect()
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def _vm_kib(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its high-water mark)."""
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith(field + ":"))
+
+
+def probe_torch_memory(spec: dict) -> dict:
+    """Run in a fresh process: the growth of the resident set's peak over one torch fwd+bwd."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    norm, dtype = NORMS[spec["norm"]], spec["dtype"]
+    torch_steps(norm, make_inputs(norm, (32, 64), dtype), torch)["fwd+bwd"]()    # torch's lazy set-up
+    fwd_bwd = torch_steps(norm, make_inputs(norm, tuple(spec["shape"]), dtype), torch)["fwd+bwd"]
+    gc.collect()
+    before = _vm_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")                                          # VmHWM := VmRSS
+    fwd_bwd()
+    return {"peak_bytes": (_vm_kib("VmHWM") - before) * 1024}
+
+
+def torch_memory(ctx, norm: Norm, shape, dtype, x_bytes: int) -> tuple[int | None, str | None]:
+    """(peak extra bytes of a torch fwd+bwd, None) from a subprocess, or (None, why not)."""
+    if x_bytes < RSS_MIN_BYTES:
+        return None, f"x under {RSS_MIN_BYTES >> 20} MiB: below the resolution of the resident set"
+    if not os.access("/proc/self/clear_refs", os.W_OK):
+        return None, "needs Linux /proc/self/clear_refs to reset the resident peak"
+    spec = {"norm": norm.name, "shape": list(shape), "dtype": np.dtype(dtype).name, "threads": ctx.threads}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
+    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--torch-memory", json.dumps(spec)],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode:
+        return None, f"probe failed: {proc.stderr.strip()[-300:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])["peak_bytes"], None
+
+
+def memory_record(norm: Norm, shape, dtype, impl: str, x_bytes: int, peak, note=None) -> dict:
+    """One row of "memory" (fwd+bwd)."""
+    return {"norm": norm.name, "shape": list(shape), "dtype": np.dtype(dtype).name, "step": "fwd+bwd",
+            "impl": impl, "method": "rss" if impl == "torch" else "tracemalloc", "x_bytes": x_bytes,
+            "peak_bytes": peak, "multiple": None if peak is None else peak / x_bytes, "note": note}
+
+
 # -- the run ----------------------------------------------------------------------------
 class Context:
     """What is available in this process, the budget, and the notes gathered on the way."""
@@ -409,6 +493,7 @@ class Context:
     def __init__(self, args):
         self.budget = Budget(args.budget, 3, 50 if args.quick else 2000)
         self.notes: list[str] = []
+        self.memory: list[dict] = []        # the "memory" rows, filled by bench_norm
         self.numba = self._import_numba(args.threads)
         self.threads = self.numba.get_num_threads() if self.numba else 1
         self.torch = self._optional("torch", args.compare)
@@ -492,6 +577,13 @@ def bench_norm(ctx: Context, norm: Norm, shape, dtype, copy_gbs: float) -> list[
             gbs = moved / t.median_s / 1e9
             records.append(record(norm, shape, dtype, step, impl, t,
                                   bytes=moved, gbs=gbs, pct_copy=100.0 * gbs / copy_gbs))
+        if impl in TRACED_IMPLS:                       # (measure() made the first call)
+            ctx.memory.append(memory_record(norm, shape, dtype, impl, inp.x.nbytes,
+                                            traced_peak(steps["fwd+bwd"])))
+        elif impl == "torch":
+            progress(f"  {norm.name} {shape_str(shape)} {np.dtype(dtype).name} fwd+bwd torch memory")
+            ctx.memory.append(memory_record(norm, shape, dtype, impl, inp.x.nbytes,
+                                            *torch_memory(ctx, norm, shape, dtype, inp.x.nbytes)))
         del steps
     attach_ratio(records, "numba")
     return sorted(records, key=lambda r: STEPS.index(r["step"]))    # step by step; stable within a step
@@ -778,6 +870,8 @@ def print_report(report: dict) -> None:
         impls = [i for i in IMPLS if any(i in v for v in by.values())]
         print(table(["shape", "dtype", "step", *[IMPL_LABELS[i] for i in impls]],
                     [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
+    if report["memory"]:
+        print_memory(report["memory"])
     comp = report["compile"]
     print("\nFirst calls in a fresh process (cold: empty NUMBA_CACHE_DIR, compiles; warm: same dir, loads)")
     if comp["error"]:
@@ -800,6 +894,21 @@ def print_report(report: dict) -> None:
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
                  for t in report["targets"]], left=2))
+
+
+def print_memory(rows: list[dict]) -> None:
+    print("\nPeak extra memory of one fwd+bwd, in multiples of x's size (results included; "
+          "numpy/numba: tracemalloc, torch: resident set in a fresh process)")
+    by, notes = {}, []
+    for r in rows:
+        by.setdefault((r["norm"], shape_str(r["shape"]), r["dtype"]), {})[r["impl"]] = r["multiple"]
+        if r["note"] and r["note"] not in notes:
+            notes.append(r["note"])
+    impls = [i for i in IMPLS if any(i in v for v in by.values())]
+    print(table(["norm", "shape", "dtype", *[IMPL_LABELS[i] for i in impls]],
+                [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
+    for note in notes:
+        print(f"  -: {note}")
 
 
 # -- command line -----------------------------------------------------------------------
@@ -851,6 +960,7 @@ def parse_args(argv):
     ap.add_argument("--json", metavar="PATH",
                     help="write the results as JSON (schema in the module docstring)")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-memory", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.shapes is None:
         args.shapes = [parse_shape(s) for s in (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)]
@@ -897,6 +1007,7 @@ def run(args) -> dict:
                 if norm.layer and ctx.numba and any(r["norm"] == norm.name and r["impl"] == "numba_out"
                                                     for r in report["results"]):
                     report["layers"] += bench_layers(ctx, norm, shape, dtype)
+    report["memory"] = ctx.memory
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
@@ -908,6 +1019,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.probe:
         print(json.dumps(probe_first_calls(json.loads(args.probe))))
+        return 0
+    if args.torch_memory:
+        print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0
     t0 = time.perf_counter()
     report = run(args)

@@ -70,9 +70,9 @@ def test_quick_report_structure(quick):
     assert cfg["dtypes"] == list(bench.DEFAULT_DTYPES)
     assert rep["environment"]["numba_threads"] == 1
     assert rep["environment"]["torch"] is None and rep["environment"]["jax"] is None
-    for key in ("notes", "copy", "results", "layers", "rms_over_ln", "compile", "targets", "wall_s"):
+    for key in ("notes", "copy", "results", "layers", "memory", "rms_over_ln", "compile", "targets", "wall_s"):
         assert key in rep
-    for header in ("Copy bandwidth", "First calls", "Targets"):
+    for header in ("Copy bandwidth", "Peak extra memory", "First calls", "Targets"):
         assert header in out
 
 
@@ -144,6 +144,48 @@ def test_layers_and_rms_over_ln(quick):
         assert r["ratio"] == pytest.approx(rms[key] / ln[key])
 
 
+def test_memory_of_every_traced_implementation(quick):
+    _, rep = quick
+    cfg = rep["config"]
+    rows = {(r["norm"], tuple(r["shape"]), r["dtype"], r["impl"]): r for r in rep["memory"]}
+    assert len(rows) == len(rep["memory"])                               # no figure twice
+    for name, norm in bench.NORMS.items():
+        has_ref, has_numba = available(norm)
+        impls = ["numpy"] * has_ref + ["numba", "numba_out"] * has_numba
+        for shape in cfg["shapes"]:
+            for dtype in cfg["dtypes"]:
+                x_bytes = math.prod(shape) * np.dtype(dtype).itemsize
+                got = {i: rows.pop((name, tuple(shape), dtype, i)) for i in impls}
+                for impl, r in got.items():
+                    assert r["step"] == "fwd+bwd" and r["method"] == "tracemalloc" and r["note"] is None
+                    assert r["x_bytes"] == x_bytes and isinstance(r["peak_bytes"], int)
+                    assert r["multiple"] == pytest.approx(r["peak_bytes"] / x_bytes)
+                    # every result is new: the reference's cache and dx, the kernels' dx (numba)
+                    assert r["multiple"] >= (0 if impl == "numba_out" else 1), r
+                if has_numba:                                            # out=/dx_out= allocate no dx
+                    assert got["numba_out"]["peak_bytes"] < got["numba"]["peak_bytes"]
+    assert not rows, f"memory rows the bench should not have: {sorted(rows)}"
+
+
+def test_torch_memory_probe():
+    """The subprocess probe: torch's fwd+bwd holds at least its result dx, one array."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (optional)")
+    shape = (1024, 1024)                                                  # 4 MiB of float32: RSS_MIN_BYTES
+    x_bytes = math.prod(shape) * 4
+    assert x_bytes >= bench.RSS_MIN_BYTES
+
+    class Ctx:
+        threads = 1
+
+    peak, note = bench.torch_memory(Ctx, bench.NORMS["rmsnorm"], shape, "float32", x_bytes)
+    if note and "clear_refs" in note:
+        pytest.skip(note)
+    assert note is None and peak >= x_bytes
+    assert bench.torch_memory(Ctx, bench.NORMS["rmsnorm"], (64, 512), "float32", 64 * 512 * 4) == \
+        (None, "x under 4 MiB: below the resolution of the resident set")
+
+
 def test_first_call_probes(quick):
     _, rep = quick
     comp = rep["compile"]
@@ -184,6 +226,10 @@ def test_torch_and_jax_rows(tmp_path):
             assert [r["step"] for r in rows] == list(bench.STEPS)
             assert all(finite_positive(r["median_s"]) and finite_positive(r["vs_numba"]) for r in rows)
     if "torch" in compare:
+        mem = [r for r in rep["memory"] if r["impl"] == "torch"]
+        assert {r["norm"] for r in mem} == {"layernorm", "rmsnorm"}
+        assert all(r["peak_bytes"] is None and r["multiple"] is None and "resolution" in r["note"]
+                   for r in mem)                                          # 64x512: too small for RSS
         assert rep["environment"]["torch_threads"] == rep["environment"]["numba_threads"] == 1
         assert "torch 1 (set equal to numba's)" in out
         assert {r["norm"] for r in rep["layers"] if r["impl"] == "torch_layer"} == {"layernorm", "rmsnorm"}
