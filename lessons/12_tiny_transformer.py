@@ -87,7 +87,7 @@ def noise_procedure(steps, rng):
 def train(lesson, data):
     """The three models raced on the same batches; their curves; each norm layer timed alone."""
     rng = np.random.default_rng(12)
-    steps = lesson.pick(50, 250)
+    steps = lesson.pick(90, 250)      # --quick: enough steps to clear the unigram baseline with margin
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
     val = data.windows("val", lesson.pick(64, 256), T + 1, np.random.default_rng(120))
     ce = nn.SoftmaxCrossEntropy()

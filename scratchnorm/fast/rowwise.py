@@ -42,7 +42,8 @@ Parallel work and determinism. The forward's rows are independent: any split
 gives the same bits. The backward's dweight and dbias are sums over rows: the
 kernel rows are cut into ``chunks`` fixed chunks (``_jit.n_chunks``, from the
 number of rows only), each chunk adds its rows in order into its own slice of
-``part`` (chunks, 2, G, m), and the slices are then added in chunk order
+``part`` (chunks, 2, G, m) (with G = 1 two rows per pass over the slice, still in
+row order: backward_two_groups), and the slices are then added in chunk order
 (column blocks in parallel, each column in that order). d loss / d eps is
 kept per kernel row and summed at the end. So the bits do not depend on the
 thread count or on the scheduling.
@@ -139,15 +140,22 @@ def forward_group(x, w, b, y, stats, center, k, eps, mode):
 
 
 @jit_inline
-def backward_group(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
-    """dx for one group (m,); adds dy * x_hat to dw and dy to db. Returns d loss / d eps."""
+def _group_coefs(dy, x, w, stats, center, k, eps, mode):
+    """The per-group scalars of the backward: (mean, rstd, mean(g), coef, d loss / d eps)."""
     m = x.shape[0]
     mean, ms, rstd = stats[0], stats[1], stats[2]
     sg, sgx = _sum_g(dy, x, w, m, mean)
     gxh = sgx * rstd                                      # sum of g * x_hat
     mean_g = sg / m if center else 0.0
     coef = gxh * dlog_rstd_dms(ms, rstd, eps, mode) * (2.0 / k)
-    for j in range(m):
+    return mean, rstd, mean_g, coef, gxh * dlog_rstd_deps(ms, rstd, eps, mode)
+
+
+@jit_inline
+def backward_group(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
+    """dx for one group (m,); adds dy * x_hat to dw and dy to db. Returns d loss / d eps."""
+    mean, rstd, mean_g, coef, deps = _group_coefs(dy, x, w, stats, center, k, eps, mode)
+    for j in range(x.shape[0]):
         dyj = np.float64(dy[j])
         xm = np.float64(x[j]) - mean
         v = rstd * (dyj * w[j] - mean_g)
@@ -156,7 +164,31 @@ def backward_group(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
         dx[j] = v
         dw[j] += dyj * (xm * rstd)
         db[j] += dyj
-    return gxh * dlog_rstd_deps(ms, rstd, eps, mode)
+    return deps
+
+
+@jit_inline
+def backward_two_groups(dy0, x0, stats0, dx0, dy1, x1, stats1, dx1, w, dw, db, center, k, eps, mode):
+    """backward_group for two groups with the same weight, one after the other, in one loop:
+    dw and db are read and written once for both, and ``dw[j] + t0 + t1`` adds in the
+    order of two backward_group calls, so the bits are theirs. Returns both d loss / d eps."""
+    mean0, rstd0, mean_g0, coef0, deps0 = _group_coefs(dy0, x0, w, stats0, center, k, eps, mode)
+    mean1, rstd1, mean_g1, coef1, deps1 = _group_coefs(dy1, x1, w, stats1, center, k, eps, mode)
+    for j in range(x0.shape[0]):
+        dyj0 = np.float64(dy0[j])
+        dyj1 = np.float64(dy1[j])
+        xm0 = np.float64(x0[j]) - mean0
+        xm1 = np.float64(x1[j]) - mean1
+        v0 = rstd0 * (dyj0 * w[j] - mean_g0)
+        v1 = rstd1 * (dyj1 * w[j] - mean_g1)
+        if j < k:
+            v0 += coef0 * xm0
+            v1 += coef1 * xm1
+        dx0[j] = v0
+        dx1[j] = v1
+        dw[j] = dw[j] + dyj0 * (xm0 * rstd0) + dyj1 * (xm1 * rstd1)
+        db[j] = db[j] + dyj0 + dyj1
+    return deps0, deps1
 
 
 # -- drivers: all groups of all rows, compiled serial and parallel ---------------------------
@@ -178,7 +210,17 @@ def _drivers(center):
         G = w.shape[0]
         for c in prange(chunks):
             part[c] = 0.0
-            for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+            lo = c * rows // chunks
+            hi = (c + 1) * rows // chunks
+            if G == 1:                                    # rows in pairs (backward_two_groups)
+                for r in range(lo, hi - 1, 2):
+                    deps[r], deps[r + 1] = backward_two_groups(
+                        dy[r], x[r], stats[r], dx[r], dy[r + 1], x[r + 1], stats[r + 1], dx[r + 1],
+                        w[0], part[c, 0, 0], part[c, 1, 0], center, k, eps, mode)
+                if (hi - lo) % 2 == 0:
+                    continue
+                lo = hi - 1                               # the last row of an odd count
+            for r in range(lo, hi):
                 g = r % G
                 deps[r] = backward_group(dy[r], x[r], w[g], stats[r], dx[r], part[c, 0, g], part[c, 1, g],
                                          center, k, eps, mode)
