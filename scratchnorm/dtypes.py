@@ -39,16 +39,6 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
     return arr
 
 
-def compute_dtype(dtype) -> np.dtype:
-    """The dtype in which a function with an input of ``dtype`` works.
-
-    float64 -> float64; float32 and float16 -> float64 for the NumPy
-    reference (one rounding at the end). The numba kernels read float32
-    directly and accumulate in float64, which gives the same numbers.
-    """
-    return np.dtype(np.float64)
-
-
 def upcast_half(x: np.ndarray) -> np.ndarray:
     """float16 -> float32 at the entry of a function; other dtypes unchanged."""
     return x.astype(np.float32) if x.dtype == np.float16 else x

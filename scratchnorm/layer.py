@@ -62,7 +62,6 @@ class ParamDict(dict):
 class Layer:
     """Base class: parameters, gradients, cache, backend and mode."""
 
-    #: name of the input axis whose size the layer checks, for error messages
     def __init__(self, *, backend: str = "numba", dtype=np.float64):
         self.backend = check_backend(backend)
         dtype = np.dtype(dtype)
