@@ -42,6 +42,8 @@ def check_eps(eps, *, allow_zero: bool = False, name: str = "eps") -> float:
     a constant row (LayerNorm) divides by zero. The functional API allows 0 so
     the exact scale-invariance can be studied; such a row then gives NaN.
     """
+    if type(eps) is float and 0.0 < eps < math.inf:     # the common case first: this runs on every call
+        return eps
     if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, Real):
         fail(TypeError, name, "a real number", eps, f"pass {name} as a float such as 1e-6.")
     eps = float(eps)
@@ -91,6 +93,8 @@ def check_bool(name: str, value) -> bool:
 
 
 def check_array_shape(name: str, arr, shape: tuple, fix: str | None = None) -> np.ndarray:
+    if type(arr) is np.ndarray and arr.shape == shape and arr.dtype.kind == "f":   # the common case first
+        return arr
     arr = np.asarray(arr)
     if arr.shape != tuple(shape):
         fail(ValueError, name, f"shape {tuple(shape)}", arr, fix or f"pass {name} with shape {tuple(shape)}.")

@@ -76,9 +76,11 @@ bandwidths GB/s (1e9 bytes), shapes [N, D], dtypes and steps are strings:
     layers       [{norm, shape, dtype, step: "fwd+bwd", impl: "numba_layer"|"numba_out"|"torch_layer",
                    median_s, min_s, repeats, vs_numba (time / numba_layer time)}]
     rms_over_ln  [{shape, dtype, step, impl, ratio}]  RMSNorm time / LayerNorm time
-    compile      {cold: probe, warm: probe, error: str|null}; probe =
+    compile      {cold: probe, warm: probe (the median of WARM_PROBES processes), warm_runs_s:
+                  [their first_call_s], error: str|null}; probe =
                  {numba_import_s, fast_import_s, first_call_s (both imports + the first
-                  forward: what a user waits for), calls: [{norm, dtype, shape, function, first_call_s}]}
+                  forward: what a user waits for), calls: [{norm, dtype, shape, function, first_call_s}],
+                  scipy_loaded (numba imports scipy at start-up when it is installed)}
     memory       [{norm, shape, dtype, step: "fwd+bwd", impl: "numpy"|"numba"|"numba_out"|"torch",
                    method: "tracemalloc"|"rss", x_bytes, peak_bytes, multiple (peak_bytes / x_bytes;
                    both null when not measured), note (why not measured, else null)}]
@@ -666,7 +668,7 @@ def probe_first_calls(spec: dict) -> dict:
                           "first_call_s": t})
     first = numba_import + fast_import + calls[0]["first_call_s"] if calls else None
     return {"numba_import_s": numba_import, "fast_import_s": fast_import, "first_call_s": first,
-            "calls": calls}
+            "calls": calls, "scipy_loaded": "scipy" in sys.modules}
 
 
 def compile_report(ctx: Context, norms, shapes, dtypes, quick: bool) -> dict:
@@ -678,7 +680,7 @@ def compile_report(ctx: Context, norms, shapes, dtypes, quick: bool) -> dict:
             with_kernels.append(norm.name)
         except LookupError:
             pass
-    report = {"cold": None, "warm": None, "error": None}
+    report = {"cold": None, "warm": None, "warm_runs_s": [], "error": None}
     if not ctx.numba or not with_kernels:
         report["error"] = "no numba kernel to probe"
         return report
@@ -689,15 +691,27 @@ def compile_report(ctx: Context, norms, shapes, dtypes, quick: bool) -> dict:
     spec = {"calls": [(n, dt, list(s)) for s in probe_shapes for n in names for dt in dts]}
     with tempfile.TemporaryDirectory(prefix="scratchnorm-bench-cache-") as cache_dir:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-        for label in ("cold", "warm"):
+        warm = []
+        for label in ("cold",) + ("warm",) * WARM_PROBES:
             progress(f"  first calls, {label} cache")
             proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--probe", json.dumps(spec)],
                                   env=env, capture_output=True, text=True)
             if proc.returncode:
                 report["error"] = f"{label} probe failed: {proc.stderr.strip()[-2000:]}"
                 break
-            report[label] = json.loads(proc.stdout.strip().splitlines()[-1])
+            probe = json.loads(proc.stdout.strip().splitlines()[-1])
+            if label == "cold":
+                report["cold"] = probe
+            else:
+                warm.append(probe)
+        if warm:                                   # the median run of WARM_PROBES fresh processes
+            warm.sort(key=lambda p: p["first_call_s"])
+            report["warm"] = warm[len(warm) // 2]
+            report["warm_runs_s"] = [p["first_call_s"] for p in warm]
     return report
+
+
+WARM_PROBES = 3
 
 
 # -- targets ----------------------------------------------------------------------------
@@ -889,6 +903,14 @@ def print_report(report: dict) -> None:
         rows.append(["total", "", "", fmt_time(sum(c["first_call_s"] for c in comp["cold"]["calls"])),
                      fmt_time(sum(c["first_call_s"] for c in warm_calls) if warm_calls else None)])
         print(table(["function", "shape", "dtype", "cold", "warm"], rows, left=3))
+        warm = comp.get("warm") or {}
+        if comp.get("warm_runs_s"):
+            print(f"  warm: the median of {len(comp['warm_runs_s'])} fresh processes; first call "
+                  f"(import numba + import scratchnorm.fast + first forward): "
+                  + ", ".join(fmt_time(t) for t in comp["warm_runs_s"]))
+        if warm.get("scipy_loaded"):
+            print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
+                  " requirements.txt does not need it): that start-up is slower than on a machine without it")
     print("\nTargets (issue 4; benchmark figures, not tests)")
     print(table(["target", "where", "goal", "measured", "status"],
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",

@@ -201,6 +201,10 @@ def test_first_call_probes(quick):
         assert all(finite_positive(c["first_call_s"]) for c in probe["calls"])
         assert probe["first_call_s"] == pytest.approx(
             probe["numba_import_s"] + probe["fast_import_s"] + probe["calls"][0]["first_call_s"])
+        assert isinstance(probe["scipy_loaded"], bool)
+    runs = comp["warm_runs_s"]              # the reported warm probe is the median of fresh processes
+    assert len(runs) == bench.WARM_PROBES and runs == sorted(runs)
+    assert comp["warm"]["first_call_s"] == runs[len(runs) // 2]
 
 
 def test_targets_are_listed_with_a_consistent_status(quick):

@@ -17,7 +17,7 @@ from .._checks import check_dy, fail
 from ..dtypes import as_float_array
 
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_FLOAT64 = KERNEL_DTYPES[1]
+FLOAT32, FLOAT64 = KERNEL_DTYPES
 
 
 def as_rows(a: np.ndarray, rows: int, dtype=None) -> tuple[np.ndarray, bool]:
@@ -25,7 +25,7 @@ def as_rows(a: np.ndarray, rows: int, dtype=None) -> tuple[np.ndarray, bool]:
     new array. Never copies a C-contiguous float32/float64 array of the right dtype.
     """
     if dtype is None:
-        dtype = a.dtype if a.dtype in KERNEL_DTYPES else _FLOAT64
+        dtype = a.dtype if a.dtype in KERNEL_DTYPES else FLOAT64
     new = not (a.dtype == dtype and a.flags.c_contiguous)
     if new:
         a = np.ascontiguousarray(a, dtype=dtype)
@@ -94,6 +94,9 @@ def forward_rows(x: np.ndarray, out, rows: int):
     y, y_new: ``output_rows``' pair for ``out``. When ``out`` overlaps x (an
     in-place call, out=x), xk is a copy, so the backward still sees the input.
     """
+    if out is None and (x.dtype is FLOAT32 or x.dtype is FLOAT64) and x.flags.c_contiguous:
+        xk = x.reshape(_rows_shape(x, rows))                             # the common case, first:
+        return xk, np.empty_like(xk), True                               # this runs on every call
     xk, private = as_rows(x, rows)
     if out is not None and not private and np.may_share_memory(out, xk):
         xk = xk.copy()
@@ -102,17 +105,18 @@ def forward_rows(x: np.ndarray, out, rows: int):
 
 
 @lru_cache(maxsize=32)
-def _identity(d: int, value: float) -> np.ndarray:
-    return np.full(d, value)
+def _identity(d: int, value: float, dtype) -> np.ndarray:
+    return np.full(d, value, dtype)
 
 
-def affine_vector(param, d: int, identity: float) -> np.ndarray:
-    """A weight or bias as a C-contiguous float64 (d,) vector; None gives ``identity`` (1.0 or -0.0)."""
+def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
+    """A weight or bias as a C-contiguous (d,) vector of ``dtype`` (float64 or the kernel dtype of x);
+    None gives ``identity`` (1.0 or -0.0). Never copies a vector that already is one."""
     if param is None:
-        return _identity(d, identity)
+        return _identity(d, identity, dtype)
     if isinstance(param, np.ndarray) and param.ndim == 1:     # astype: half the time of ascontiguousarray
-        return param if param.dtype == _FLOAT64 and param.flags.c_contiguous else param.astype(_FLOAT64)
-    return np.ascontiguousarray(param, dtype=_FLOAT64)
+        return param if param.dtype == dtype and param.flags.c_contiguous else param.astype(dtype)
+    return np.ascontiguousarray(param, dtype=dtype)
 
 
 def check_cache(cache, kind: str, fn: str) -> dict:
@@ -132,10 +136,12 @@ def backward_rows(dy, cache, dx_out, kind: str, fn: str):
     (never narrowing dy: float16 + float32 -> float32), dx as ``output_rows`` gives it.
     """
     cache = check_cache(cache, kind, fn)
+    xk, shape = cache["x"], cache["shape"]
+    if (dx_out is None and type(dy) is np.ndarray and dy.dtype is xk.dtype and dy.shape == shape
+            and dy.flags.c_contiguous):                 # the common case, first: this runs on every call
+        return cache, dy.reshape(xk.shape), xk, np.empty_like(xk), True
     dy = as_float_array(dy, "dy")
-    shape = cache["shape"]
     check_dy(dy, shape)
-    xk = cache["x"]
     kd = np.promote_types(xk.dtype, dy.dtype)
     xk = xk.astype(kd, copy=False)
     dyk, _ = as_rows(dy, xk.shape[0], kd)

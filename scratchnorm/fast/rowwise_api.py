@@ -28,16 +28,16 @@ _KIND = "rowwise"
 
 def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
     d = x.shape[-1]
-    rows = n_rows(x.shape) * groups                     # kernel rows: one per group of each row
+    rows = (x.size // d if d else n_rows(x.shape)) * groups   # kernel rows: one per group of each row
     xk, y2, y_new = forward_rows(x, out, rows)
     stats = np.empty((rows, 3))                         # mean, ms, rstd per kernel row
-    w = affine_vector(weight, d, 1.0).reshape(groups, -1)
-    b = affine_vector(bias, d, -0.0).reshape(groups, -1)
+    w = affine_vector(weight, d, 1.0, xk.dtype).reshape(groups, -1)    # in x's kernel dtype (rowwise.py);
+    b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
         pick_twin(TWINS[center][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
-    cache = {"fast": _KIND, "x": xk, "stats": stats, "w": w, "weight": weight,
+    cache = {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
              "bias": bias, "center": center, "k": k, "eps": eps, "mode": mode, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
@@ -45,14 +45,15 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
 def _backward(dy, cache, dx_out, fn):
     """{"x", "weight", "bias"} (those that exist) and d loss / d eps."""
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, fn)
-    w, rows = cache["w"], xk.shape[0]
+    rows = xk.shape[0]
+    w = affine_vector(cache["weight"], cache["shape"][-1], 1.0).reshape(cache["groups"], -1)   # float64
     chunks = n_chunks(rows)
     part = np.empty((chunks, 2) + w.shape)              # per-chunk partial dweight, dbias
     dwb = np.zeros((2,) + w.shape)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
-        pick_twin(TWINS[cache["center"]][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
-                                                            cache["k"], cache["eps"], cache["mode"], chunks)
+        pick_twin(TWINS[cache["center"]][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb,
+                                                            deps, cache["k"], cache["eps"], cache["mode"], chunks)
     else:
         deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0
     grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
