@@ -10,7 +10,12 @@ calls and jit compiles) and the first-call subprocesses (--no-compile skips them
 
 What is measured, all in this one process, as the median over repeats after a
 warm-up (``time.perf_counter`` around each call; the number of repeats adapts
-to ``--budget`` seconds per figure, 0.3 by default, at least 3 repeats):
+to ``--budget`` seconds per figure, 0.3 by default, at least 3 repeats). The
+figures of one shape are taken in ``--rounds`` interleaved rounds (5 by
+default): each round times the copy and then every step of every
+implementation for a share of the budget, and a figure is the median of its
+rounds' medians. A slow spell of a shared machine then falls on every
+implementation alike, and the ratios between them hold better:
 
 * the roofline: copying an array of the same size, once with ``np.copyto``
   into a preallocated array and once with a parallel numba loop; the faster
@@ -64,15 +69,17 @@ JSON (``--json PATH``), for the speed lesson's plots. Times are seconds,
 bandwidths GB/s (1e9 bytes), shapes [N, D], dtypes and steps are strings:
 
     schema       "scratchnorm-bench/1"
-    config       {norms, shapes, dtypes, quick, budget_s, threads, compare}
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
     environment  {python, numpy, numba, torch, jax (version or null), cpu, cpu_count,
                   numba_threads, torch_threads, jax_threads (a note), openblas (env vars),
                   load_average (1 minute, at the start), disable_jit}
     notes        [str]              what was skipped and why
-    copy         [{shape, dtype, array_bytes, numpy_gbs, numba_gbs, best_gbs}]
+    copy         [{shape, dtype, array_bytes, numpy_gbs, numba_gbs, best_gbs, measurements}]: medians
+                 over every round of every norm at that shape
     results      [{norm, shape, dtype, step: "forward"|"backward"|"fwd+bwd",
                    impl: "numpy"|"numba"|"numba_out"|"torch"|"jax",
-                   median_s, min_s, repeats, bytes, gbs, pct_copy, vs_numba (null without numba)}]
+                   median_s, min_s, repeats, bytes, gbs, pct_copy (of copy_gbs: the median copy of this
+                   norm's rounds), copy_gbs, vs_numba (null without numba)}]
     layers       [{norm, shape, dtype, step: "fwd+bwd", impl: "numba_layer"|"numba_out"|"torch_layer",
                    median_s, min_s, repeats, vs_numba (time / numba_layer time)}]
     rms_over_ln  [{shape, dtype, step, impl, ratio}]  RMSNorm time / LayerNorm time
@@ -303,6 +310,14 @@ def parallel_copy():
     return _PARALLEL_COPY
 
 
+def median_copy(copies: list[dict]) -> dict:
+    """One copy record from several measurements of the same shape: the median of each figure
+    ("best" is the median of each measurement's faster copy), and how many there were."""
+    med = {key: (None if any(c[key] is None for c in copies) else statistics.median(c[key] for c in copies))
+           for key in ("numpy_gbs", "numba_gbs", "best_gbs")}
+    return {**copies[0], **med, "measurements": len(copies)}
+
+
 def copy_bandwidth(shape, dtype, budget: Budget, use_numba: bool) -> dict:
     """GB/s of copying one array of ``shape``: bytes read + bytes written over the median time."""
     src = np.random.default_rng(1).standard_normal(shape).astype(dtype)
@@ -494,10 +509,12 @@ class Context:
 
     def __init__(self, args):
         self.budget = Budget(args.budget, 3, 50 if args.quick else 2000)
+        self.rounds = args.rounds
         self.notes: list[str] = []
         self.memory: list[dict] = []        # the "memory" rows, filled by bench_norm
         self.numba = self._import_numba(args.threads)
         self.threads = self.numba.get_num_threads() if self.numba else 1
+        self.use_numba_copy = bool(self.numba) and not self.numba.config.DISABLE_JIT
         self.torch = self._optional("torch", args.compare)
         self.jax = self._optional("jax", args.compare)
         if self.torch:
@@ -557,38 +574,65 @@ def progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def bench_norm(ctx: Context, norm: Norm, shape, dtype, copy_gbs: float) -> list[dict]:
-    """Every step of every implementation of ``norm`` at one shape and dtype."""
+def bench_norm(ctx: Context, norm: Norm, shape, dtype, copies: list[dict]) -> list[dict]:
+    """Every step of every implementation of ``norm`` at one shape and dtype, in ``ctx.rounds``
+    interleaved rounds (see ``in_rounds``); appends the copy measurements of its rounds to ``copies``."""
     inp = make_inputs(norm, shape, dtype)
     try:
         builders = ctx.builders(norm, inp)
     except LookupError as exc:
         ctx.note(f"{norm.name}: {exc}; skipped")
         return []
-    records = []
+    steps_of = {}
     for impl, build in builders.items():
         try:
-            steps = build()
+            steps_of[impl] = build()
         except LookupError as exc:
             ctx.note(f"{norm.name} {impl}: {exc}; skipped")
-            continue
-        for step in STEPS:
-            progress(f"  {norm.name} {shape_str(shape)} {np.dtype(dtype).name} {step} {impl}")
-            t = measure(steps[step], ctx.budget)
-            moved = ARRAYS_MOVED[step] * inp.x.nbytes
-            gbs = moved / t.median_s / 1e9
-            records.append(record(norm, shape, dtype, step, impl, t,
-                                  bytes=moved, gbs=gbs, pct_copy=100.0 * gbs / copy_gbs))
+    label = f"{norm.name} {shape_str(shape)} {np.dtype(dtype).name}"
+    timed = {(impl, step): steps[step] for impl, steps in steps_of.items() for step in STEPS}
+    timings, round_copies = in_rounds(ctx, timed, shape, dtype, label)
+    copies += round_copies
+    copy_gbs = statistics.median(c["best_gbs"] for c in round_copies)
+    records = []
+    for (impl, step), t in timings.items():
+        moved = ARRAYS_MOVED[step] * inp.x.nbytes
+        gbs = moved / t.median_s / 1e9
+        records.append(record(norm, shape, dtype, step, impl, t, bytes=moved, gbs=gbs,
+                              pct_copy=100.0 * gbs / copy_gbs, copy_gbs=copy_gbs))
+    for impl, steps in steps_of.items():
         if impl in TRACED_IMPLS:                       # (measure() made the first call)
             ctx.memory.append(memory_record(norm, shape, dtype, impl, inp.x.nbytes,
                                             traced_peak(steps["fwd+bwd"])))
         elif impl == "torch":
-            progress(f"  {norm.name} {shape_str(shape)} {np.dtype(dtype).name} fwd+bwd torch memory")
+            progress(f"  {label} fwd+bwd torch memory")
             ctx.memory.append(memory_record(norm, shape, dtype, impl, inp.x.nbytes,
                                             *torch_memory(ctx, norm, shape, dtype, inp.x.nbytes)))
-        del steps
+    del steps_of, timed
     attach_ratio(records, "numba")
     return sorted(records, key=lambda r: STEPS.index(r["step"]))    # step by step; stable within a step
+
+
+def in_rounds(ctx: Context, timed: dict, shape, dtype, label: str) -> tuple[dict, list[dict]]:
+    """Time every callable of ``timed`` in ``ctx.rounds`` rounds, each callable for a share of the
+    budget per round, with the copy roofline measured at the start of every round.
+
+    On a shared machine the load changes over minutes; taking all figures of a shape round
+    by round puts a slow spell into every implementation's figures alike, so the ratios
+    between them (and to the copy) hold better than figures taken one after the other.
+    Returns ({key: Timing with the median of the round medians, the smallest call and all
+    repeats}, [the copy record of each round]).
+    """
+    share = Budget(ctx.budget.seconds / ctx.rounds, ctx.budget.min_repeats, ctx.budget.max_repeats)
+    per_round: dict = {key: [] for key in timed}
+    copies = []
+    for rnd in range(ctx.rounds):
+        progress(f"  {label}: round {rnd + 1} of {ctx.rounds}")
+        copies.append(copy_bandwidth(shape, dtype, share, ctx.use_numba_copy))
+        for key, fn in timed.items():
+            per_round[key].append(measure(fn, share))
+    return ({key: Timing(statistics.median(t.median_s for t in ts), min(t.min_s for t in ts),
+                         sum(t.repeats for t in ts)) for key, ts in per_round.items()}, copies)
 
 
 def record(norm: Norm, shape, dtype, step: str, impl: str, t: Timing, **figures) -> dict:
@@ -951,6 +995,12 @@ def parse_shape(s: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+def parse_rounds(s: str) -> int:
+    if not (s.isdigit() and int(s) >= 1):
+        fail(argparse.ArgumentTypeError, "--rounds", "an integer >= 1", s, "pass --rounds 5, say.")
+    return int(s)
+
+
 def parse_threads(s: str) -> int:
     import numba
 
@@ -975,6 +1025,9 @@ def parse_args(argv):
     ap.add_argument("--quick", action="store_true", help="tiny shapes and few repeats (a few seconds)")
     ap.add_argument("--budget", type=float,
                     help="seconds of timed calls per figure (default 0.3; --quick 0.01)")
+    ap.add_argument("--rounds", type=parse_rounds,
+                    help="interleaved rounds per shape; each figure is the median of its rounds' medians "
+                         "(default 5; --quick 2)")
     ap.add_argument("--threads", type=parse_threads, help="numba threads, and torch's (default: numba's default)")
     ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
                     default=list(COMPARE), help="torch,jax (default, when importable) or none")
@@ -988,6 +1041,8 @@ def parse_args(argv):
         args.shapes = [parse_shape(s) for s in (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)]
     if args.budget is None:
         args.budget = 0.01 if args.quick else 0.3
+    if args.rounds is None:
+        args.rounds = 2 if args.quick else 5
     return args
 
 
@@ -1014,17 +1069,19 @@ def run(args) -> dict:
     norms = [NORMS[n] for n in args.norms]
     report = {"schema": "scratchnorm-bench/1",
               "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
-                         "quick": args.quick, "budget_s": args.budget, "threads": ctx.threads,
+                         "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
+                         "threads": ctx.threads,
                          "compare": args.compare},
               "environment": environment(ctx), "notes": ctx.notes, "copy": [], "results": [], "layers": []}
-    use_numba_copy = bool(ctx.numba) and not ctx.numba.config.DISABLE_JIT
     for shape in args.shapes:
         for dtype in args.dtypes:
-            progress(f"{shape_str(shape)} {dtype}: copy")
-            copy = copy_bandwidth(shape, dtype, ctx.budget, use_numba_copy)
-            report["copy"].append(copy)
+            copies: list[dict] = []
             for norm in norms:
-                report["results"] += bench_norm(ctx, norm, shape, dtype, copy["best_gbs"])
+                report["results"] += bench_norm(ctx, norm, shape, dtype, copies)
+            if not copies:                             # no norm ran: the roofline alone
+                progress(f"{shape_str(shape)} {dtype}: copy")
+                copies.append(copy_bandwidth(shape, dtype, ctx.budget, ctx.use_numba_copy))
+            report["copy"].append(median_copy(copies))
             for norm in norms:
                 if norm.layer and ctx.numba and any(r["norm"] == norm.name and r["impl"] == "numba_out"
                                                     for r in report["results"]):
