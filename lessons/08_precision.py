@@ -1,7 +1,7 @@
 """Precision: float16, bfloat16 and float32 against a float64 reference, and where eps goes.
 
-scratchnorm computes every statistic in float64 and rounds once at the end
-(dtypes.py); float16 inputs are upcast first. Two things remain: the input
+scratchnorm's NumPy reference, used here, computes every statistic in float64
+and rounds once at the end (dtypes.py); float16 inputs are upcast first. Two things remain: the input
 is already rounded to its format, and the output is rounded to it. A
 feature with mean m and spread s in float16 keeps about 11 bits of m + s z,
 so what is left of z has a relative error of about 2^-11 * m / s. LayerNorm

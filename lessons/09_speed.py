@@ -346,8 +346,8 @@ def bench_json_path(lesson):
 def plot_bench_json(lesson, path):
     """% of copy bandwidth, fwd+bwd, LayerNorm and RMSNorm, per shape and implementation."""
     rep = json.loads(path.read_text())
-    if rep.get("schema") != "scratchnorm-bench/1":
-        print(f"lesson 09: {path} is not a scratchnorm-bench/1 report; its plot is skipped")
+    if rep.get("schema") != "scratchnorm-bench/2":
+        print(f"lesson 09: {path} is not a scratchnorm-bench/2 report; its plot is skipped")
         return
     rows = [r for r in rep["results"] if r["step"] == "fwd+bwd" and r["norm"] in ("layernorm", "rmsnorm")]
     dtypes = [t for t in rep["config"]["dtypes"] if any(r["dtype"] == t for r in rows)]

@@ -11,11 +11,13 @@ calls and jit compiles) and the first-call subprocesses (--no-compile skips them
 What is measured, all in this one process, as the median over repeats after a
 warm-up (``time.perf_counter`` around each call; the number of repeats adapts
 to ``--budget`` seconds per figure, 0.3 by default, at least 3 repeats). The
-figures of one shape are taken in ``--rounds`` interleaved rounds (5 by
-default): each round times the copy and then every step of every
-implementation for a share of the budget, and a figure is the median of its
-rounds' medians. A slow spell of a shared machine then falls on every
-implementation alike, and the ratios between them hold better:
+figures of one norm at one shape are taken in ``--rounds`` interleaved
+rounds (5 by default): each round times the copy and then every step of
+every implementation for a share of the budget (the warm-up only in the
+first), and a figure is the median of its rounds' medians. A slow spell of a
+shared machine then falls on every implementation and on the copy alike, and
+the ratios between them hold better (norms, and the layer classes, are still
+timed one after the other):
 
 * the roofline: copying an array of the same size, once with ``np.copyto``
   into a preallocated array and once with a parallel numba loop; the faster
@@ -68,7 +70,7 @@ picked up than to exist under the reference's name in ``scratchnorm.fast``.
 JSON (``--json PATH``), for the speed lesson's plots. Times are seconds,
 bandwidths GB/s (1e9 bytes), shapes [N, D], dtypes and steps are strings:
 
-    schema       "scratchnorm-bench/1"
+    schema       "scratchnorm-bench/2"
     config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
     environment  {python, numpy, numba, torch, jax (version or null), cpu, cpu_count,
                   numba_threads, torch_threads, jax_threads (a note), openblas (env vars),
@@ -259,21 +261,21 @@ class Budget:
     max_repeats: int
 
 
-def measure(fn, budget: Budget) -> Timing:
+def measure(fn, budget: Budget, warm_up: bool = True) -> Timing:
     """Median of timed calls of ``fn()`` after a warm-up; repeats fill ``budget.seconds``.
 
     The garbage collector is off while timing, as in ``timeit`` (a full
-    collection with torch and jax loaded takes ~0.1 s).
+    collection with torch and jax loaded takes ~0.1 s). ``warm_up=False``
+    (later rounds of ``in_rounds``) skips the warm-up calls.
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
         start = time.perf_counter()
-        fn()                                         # first call: compiles, traces, faults pages in
-        for _ in range(20):                          # more warm-up while under 10% of the budget
+        for _ in range(21 if warm_up else 0):        # first call: compiles, traces, faults pages in;
+            fn()                                     # more warm-up while under 10% of the budget
             if time.perf_counter() - start >= 0.1 * budget.seconds:
                 break
-            fn()
         t0 = time.perf_counter()
         fn()
         samples = [time.perf_counter() - t0]
@@ -318,17 +320,23 @@ def median_copy(copies: list[dict]) -> dict:
     return {**copies[0], **med, "measurements": len(copies)}
 
 
-def copy_bandwidth(shape, dtype, budget: Budget, use_numba: bool) -> dict:
-    """GB/s of copying one array of ``shape``: bytes read + bytes written over the median time."""
+def copy_arrays(shape, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) for copy_bandwidth: random values, and zeros (both touched, so paged in)."""
     src = np.random.default_rng(1).standard_normal(shape).astype(dtype)
-    dst = np.zeros_like(src)
+    return src, np.zeros_like(src)
+
+
+def copy_bandwidth(shape, dtype, budget: Budget, use_numba: bool, arrays=None, warm_up: bool = True) -> dict:
+    """GB/s of copying one array of ``shape``: bytes read + bytes written over the median time.
+    ``arrays``: (src, dst) from copy_arrays, to reuse; made here if None."""
+    src, dst = copy_arrays(shape, dtype) if arrays is None else arrays
     moved = 2 * src.nbytes
     rec = {"shape": list(shape), "dtype": np.dtype(dtype).name, "array_bytes": src.nbytes,
-           "numpy_gbs": moved / measure(lambda: np.copyto(dst, src), budget).median_s / 1e9,
+           "numpy_gbs": moved / measure(lambda: np.copyto(dst, src), budget, warm_up).median_s / 1e9,
            "numba_gbs": None}
     if use_numba:
         kernel, s, t = parallel_copy(), src.reshape(-1), dst.reshape(-1)
-        rec["numba_gbs"] = moved / measure(lambda: kernel(s, t), budget).median_s / 1e9
+        rec["numba_gbs"] = moved / measure(lambda: kernel(s, t), budget, warm_up).median_s / 1e9
     rec["best_gbs"] = max(v for v in (rec["numpy_gbs"], rec["numba_gbs"]) if v is not None)
     return rec
 
@@ -617,20 +625,23 @@ def in_rounds(ctx: Context, timed: dict, shape, dtype, label: str) -> tuple[dict
     """Time every callable of ``timed`` in ``ctx.rounds`` rounds, each callable for a share of the
     budget per round, with the copy roofline measured at the start of every round.
 
-    On a shared machine the load changes over minutes; taking all figures of a shape round
-    by round puts a slow spell into every implementation's figures alike, so the ratios
-    between them (and to the copy) hold better than figures taken one after the other.
+    On a shared machine the load changes over minutes; taking the figures of one norm at one
+    shape round by round puts a slow spell into every implementation's figures and the copy
+    alike, so the ratios between them hold better than figures taken one after the other.
+    (Different norms, and the layer classes, are still timed one after the other.)
     Returns ({key: Timing with the median of the round medians, the smallest call and all
     repeats}, [the copy record of each round]).
     """
-    share = Budget(ctx.budget.seconds / ctx.rounds, ctx.budget.min_repeats, ctx.budget.max_repeats)
+    share = Budget(ctx.budget.seconds / ctx.rounds, -(-ctx.budget.min_repeats // ctx.rounds),
+                   ctx.budget.max_repeats)            # the budget and the least repeats, shared out
     per_round: dict = {key: [] for key in timed}
     copies = []
+    arrays = copy_arrays(shape, dtype)
     for rnd in range(ctx.rounds):
         progress(f"  {label}: round {rnd + 1} of {ctx.rounds}")
-        copies.append(copy_bandwidth(shape, dtype, share, ctx.use_numba_copy))
+        copies.append(copy_bandwidth(shape, dtype, share, ctx.use_numba_copy, arrays, warm_up=rnd == 0))
         for key, fn in timed.items():
-            per_round[key].append(measure(fn, share))
+            per_round[key].append(measure(fn, share, warm_up=rnd == 0))
     return ({key: Timing(statistics.median(t.median_s for t in ts), min(t.min_s for t in ts),
                          sum(t.repeats for t in ts)) for key, ts in per_round.items()}, copies)
 
@@ -1067,7 +1078,7 @@ def environment(ctx: Context) -> dict:
 def run(args) -> dict:
     ctx = Context(args)
     norms = [NORMS[n] for n in args.norms]
-    report = {"schema": "scratchnorm-bench/1",
+    report = {"schema": "scratchnorm-bench/2",
               "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
                          "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
                          "threads": ctx.threads,

@@ -11,11 +11,12 @@
   channel kernels) compute the normalized output in float64 too and round it
   to float32 once, when it is stored. One exception: the numba row-wise
   forward computes y = x_hat * w + b in float32 from those float64 statistics
-  (twice the SIMD lanes): within about 2.5 float32 epsilons of
+  (twice the SIMD lanes): within about 3.5 float32 epsilons of
   |x_hat * w| + |b| (scratchnorm/fast/rowwise.py derives it). Its backward
   rounds once, like everything else.
 * float16 inputs are upcast to float32 when they enter the function (one
-  copy), handled exactly as float32 inputs, and the final output, *after*
+  copy; the numba backend widens them to float64, which is just as exact),
+  handled as float32 inputs are by the reference, and the final output, *after*
   the weight and the bias are applied, is cast back to float16. So there is
   one float16 rounding per output element, and x^2 never overflows float16.
 * Parameters (weight, bias, ...) have the layer's ``dtype`` (float64 unless

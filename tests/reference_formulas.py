@@ -42,7 +42,7 @@ def rms_norm(x, w, b, dy, *, eps, mode="inside", k=None):
     g = dy * w
     dx = r * g
     dx[..., :k] += (2 / LD(k)) * np.sum(g * x, -1, keepdims=True) * _drstd_dms(ms, r, eps, mode) * x[..., :k]
-    return _pack(y, dx, dy, x_hat, r * np.abs(g))
+    return _pack(y, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b))
 
 
 def layer_norm(x, w, b, dy, *, eps):
@@ -57,17 +57,21 @@ def layer_norm(x, w, b, dy, *, eps):
     x_hat = (x - mu) * r
     g = dy * w
     dx = r * (g - np.mean(g, -1, keepdims=True) - x_hat * np.mean(g * x_hat, -1, keepdims=True))
-    return _pack(x_hat * w + b, dx, dy, x_hat, r * np.abs(g))
+    return _pack(x_hat * w + b, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b))
 
 
-def _pack(y, dx, dy, x_hat, direct):
+def _pack(y, dx, dy, x_hat, direct, terms_y=None):
     """The results, and the scales their errors are measured against: for a sum over
     rows, the sum of the absolute values of its terms, where x_hat counts at least 1 (its
     natural unit: a constant row has x_hat = 0 exactly, but float64 can only get it to
     within eps * |mean| * rstd). dx is measured against its direct term rstd * |g|: dx is a
-    difference of terms of that size, and can be far smaller than them (d = 1)."""
+    difference of terms of that size, and can be far smaller than them (d = 1). y likewise
+    against its terms |x_hat * w| + |b| where given (x_hat * w and b can nearly cancel; the
+    numba forward rounds each in float32), else against max |y|."""
     lead = tuple(range(y.ndim - 1))
-    return {"y": y, "x": dx, "scale_x": np.full(dx.shape, max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))), "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
+    extra = {} if terms_y is None else {
+        "scale_y": np.full(y.shape, max(np.max(np.abs(y), initial=0), np.max(terms_y, initial=0)))}
+    return {**extra, "y": y, "x": dx, "scale_x": np.full(dx.shape, max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))), "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
             "scale_weight": np.sum(np.abs(dy) * (np.abs(x_hat) + 1), axis=lead), "scale_bias": np.sum(np.abs(dy), axis=lead)}
 
 

@@ -62,7 +62,7 @@ def quick(tmp_path_factory):
 
 def test_quick_report_structure(quick):
     out, rep = quick
-    assert rep["schema"] == "scratchnorm-bench/1"
+    assert rep["schema"] == "scratchnorm-bench/2"
     cfg = rep["config"]
     assert cfg["quick"] and cfg["threads"] == 1 and cfg["compare"] == []
     assert cfg["norms"] == list(bench.NORMS)
@@ -109,7 +109,7 @@ def test_every_available_norm_has_every_figure(quick):
                     for impl in impls:
                         r = measured.pop((name, tuple(shape), dtype, step, impl))
                         assert finite_positive(r["median_s"]) and r["min_s"] <= r["median_s"]
-                        assert r["repeats"] >= 3 * cfg["rounds"]
+                        assert r["repeats"] >= 3
                         assert r["bytes"] == ARRAYS[step] * nbytes * np.dtype(dtype).itemsize
                         assert r["gbs"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
                         assert r["pct_copy"] == pytest.approx(100 * r["gbs"] / r["copy_gbs"])
@@ -358,12 +358,15 @@ def test_rounds_interleave_the_copy_and_every_figure(monkeypatch):
     """Each round measures the copy, then every callable once; a figure is the median of its rounds."""
     ctx = bench.Context(bench.parse_args(["--quick", "--compare", "none", "--rounds", "3"]))
     calls = []
-    monkeypatch.setattr(bench, "copy_bandwidth", lambda *a: calls.append("copy") or {"best_gbs": 1.0})
+    warm = []
+    monkeypatch.setattr(bench, "copy_bandwidth",
+                        lambda *a, warm_up: (calls.append("copy"), warm.append(warm_up)) and {"best_gbs": 1.0})
     medians = iter([3.0, 30.0, 1.0, 10.0, 2.0, 20.0])      # a, b of round 1, 2, 3
-    monkeypatch.setattr(bench, "measure", lambda fn, budget: (calls.append(fn()),
-                                                              bench.Timing(next(medians), 0.5, 4))[1])
+    monkeypatch.setattr(bench, "measure", lambda fn, budget, warm_up: (calls.append(fn()), warm.append(warm_up),
+                                                                       bench.Timing(next(medians), 0.5, 4))[2])
     timings, copies = bench.in_rounds(ctx, {"a": lambda: "a", "b": lambda: "b"}, (8, 16), np.float32, "test")
     assert calls == ["copy", "a", "b"] * 3 and len(copies) == 3
+    assert warm == [True] * 3 + [False] * 6                  # warm-up calls in the first round only
     assert timings["a"] == bench.Timing(2.0, 0.5, 12) and timings["b"] == bench.Timing(20.0, 0.5, 12)
 
 

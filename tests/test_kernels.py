@@ -9,7 +9,7 @@ Every case runs the same inputs through both backends and compares:
   the two float64 values differ by round-off only, so a rounding can fall on
   either side of a boundary, never further;
 * except y from a float32 x: the numba forward computes its elementwise part in
-  float32 (rowwise.py derives the bound, about 2.5 epsilons), so y may be a
+  float32 (rowwise.py derives the bound, about 3.5 epsilons), so y may be a
   further 4 float32 epsilons (4.8e-7) of |x_hat * w| + |b| off.
 
 The default run keeps the inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` (the
@@ -389,6 +389,34 @@ def test_float32_forward_falls_back_to_float64_where_rstd_does_not_fit():
                                      np.spacing(np.abs(want[0])) + 1e-12)
         xh = np.abs(cache["x_hat"][1])
         assert np.all(np.abs(got[1].astype(np.float64) - want[1]) <= np.spacing(np.abs(want[1])) + F32_TERMS * xh)
+
+
+def test_float32_forward_recomputes_a_row_that_overflows_in_float32():
+    """A row spanning +-3.4e38: x - mean overflows float32 while rstd fits; the row is computed
+    again in float64 and matches the reference (found by review: it gave inf)."""
+    x = np.full((2, 100), -3.4e38, np.float32)
+    x[0, 0] = 3.4e38
+    x[1] = np.linspace(-1, 1, 100)                                   # a normal row beside it
+    with np.errstate(over="ignore"):            # (NUMBA_DISABLE_JIT: NumPy's scalars warn on the overflow)
+        got, _ = fast.layer_norm_forward(x, eps=1e-5)
+    want, cache = sn.layer_norm_forward(x, eps=1e-5)
+    assert np.all(np.isfinite(got))
+    assert np.all(np.abs(got.astype(np.float64) - want) <= np.spacing(np.abs(want)) + F32_TERMS * np.abs(cache["x_hat"]))
+
+
+def test_a_float64_weight_beyond_float32_stays_float64():
+    """A float64 weight of 5e38 cannot be rounded to float32 (it would be inf, and every y
+    with it); the forward keeps it in float64, so y is the reference's: inf where the result
+    overflows float32, the same finite values elsewhere (found by review)."""
+    x = np.full((2, 8), 1e-4, np.float32)
+    x[:, 0] = 1.0                                                    # x_hat: 2.8 there, 2.8e-4 elsewhere
+    w = np.full(8, 5e38)
+    w[1] = -5e38
+    with np.errstate(over="ignore"):
+        want, _ = sn.rms_norm_forward(x, w)
+        got, _ = fast.rms_norm_forward(x, w)
+    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isinf(got[:, 0]).all()
+    np.testing.assert_allclose(got[:, 1:], want[:, 1:], rtol=4 * np.finfo(np.float32).eps)
 
 
 def test_float32_forward_keeps_x_minus_mean_accurate_for_a_large_mean():

@@ -111,12 +111,18 @@ def _identity(d: int, value: float, dtype) -> np.ndarray:
 
 def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
     """A weight or bias as a C-contiguous (d,) vector of ``dtype`` (float64 or the kernel dtype of x);
-    None gives ``identity`` (1.0 or -0.0). Never copies a vector that already is one."""
+    None gives ``identity`` (1.0 or -0.0). Never copies a vector that already is one. A vector
+    that float32 cannot hold (|w| > 3.4e38) stays float64: the kernel then computes in float64."""
     if param is None:
         return _identity(d, identity, dtype)
-    if isinstance(param, np.ndarray) and param.ndim == 1:     # astype: half the time of ascontiguousarray
-        return param if param.dtype == dtype and param.flags.c_contiguous else param.astype(dtype)
-    return np.ascontiguousarray(param, dtype=dtype)
+    param = param if isinstance(param, np.ndarray) else np.asarray(param)
+    if param.dtype == dtype and param.flags.c_contiguous and param.ndim == 1:
+        return param
+    if dtype == FLOAT32 and param.dtype == FLOAT64:                # narrowing: it may overflow
+        with np.errstate(over="ignore"):
+            narrow = param.astype(dtype).reshape(d)
+        return narrow if np.all(np.isfinite(narrow)) else param.astype(FLOAT64).reshape(d)
+    return param.astype(dtype).reshape(d)          # astype: half the time of ascontiguousarray
 
 
 def check_cache(cache, kind: str, fn: str) -> dict:

@@ -45,13 +45,19 @@ Why the forward's elementwise part runs in T: for float32 it has twice the
 SIMD lanes of float64 and needs no conversions, about 1.3x faster (measured
 in one process against the all-float64 kernel: 0.75-0.8 of its time at
 64x512 and 1024x1024 on one thread). The price is a few float32 roundings
-instead of one: x - hi is exact or rounded once (when |mean| >> std, x and hi
-are close and Sterbenz's lemma makes it exact), then - lo, * rstd, * w and + b
-round once each, so y is within about 5 units of 2^-24 (2.5 float32
-epsilons) of |x_hat * w| + |b|. The tests allow 4. A row whose rstd is not a
-T number within one rounding (rstd = 1e40 for a float32 row of 1e-40; NaN)
-runs the same loop with the float64 scalars: computed in float64 and rounded
-once, as every float64 and float16 input is. The backward stays in float64
+instead of one: rstd and lo are rounded to T, x - hi is exact or rounded once
+(when |mean| >> std, x and hi are close and Sterbenz's lemma makes it exact),
+then - lo, * rstd, * w and + b round once each: with u = 2^-24, y is within
+about 7u |x_hat * w| + 2u |b| of the exact value (3.5 float32 epsilons of
+|x_hat * w| + |b|; a float64 weight or bias rounded to T adds u each). The
+tests allow 4 epsilons. A row runs the same loop with the float64 scalars
+instead (computed in float64 from the weight and bias in T, rounded once at
+the store) when rstd or lo is not a T number within one rounding
+(rstd = 1e40 for a float32 row of 1e-40; a subnormal lo; NaN), or when the T
+loop produced an Inf or NaN (x - hi overflowing for a row spanning +-3e38, or
+x_hat * w for a weight near T's largest value: the row is computed again).
+A float64 weight or bias that overflows float32 is kept in float64
+(rowwise_api.py). The backward stays in float64
 (rounded once at the store): its loop also updates the float64 partial sums
 of dweight and dbias, which keeps it at 8 lanes, and a float32 version
 measured no faster.
@@ -169,11 +175,16 @@ def _sum_g(dy, x, w, n, c):
 
 # -- the forward's elementwise part: in the input's dtype (see the module docstring) ----------
 @jit_inline
+def _largest(like):
+    """The largest finite number of like's dtype (float32 or float64)."""
+    return 3.4028234663852886e38 if like.itemsize == 4 else 1.7976931348623157e308
+
+
+@jit_inline
 def _fits(v, like):
     """Does float64 v survive a round trip through like's dtype within one rounding?
     (Not NaN, not beyond its largest value, not subnormal there.)"""
-    largest = 3.4028234663852886e38 if like.itemsize == 4 else 1.7976931348623157e308
-    if not abs(v) <= largest:                 # NaN, Inf, overflow (checked first: a cast would warn)
+    if not abs(v) <= _largest(like):          # NaN, Inf, overflow (checked first: a cast would warn)
         return False
     t = np.float64(like.dtype.type(v))
     return abs(t - v) <= 6.0e-8 * abs(v)      # 2**-24 = 5.96e-8: the relative rounding of float32
@@ -184,6 +195,21 @@ def _affine(x, w, b, y, hi, lo, rs):
     """y = x_hat * w + b with x_hat = ((x - hi) - lo) * rs, in the dtype of the scalars."""
     for j in range(x.shape[0]):
         y[j] = ((x[j] - hi) - lo) * rs * w[j] + b[j]
+
+
+@jit_inline
+def _affine_finite(x, w, b, y, hi, lo, rs):
+    """_affine, and whether every y is finite: if not, an intermediate may have overflowed in T
+    (x - hi for a row spanning +-3e38, x_hat * w for a weight near T's largest value) where
+    float64 would not, and the caller computes the row again in float64 (the check is an
+    integer reduction that vectorizes: about 1% of the loop)."""
+    largest = _largest(x)
+    finite = True
+    for j in range(x.shape[0]):
+        v = ((x[j] - hi) - lo) * rs * w[j] + b[j]
+        y[j] = v
+        finite &= abs(v) <= largest
+    return finite
 
 
 @jit_inline
@@ -199,10 +225,9 @@ def forward_group(x, w, b, y, stats, center, k, eps, mode):
     rstd = rstd_from_ms(ms, eps, mode)
     T = x.dtype.type
     hi = T(mean)
-    if _fits(rstd, x):
-        _affine(x, w, b, y, hi, T(mean - np.float64(hi)), T(rstd))
-    else:
-        _affine(x, w, b, y, mean, 0.0, rstd)
+    lo = mean - np.float64(hi)
+    if not (_fits(rstd, x) and _fits(lo, x) and _affine_finite(x, w, b, y, hi, T(lo), T(rstd))):
+        _affine(x, w, b, y, mean, 0.0, rstd)              # the row in float64 (module docstring)
     stats[0] = mean
     stats[1] = ms
     stats[2] = rstd

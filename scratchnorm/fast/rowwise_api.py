@@ -4,7 +4,8 @@ Each function checks its arguments with the same helpers, in the same order,
 as its NumPy reference (layernorm.py, rmsnorm.py, group_rmsnorm.py), so a bad
 argument raises the same error. Then ``_forward`` / ``_backward`` shape the
 arrays for the one pair of kernels in rowwise.py (x as (rows * G, d / G),
-one kernel row per group; the weight and bias as float64 (G, d / G)), find
+one kernel row per group; the weight and bias as (G, d / G), in x's dtype for
+the forward and float64 for the backward: rowwise.py says why), find
 or make the output buffers (_buffers.py) and pick the serial or the parallel
 twin (_jit.py).
 
