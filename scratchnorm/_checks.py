@@ -104,11 +104,15 @@ def check_array_shape(name: str, arr, shape: tuple, fix: str | None = None) -> n
 
 
 def check_affine(weight, bias, d: int) -> None:
-    """weight and bias, where given, are float vectors of length d."""
-    if weight is not None:
-        check_array_shape("weight", weight, (d,))
-    if bias is not None:
-        check_array_shape("bias", bias, (d,))
+    """weight and bias, where given, are float NumPy vectors of length d (a list would be used
+    as an array later: converting it here would hide the conversion from the cache)."""
+    for name, v in (("weight", weight), ("bias", bias)):
+        if v is None:
+            continue
+        if not isinstance(v, np.ndarray):
+            fail(TypeError, name, f"a float NumPy array of shape ({d},) or None", type(v).__name__,
+                 f"pass np.asarray({name}, dtype=np.float32) (or float64).")
+        check_array_shape(name, v, (d,))
 
 
 def check_dy(dy: np.ndarray, shape: tuple) -> None:

@@ -297,6 +297,8 @@ BAD_CALLS = [
     ("rms_norm", (X, np.ones(7)), {}),
     ("rms_norm", (X, np.ones(8), np.ones((8, 1))), {}),
     ("rms_norm", (X, np.ones(8, int)), {}),
+    ("rms_norm", (X, [1.0] * 8), {}),                     # a list: both backends used to crash later
+    ("layer_norm", (X, None, (0.0,) * 8), {}),
     ("layer_norm", (X,), {"eps": "1e-5"}),
     ("layer_norm", (X, None, np.ones(3)), {}),
     ("layer_norm", (np.zeros((2, 8), complex),), {}),
@@ -417,6 +419,20 @@ def test_a_float64_weight_beyond_float32_stays_float64():
         got, _ = fast.rms_norm_forward(x, w)
     assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isinf(got[:, 0]).all()
     np.testing.assert_allclose(got[:, 1:], want[:, 1:], rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_float32_forward_uses_float64_where_x_hat_times_weight_could_overflow():
+    """w = 3e38, b = -3e38 (float32): x_hat * w overflows float32 at x_hat = 1.73 while
+    x_hat * w + b = 2.2e38 fits. The weights fail _bounded, so the row is computed in
+    float64: inf exactly where the reference overflows, its value elsewhere (found by review)."""
+    x = np.array([[0.0, 0.0, 0.0, 2.0]], np.float32)
+    w = np.full(4, 3e38, np.float32)
+    b = np.full(4, -3e38, np.float32)
+    with np.errstate(over="ignore"):
+        want, _ = sn.layer_norm_forward(x, w, b, eps=0.0)
+        got, _ = fast.layer_norm_forward(x, w, b, eps=0.0)
+    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isfinite(got[0, 3])
+    np.testing.assert_allclose(got[0, 3], want[0, 3], rtol=4 * np.finfo(np.float32).eps)
 
 
 def test_float32_forward_keeps_x_minus_mean_accurate_for_a_large_mean():

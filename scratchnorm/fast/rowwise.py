@@ -52,10 +52,16 @@ about 7u |x_hat * w| + 2u |b| of the exact value (3.5 float32 epsilons of
 |x_hat * w| + |b|; a float64 weight or bias rounded to T adds u each). The
 tests allow 4 epsilons. A row runs the same loop with the float64 scalars
 instead (computed in float64 from the weight and bias in T, rounded once at
-the store) when rstd or lo is not a T number within one rounding
-(rstd = 1e40 for a float32 row of 1e-40; a subnormal lo; NaN), or when the T
-loop produced an Inf or NaN (x - hi overflowing for a row spanning +-3e38, or
-x_hat * w for a weight near T's largest value: the row is computed again).
+the store) unless the T loop provably neither overflows nor loses precision:
+rstd and lo must be T numbers within one rounding (not so: rstd = 1e40 for a
+float32 row of 1e-40; a subnormal lo; NaN), the row's deviation sqrt(m ms)
+under a quarter of T's largest value (x - hi would overflow for a row
+spanning +-3e38), and, once per call, every feature must feed the statistic
+(k = m, so |x_hat| <= sqrt(m)) with sqrt(m) sum|w| + sum|b| under a quarter
+of T's largest value (_bounded). So pRMSNorm (k < m), where x_hat beyond the
+first k has no bound, computes in float64 as before. (A check of every y
+for Inf, with a second pass in float64, was tried instead: it slowed every
+row by a third, and even as a branch that never ran, by 1.5x.)
 A float64 weight or bias that overflows float32 is kept in float64
 (rowwise_api.py). The backward stays in float64
 (rounded once at the store): its loop also updates the float64 partial sums
@@ -197,24 +203,31 @@ def _affine(x, w, b, y, hi, lo, rs):
         y[j] = ((x[j] - hi) - lo) * rs * w[j] + b[j]
 
 
-@jit_inline
-def _affine_finite(x, w, b, y, hi, lo, rs):
-    """_affine, and whether every y is finite: if not, an intermediate may have overflowed in T
-    (x - hi for a row spanning +-3e38, x_hat * w for a weight near T's largest value) where
-    float64 would not, and the caller computes the row again in float64 (the check is an
-    integer reduction that vectorizes: about 1% of the loop)."""
-    largest = _largest(x)
-    finite = True
-    for j in range(x.shape[0]):
-        v = ((x[j] - hi) - lo) * rs * w[j] + b[j]
-        y[j] = v
-        finite &= abs(v) <= largest
-    return finite
+@jit_sum
+def _sum_abs(v):
+    """sum of |v|, v of any shape (an upper bound of max |v| that vectorizes)."""
+    s = 0.0
+    for e in v.ravel():
+        s += abs(np.float64(e))
+    return s
+
+
+@jit
+def _bounded(w, b, k):
+    """Can no intermediate of the forward's T loop overflow, whatever the row? True when every
+    feature feeds the statistic (k = m, so |x_hat| <= sqrt(m)) and sqrt(m) sum|w| + sum|b| (>=
+    sqrt(m) max|w| + max|b|) is under a quarter of T's largest value; x - mean is bounded per
+    row (forward_group). Once per call, over the (G, m) weight and bias; a NaN gives False."""
+    m = w.shape[1]
+    if k != m:                                # pRMSNorm: x_hat beyond the first k is unbounded
+        return False
+    return np.sqrt(m) * _sum_abs(w) + _sum_abs(b) <= 0.25 * _largest(w)
 
 
 @jit_inline
-def forward_group(x, w, b, y, stats, center, k, eps, mode):
-    """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd)."""
+def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded):
+    """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd).
+    ``bounded``: _bounded(w, b, k) for the whole call."""
     m = x.shape[0]
     if center:                                            # a constant: numba compiles one branch
         mean = _sum(x, m) / m
@@ -226,7 +239,11 @@ def forward_group(x, w, b, y, stats, center, k, eps, mode):
     T = x.dtype.type
     hi = T(mean)
     lo = mean - np.float64(hi)
-    if not (_fits(rstd, x) and _fits(lo, x) and _affine_finite(x, w, b, y, hi, T(lo), T(rstd))):
+    # |x - mean| <= sqrt(m ms) with centering (k = m): below a quarter of T's largest value,
+    # x - hi cannot overflow; _bounded covers x_hat * w + b
+    if bounded and _fits(rstd, x) and _fits(lo, x) and (not center or m * ms <= 0.0625 * _largest(x) * _largest(x)):
+        _affine(x, w, b, y, hi, T(lo), T(rstd))
+    else:
         _affine(x, w, b, y, mean, 0.0, rstd)              # the row in float64 (module docstring)
     stats[0] = mean
     stats[1] = ms
@@ -304,9 +321,10 @@ def backward_two_groups(dy0, x0, stats0, dx0, dy1, x1, stats1, dx1, w, dw, db, c
 def _drivers(center):
     def _forward_rows(x, w, b, y, stats, k, eps, mode):
         G = w.shape[0]
+        bounded = _bounded(w, b, k)
         for r in prange(x.shape[0]):
             g = r % G
-            forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode)
+            forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, bounded)
 
     def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, k, eps, mode, chunks):
         """part (chunks, 2, G, m): per-chunk partial sums; dwb (2, G, m) gets dweight, dbias;
