@@ -24,7 +24,12 @@ ceiling, guarded against round-off (100 * 0.07 = 7.000000000000001).
 Speed: the statistic reads k features, but the forward still reads and
 writes all d of them, and the backward needs sum(g * x) over all d. The
 saving is therefore well below 1 - p; on a CPU, where a row of a few
-thousand features stays in cache between the two passes, it can vanish. Timings depend on the machine (and on
+thousand features stays in cache between the two passes, it can vanish. It
+can even turn: for float32, scratchnorm's fused forward computes y in float32
+only where nothing can overflow, which it can prove from |x_hat| <= sqrt(d)
+when every feature feeds the statistic; with k < d, x_hat beyond the first k
+has no such bound, so pRMSNorm's forward stays in float64 (fast/rowwise.py),
+and can be slower than RMSNorm's. Timings depend on the machine (and on
 its load), so the lesson records the speed-up without asserting a verdict;
 in a full run it only asserts that pRMSNorm is not more than 2x slower.
 
