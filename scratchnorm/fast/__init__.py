@@ -29,7 +29,8 @@ Precision
     float32 in, float32 out; every statistic and every sum in float64,
     computed in float64 and rounded once at the store, except the row-wise
     forward's y for float32 input, computed in float32 from the float64
-    statistics (rowwise.py: a few float32 roundings, about 1.3x faster). float16 is computed as float64 and rounded once at
+    statistics (rowwise.py: a few float32 roundings, about 1.2x faster).
+    float16 is computed as float64 and rounded once at
     the end (_buffers.py). NaN and Inf propagate as in the reference: no
     fast-math except reassociation inside pure sums (_jit.py).
 
