@@ -42,6 +42,15 @@ would take the same time. Whether the kernels get there on this machine is
 measured (a claim below): a single core computing in float64 may not keep
 up with memory, and then the saving in operations still shows.
 
+Writing past the cache. A plain store reads the output's cache line from
+memory before writing it, so once x and y no longer fit in the last-level
+cache a forward moves three arrays' worth of bytes while the copy (glibc's
+memcpy, which switches to non-temporal stores for large copies) moves two.
+From that size on the numba kernels write y and dx with non-temporal stores
+too (scratchnorm/fast/_stream.py); below it they write normally, so that
+the next layer finds y in cache. The largest d here cross that line when
+x and y together reach the cache size printed by the benchmark.
+
 PyTorch is timed as a user gets it. Where its RMSNorm is much slower than
 its LayerNorm, look at the fresh pages and at what its autograd keeps (the
 memory claim): a chain of operations, each with its own output array, not

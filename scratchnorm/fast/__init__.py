@@ -16,8 +16,8 @@ Compilation and the on-disk cache
 
     numba checks a cache entry against the modification time of the kernel's
     own source file only. A kernel and the jitted helpers it calls therefore
-    live in the same file (rowwise.py); after editing _jit.py, delete the
-    ``__pycache__/*.nbi`` / ``*.nbc`` files.
+    live in the same file (rowwise.py); after editing _jit.py or _stream.py,
+    delete the ``__pycache__/*.nbi`` / ``*.nbc`` files.
 
 Threads and determinism
     Large inputs run on numba's threads (``NUMBA_NUM_THREADS``; the threading
@@ -44,6 +44,11 @@ What a cache holds
     cannot notice). Writing into y is safe, and so is ``out=x``: an in-place
     forward keeps a copy of x first. The NumPy reference keeps float64 copies
     of everything, so it is not affected either way.
+
+Large outputs
+    When a row-wise call's arrays fill the last-level cache, y and dx are
+    written with non-temporal stores, which skip reading each output line from
+    memory before writing it (_stream.py: why, when and how; the same bits).
 
 NUMBA_DISABLE_JIT=1 runs the same code as plain Python (slow; for tests and
 debugging).

@@ -72,6 +72,10 @@ What forward keeps: (mean, ms, rstd) per kernel row, ``stats`` (rows * G, 3),
 and a reference to x (no copy: see "What a cache refers to" in __init__.py),
 which backward reads again.
 
+Writing y and dx. When a call's arrays fill the last-level cache, y and dx
+are written with non-temporal stores, which skip reading each output line from
+memory first (_stream.py: why, when, how; the same bits either way).
+
 Parallel work and determinism. The forward's rows are independent: any split
 gives the same bits. The backward's dweight and dbias are sums over rows: the
 kernel rows are cut into ``chunks`` fixed chunks (``_jit.n_chunks``, from the
@@ -87,9 +91,11 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import jit, jit_inline, jit_sum, serial_and_parallel
+from ._jit import jit, jit_inline, jit_sum, n_chunks, serial_and_parallel
+from ._stream import VECTOR_BYTES, affine_line, line_start, store_fence, stream_row
 
 INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
+_n_chunks = jit(n_chunks)           # _jit.n_chunks, callable in the kernels
 COLUMN_BLOCK = 512                  # columns per task when the partial sums are added
 
 
@@ -203,6 +209,20 @@ def _affine(x, w, b, y, hi, lo, rs):
         y[j] = ((x[j] - hi) - lo) * rs * w[j] + b[j]
 
 
+@jit_inline
+def _affine_streamed(x, w, b, y, hi, lo, rs):
+    """_affine with y written by non-temporal stores, a cache line at a time (_stream.py); the
+    elements before y's first line boundary and after its last whole line by _affine itself."""
+    m = x.shape[0]
+    lanes = VECTOR_BYTES // y.itemsize
+    head = line_start(y)
+    body = head + (m - head) // lanes * lanes
+    _affine(x[:head], w[:head], b[:head], y[:head], hi, lo, rs)
+    for j in range(head, body, lanes):
+        affine_line(x, w, b, y, j, hi, lo, rs)
+    _affine(x[body:], w[body:], b[body:], y[body:], hi, lo, rs)
+
+
 @jit_sum
 def _sum_abs(v):
     """sum of |v|, v of any shape (an upper bound of max |v| that vectorizes)."""
@@ -225,9 +245,10 @@ def _bounded(w, b, k):
 
 
 @jit_inline
-def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded):
+def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded, stream):
     """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd).
-    ``bounded``: _bounded(w, b, k) for the whole call."""
+    ``bounded``: _bounded(w, b, k) for the whole call. ``stream``: write y with non-temporal
+    stores (_stream.py; a row in float64 is written plainly)."""
     m = x.shape[0]
     if center:                                            # a constant: numba compiles one branch
         mean = _sum(x, m) / m
@@ -243,7 +264,10 @@ def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded):
     # x - hi cannot overflow; _bounded covers x_hat * w + b
     small_deviation = not center or m * ms <= 0.0625 * _largest(x) * _largest(x)
     if bounded and _fits(rstd, x) and _fits(lo, x) and small_deviation:
-        _affine(x, w, b, y, hi, T(lo), T(rstd))
+        if stream:
+            _affine_streamed(x, w, b, y, hi, T(lo), T(rstd))
+        else:
+            _affine(x, w, b, y, hi, T(lo), T(rstd))
     else:
         _affine(x, w, b, y, mean, 0.0, rstd)              # the row in float64 (module docstring)
     stats[0] = mean
@@ -316,38 +340,63 @@ def backward_two_groups(dy0, x0, stats0, dx0, dy1, x1, stats1, dx1, w, dw, db, c
 
 # -- drivers: all groups of all rows, compiled serial and parallel ---------------------------
 # The arrays come as (rows * G, m): kernel row r is group r % G of row r // G, and the
-# weight, bias and partial sums as (G, m). ``center`` is a closure constant, so numba
-# compiles one pair of drivers per value: without centering the mean is the constant 0
-# and LLVM drops every "- mean", "- mean(g)" and the sum of g from RMSNorm's loops.
-def _drivers(center):
+# weight, bias and partial sums as (G, m). ``center`` and ``stream`` are closure constants,
+# so numba compiles one pair of drivers per value (each only when first called): without
+# centering the mean is the constant 0 and LLVM drops every "- mean", "- mean(g)" and the
+# sum of g from RMSNorm's loops; without streaming no streamed path is compiled in (as a
+# branch taken at run time it made the plain forward a third slower at 64x512).
+def _drivers(center, stream):
     def _forward_rows(x, w, b, y, stats, k, eps, mode):
+        """``stream``: write y with non-temporal stores (_stream.py), the rows in the backward's
+        chunks, so that each worker fences once a chunk (a fence waits until the streamed lines
+        have reached memory: once a row, it cost 1.3x at 4096x1024)."""
+        rows = x.shape[0]
         G = w.shape[0]
         bounded = _bounded(w, b, k)
-        for r in prange(x.shape[0]):
-            g = r % G
-            forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, bounded)
+        if stream:
+            chunks = _n_chunks(rows)
+            for c in prange(chunks):
+                for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+                    g = r % G
+                    forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, bounded, True)
+                store_fence()
+        else:
+            for r in prange(rows):
+                g = r % G
+                forward_group(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, bounded, False)
 
     def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, k, eps, mode, chunks):
         """part (chunks, 2, G, m): per-chunk partial sums; dwb (2, G, m) gets dweight, dbias;
-        deps (rows + 1,): d loss / d eps per kernel row, then their sum."""
+        deps (rows + 1,): d loss / d eps per kernel row, then their sum. ``stream``: write dx
+        with non-temporal stores, each row computed into ``buf`` first (_stream.py)."""
         rows = x.shape[0]
         G = w.shape[0]
         for c in prange(chunks):
             part[c] = 0.0
+            buf = np.empty((2, x.shape[1] if stream else 0), dx.dtype)   # (2, m) or unused
             lo = c * rows // chunks
             hi = (c + 1) * rows // chunks
             if G == 1:                                    # rows in pairs (backward_two_groups)
                 for r in range(lo, hi - 1, 2):
                     deps[r], deps[r + 1] = backward_two_groups(
-                        dy[r], x[r], stats[r], dx[r], dy[r + 1], x[r + 1], stats[r + 1], dx[r + 1],
+                        dy[r], x[r], stats[r], buf[0] if stream else dx[r],
+                        dy[r + 1], x[r + 1], stats[r + 1], buf[1] if stream else dx[r + 1],
                         w[0], part[c, 0, 0], part[c, 1, 0], center, k, eps, mode)
-                if (hi - lo) % 2 == 0:
-                    continue
-                lo = hi - 1                               # the last row of an odd count
+                    if stream:
+                        stream_row(dx[r], buf[0])
+                        stream_row(dx[r + 1], buf[1])
+                if (hi - lo) % 2 == 1:
+                    lo = hi - 1                           # the last row of an odd count
+                else:
+                    lo = hi
             for r in range(lo, hi):
                 g = r % G
-                deps[r] = backward_group(dy[r], x[r], w[g], stats[r], dx[r], part[c, 0, g], part[c, 1, g],
-                                         center, k, eps, mode)
+                deps[r] = backward_group(dy[r], x[r], w[g], stats[r], buf[0] if stream else dx[r],
+                                         part[c, 0, g], part[c, 1, g], center, k, eps, mode)
+                if stream:
+                    stream_row(dx[r], buf[0])
+            if stream:
+                store_fence()
         flat = part.reshape(chunks, -1)
         total = dwb.reshape(-1)
         n = total.shape[0]
@@ -365,5 +414,5 @@ def _drivers(center):
     return serial_and_parallel(_forward_rows), serial_and_parallel(_backward_rows)
 
 
-# TWINS[center] = (forward (serial, parallel), backward (serial, parallel)); see _jit.py.
-TWINS = {center: _drivers(center) for center in (False, True)}
+# TWINS[center, stream] = (forward (serial, parallel), backward (serial, parallel)); see _jit.py.
+TWINS = {(center, stream): _drivers(center, stream) for center in (False, True) for stream in (False, True)}

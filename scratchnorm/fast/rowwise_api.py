@@ -22,6 +22,7 @@ from ..group_rmsnorm import check_groups
 from ..rmsnorm import check_rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, pick_twin
+from ._stream import AFFINE_MIN_ROW_BYTES, streams
 from .rowwise import INSIDE, TWINS
 
 _KIND = "rowwise"
@@ -35,7 +36,8 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
     w = affine_vector(weight, d, 1.0, xk.dtype).reshape(groups, -1)    # in x's kernel dtype (rowwise.py);
     b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
-        pick_twin(TWINS[center][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
+        stream = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
+        pick_twin(TWINS[center, stream][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
     cache = {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
@@ -53,8 +55,10 @@ def _backward(dy, cache, dx_out, fn):
     dwb = np.zeros((2,) + w.shape)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
-        pick_twin(TWINS[cache["center"]][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb,
-                                                            deps, cache["k"], cache["eps"], cache["mode"], chunks)
+        stream = streams(dyk.nbytes + xk.nbytes + dx2.nbytes)
+        pick_twin(TWINS[cache["center"], stream][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb,
+                                                                    deps, cache["k"], cache["eps"], cache["mode"],
+                                                                    chunks)
     else:
         deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0
     grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),

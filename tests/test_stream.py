@@ -1,0 +1,149 @@
+"""Non-temporal stores (scratchnorm/fast/_stream.py): the same bits as plain stores, every edge.
+
+Streaming changes where the output bytes go, never what they are. So every
+row-wise variant is run with streaming forced on and forced off and must give
+identical bits, on rows that start on and off a cache-line boundary, with
+out= buffers at odd addresses (even one not aligned to its element size),
+in both twins, and with rows that fall back to float64. The line helpers are
+checked against plain copies and _affine at every offset within a line.
+These tests also run under NUMBA_DISABLE_JIT (the helpers' Python versions).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import njit
+
+from conftest import jit_disabled
+from scratchnorm.fast import _jit, _stream, rowwise, rowwise_api
+from test_kernels import IDS, VARIANTS, digest, make_inputs, run
+
+
+def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
+    monkeypatch.setattr(rowwise_api, "streams", lambda *args: stream)
+    return digest(run("numba", name, x, dy, w, b, kw, **buffers)[0])
+
+
+def both_ways(monkeypatch, *args, **buffers):
+    return [run_streamed(monkeypatch, stream, *args, **buffers) for stream in (False, True)]
+
+
+@pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 131), (6, 64)], ids=["d131", "d64"])
+def test_streamed_and_plain_stores_give_the_same_bits(monkeypatch, label, name, kw, has_w, has_b, dtype, shape):
+    """d = 131: every row starts at another offset within a line; d = 64: rows of whole lines.
+    7 rows: the backward's row pairs and its last odd row."""
+    if name == "group_rms_norm" and shape[1] % kw["num_groups"]:
+        shape = (shape[0], shape[1] + kw["num_groups"] - shape[1] % kw["num_groups"])
+    x, dy, w, b = make_inputs(shape, dtype, seed=31, has_weight=has_w, has_bias=has_b)
+    plain, streamed = both_ways(monkeypatch, name, x, dy, w, b, kw)
+    assert plain == streamed
+
+
+@pytest.mark.parametrize("twin_threshold", [1 << 60, 0], ids=["serial", "parallel"])
+def test_both_twins_stream_the_same_bits(monkeypatch, twin_threshold):
+    monkeypatch.setattr(_jit, "PARALLEL_MIN", twin_threshold)
+    x, dy, w, b = make_inputs((70, 200), np.float32, seed=32)
+    for name, kw in (("layer_norm", {}), ("rms_norm", {}), ("group_rms_norm", {"num_groups": 4})):
+        plain, streamed = both_ways(monkeypatch, name, x, dy, w, b, kw)
+        assert plain == streamed, name
+
+
+@pytest.mark.parametrize("offset_bytes", [4, 8, 1], ids=["one-float", "two-floats", "unaligned"])
+def test_out_buffers_at_odd_addresses(monkeypatch, offset_bytes):
+    """out= and dx_out= views starting inside a line; offset 1 byte: not even float-aligned
+    (every element is then written plainly)."""
+    x, dy, w, b = make_inputs((9, 100), np.float32, seed=33)
+
+    def buffer():
+        raw = np.zeros(x.nbytes + 128, np.uint8)
+        start = (-raw.ctypes.data) % 64 + offset_bytes
+        return raw[start:start + x.nbytes].view(np.float32).reshape(x.shape)
+
+    out, dx_out = buffer(), buffer()
+    assert (out.ctypes.data % 4 == 0) == (offset_bytes != 1)
+    plain = run_streamed(monkeypatch, False, "layer_norm", x, dy, w, b, {})
+    streamed = run_streamed(monkeypatch, True, "layer_norm", x, dy, w, b, {}, out=out, dx_out=dx_out)
+    assert plain == streamed
+
+
+def test_rows_that_fall_back_to_float64_stream_the_same_bits(monkeypatch):
+    """A float32 row of 1e-40 (rstd beyond float32) and a row spanning +-3e38 take the float64 loop,
+    which writes plainly, between streamed rows."""
+    x, dy, w, b = make_inputs((5, 96), np.float32, seed=34)
+    x[1] = np.float32(1e-40) * np.arange(1, 97, dtype=np.float32)
+    x[3, ::2], x[3, 1::2] = np.float32(3e38), np.float32(-3e38)
+    for name in ("layer_norm", "rms_norm"):
+        plain, streamed = both_ways(monkeypatch, name, x, dy, w, b, {})
+        assert plain == streamed, name
+
+
+@njit
+def _copy_and_fence(dst, src):
+    _stream.stream_row(dst, src)
+    _stream.store_fence()
+
+
+@njit
+def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
+    rowwise._affine(x, w, b, y_plain, hi, lo, rs)
+    rowwise._affine_streamed(x, w, b, y_streamed, hi, lo, rs)
+    _stream.store_fence()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_line_helpers_at_every_offset_and_length(dtype):
+    """stream_row copies exactly dst's elements; _affine_streamed writes _affine's bits; for every
+    start within a line and lengths around a line; nothing outside the row changes."""
+    rng = np.random.default_rng(35)
+    lane = _stream.VECTOR_BYTES // np.dtype(dtype).itemsize
+    T = np.dtype(dtype).type
+    hi, lo, rs = T(0.3), T(1e-9), T(1.7)
+    for start in range(lane):
+        for n in (0, 1, lane - 1, lane, lane + 1, 3 * lane + 5):
+            src = rng.standard_normal(n + 2 * lane).astype(dtype)
+            w, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+            big = np.full(n + 2 * lane, np.nan, dtype)
+            base = (-big.ctypes.data % _stream.VECTOR_BYTES) // big.itemsize     # big[base] on a line
+            dst = big[base + start:base + start + n] if base + start + n <= big.size else None
+            if dst is None:
+                continue
+            _copy_and_fence(dst, src[:n])
+            assert np.array_equal(dst, src[:n]) and np.isnan(np.delete(big, np.arange(base + start, base + start + n))).all()
+            y_plain = np.empty(n, dtype)
+            big.fill(np.nan)
+            _affine_both(src[:n], w, b, y_plain, dst, hi, lo, rs)
+            assert np.array_equal(dst, y_plain, equal_nan=True), (start, n)
+
+
+def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
+    for index, size in (("index0", "48K"), ("index2", "1024K"), ("index3", "32768K")):
+        (tmp_path / index).mkdir()
+        (tmp_path / index / "size").write_text(size + "\n")
+    (tmp_path / "uevent").write_text("")
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == 32 << 20
+    assert _stream.last_level_cache_bytes(str(tmp_path / "missing")) == _stream.DEFAULT_CACHE_BYTES
+
+
+def test_streaming_starts_at_the_cache_size(monkeypatch):
+    monkeypatch.setattr(_stream, "_cache_bytes", 1000)
+    assert not _stream.streams(999) and _stream.streams(1000)
+    assert not _stream.streams(10**6, 4095, _stream.AFFINE_MIN_ROW_BYTES)
+    assert _stream.streams(10**6, 4096, _stream.AFFINE_MIN_ROW_BYTES)
+
+
+@pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")
+def test_the_line_store_compiles_to_a_non_temporal_store():
+    import platform
+    wanted = {"x86_64": "movnt", "AMD64": "movnt", "aarch64": "stnp", "arm64": "stnp"}.get(platform.machine())
+    if wanted is None:
+        pytest.skip(f"no known non-temporal store for {platform.machine()}")
+    line = njit(cache=False)(lambda dst, src: _stream.store_line(dst, src, 0))
+    big = np.zeros(32, np.float32)
+    start = (-big.ctypes.data % _stream.VECTOR_BYTES) // 4          # a line store needs a line boundary
+    dst = big[start:start + 16]
+    line(dst, np.ones(16, np.float32))
+    assert (dst == 1).all() and big.sum() == 16
+    asm = "\n".join(line.inspect_asm().values())
+    assert wanted in asm
