@@ -84,6 +84,7 @@ def test_copy_bandwidth_measured_for_every_shape_and_dtype(quick):
     for c in rep["copy"]:
         assert c["array_bytes"] == math.prod(c["shape"]) * np.dtype(c["dtype"]).itemsize
         assert finite_positive(c["numpy_gbs"]) and finite_positive(c["numba_gbs"])
+        assert finite_positive(c["numba_stream_gbs"])
         assert finite_positive(c["best_gbs"])          # the median of each measurement's faster copy
         assert c["measurements"] >= cfg["rounds"]       # one per round of every norm at that shape
 
@@ -109,10 +110,11 @@ def test_every_available_norm_has_every_figure(quick):
                     for impl in impls:
                         r = measured.pop((name, tuple(shape), dtype, step, impl))
                         assert finite_positive(r["median_s"]) and r["min_s"] <= r["median_s"]
-                        assert r["repeats"] >= 3
+                        assert r["repeats"] >= 3 and r["faults_per_call"] >= 0
                         assert r["bytes"] == ARRAYS[step] * nbytes * np.dtype(dtype).itemsize
                         assert r["gbs"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
                         assert r["pct_copy"] == pytest.approx(100 * r["gbs"] / r["copy_gbs"])
+                        assert finite_positive(r["pct_stream_copy"])
                         assert finite_positive(r["copy_gbs"])
                         if has_numba:
                             numba_t = next(q["median_s"] for q in rep["results"] if q["norm"] == name
@@ -270,7 +272,7 @@ def test_evaluate_targets_values_and_status():
     targets = bench.evaluate_targets(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2))
     assert all(t["status"] != "not measured" for t in targets)
     expected = [  # name, where (if needed), value, status
-        ("LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba", 95.0, "met"),
+        ("LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba (2 arrays: 32 MiB)", 95.0, "met"),
         ("LayerNorm forward, % of copy bandwidth", "8192x4096 float32, numba out=", 190.0, "met"),
         ("RMSNorm fwd+bwd speed-up over the NumPy reference", None, 10.0, "met"),
         ("LayerNorm forward time", None, 5.0, "met"),                                  # µs
@@ -284,6 +286,15 @@ def test_evaluate_targets_values_and_status():
     for name, where, value, status in expected:
         t = one(targets, name, where)
         assert t["value"] == pytest.approx(value) and t["status"] == status, t
+
+
+def test_in_cache_targets_give_the_array_sizes_against_the_cache():
+    report = dict(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2),
+                  environment={"last_level_cache_bytes": 32 << 20})
+    targets = bench.evaluate_targets(report)
+    one(targets, "LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba (2 arrays: 32 MiB, cache 32 MiB)")
+    one(targets, "RMSNorm backward, % of copy bandwidth (in cache)",
+        "4096x1024 float32, numba (3 arrays: 48 MiB, cache 32 MiB)")
 
 
 def test_evaluate_targets_not_met_and_not_measured():
@@ -304,6 +315,16 @@ def test_measure_runs_the_function_and_respects_the_repeat_bounds():
     assert 0 < t.min_s <= t.median_s
     slow = bench.measure(lambda: sum(range(20000)), bench.Budget(0.0, 3, 100))
     assert slow.repeats == 3
+
+
+def test_measure_counts_the_page_faults_of_a_new_array():
+    """64 MiB: above glibc's largest mmap threshold, so every call maps fresh pages and faults on
+    them (at least one per 2 MiB huge page); writing into an array that exists faults on nothing."""
+    big = bench.measure(lambda: np.ones(1 << 23), bench.Budget(0.0, 3, 3))
+    assert big.faults >= (64 << 20) / (2 << 20)
+    a, b = np.zeros(1 << 16), np.ones(1 << 16)
+    reuse = bench.measure(lambda: np.copyto(a, b), bench.Budget(0.0, 50, 50))
+    assert reuse.faults < 1
 
 
 def test_bind_keywords_fills_known_and_rejects_unknown_parameters():

@@ -147,3 +147,12 @@ def test_the_line_store_compiles_to_a_non_temporal_store():
     assert (dst == 1).all() and big.sum() == 16
     asm = "\n".join(line.inspect_asm().values())
     assert wanted in asm
+
+
+@pytest.mark.parametrize("n,chunks", [(0, 1), (5, 3), (1000, 64), (4099, 7)])
+def test_the_streamed_copy_copies(n, chunks):
+    """The benchmark's streamed copy roofline: every element once, pieces at any offset."""
+    src = np.random.default_rng(36).standard_normal(n).astype(np.float32)
+    dst = np.full(n, np.nan, np.float32)
+    _stream.copy_streamed(src, dst, chunks)
+    assert np.array_equal(dst, src)

@@ -52,9 +52,9 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from numba import config
+from numba import config, njit, prange
 
-from ._jit import jit_inline
+from ._jit import OPTIONS, jit_inline
 
 VECTOR_BYTES = 64                 # one cache line (LLVM splits it into the widest stores the CPU has)
 DEFAULT_CACHE_BYTES = 32 << 20    # when sysfs cannot tell
@@ -206,3 +206,14 @@ def stream_row(dst, src):
         j += lanes
     for t in range(j, n):
         dst[t] = src[t]
+
+
+@njit(parallel=True, **OPTIONS)
+def copy_streamed(src, dst, chunks):
+    """dst[:] = src[:] for 1-d arrays, in ``chunks`` parallel pieces written with non-temporal
+    stores: the benchmark's copy roofline for arrays beyond the cache (a plain copy pays the
+    read for ownership that the streamed kernels no longer pay)."""
+    n = src.shape[0]
+    for c in prange(chunks):
+        stream_row(dst[c * n // chunks:(c + 1) * n // chunks], src[c * n // chunks:(c + 1) * n // chunks])
+        store_fence()
