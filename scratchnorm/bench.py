@@ -369,7 +369,7 @@ def copy_bandwidth(shape, dtype, budget: Budget, use_numba: bool, arrays=None, w
         from .fast._stream import copy_streamed
         kernel, s, t = parallel_copy(), src.reshape(-1), dst.reshape(-1)
         rec["numba_gbs"] = moved / measure(lambda: kernel(s, t), budget, warm_up).median_s / 1e9
-        rec["numba_stream_gbs"] = moved / measure(lambda: copy_streamed(s, t, COPY_CHUNKS), budget,
+        rec["numba_stream_gbs"] = moved / measure(lambda: copy_streamed(t, s, COPY_CHUNKS), budget,
                                                   warm_up).median_s / 1e9
     rec["best_gbs"] = max(v for v in (rec["numpy_gbs"], rec["numba_gbs"]) if v is not None)
     return rec

@@ -68,6 +68,27 @@ def test_out_buffers_at_odd_addresses(monkeypatch, offset_bytes):
     assert plain == streamed
 
 
+def test_a_float64_weight_for_float32_x_is_written_plainly(monkeypatch):
+    """A float64 weight beyond float32 stays float64 (_buffers.affine_vector); the line intrinsics
+    take one dtype, so such a call must not stream its forward (it failed to compile)."""
+    x, dy, _, b = make_inputs((6, 1024), np.float32, seed=37)
+    w = np.ones(1024)
+    w[0], x[:, 0], dy[:, 0] = 1e39, 0.0, 0.0      # (x_hat * 1e39, dy * 1e39 would overflow float32)
+    monkeypatch.setattr(_stream, "_cache_bytes", 0)                   # every call "fills the cache"
+    streamed = digest(run("numba", "rms_norm", x, dy, w, b, {})[0])
+    monkeypatch.setattr(_stream, "_cache_bytes", 1 << 62)
+    assert streamed == digest(run("numba", "rms_norm", x, dy, w, b, {})[0])
+
+
+def test_what_decides_streaming(monkeypatch):
+    """streams() sees the bytes each call moves, and the forward also its kernel rows' bytes."""
+    seen = []
+    monkeypatch.setattr(rowwise_api, "streams", lambda *args: seen.append(args) or False)
+    x, dy, w, _ = make_inputs((5, 12), np.float32, seed=38)
+    run("numba", "group_rms_norm", x, dy, w, None, {"num_groups": 3})
+    assert seen == [(2 * x.nbytes, 4 * 4, _stream.AFFINE_MIN_ROW_BYTES), (3 * x.nbytes,)]
+
+
 def test_rows_that_fall_back_to_float64_stream_the_same_bits(monkeypatch):
     """A float32 row of 1e-40 (rstd beyond float32) and a row spanning +-3e38 take the float64 loop,
     which writes plainly, between streamed rows."""
@@ -106,15 +127,14 @@ def test_line_helpers_at_every_offset_and_length(dtype):
             w, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
             big = np.full(n + 2 * lane, np.nan, dtype)
             base = (-big.ctypes.data % _stream.VECTOR_BYTES) // big.itemsize     # big[base] on a line
-            dst = big[base + start:base + start + n] if base + start + n <= big.size else None
-            if dst is None:
-                continue
+            dst = big[base + start:base + start + n]                 # base + start + n <= big.size
+            outside = np.delete(np.arange(big.size), np.arange(base + start, base + start + n))
             _copy_and_fence(dst, src[:n])
-            assert np.array_equal(dst, src[:n]) and np.isnan(np.delete(big, np.arange(base + start, base + start + n))).all()
+            assert np.array_equal(dst, src[:n]) and np.isnan(big[outside]).all(), (start, n)
             y_plain = np.empty(n, dtype)
             big.fill(np.nan)
             _affine_both(src[:n], w, b, y_plain, dst, hi, lo, rs)
-            assert np.array_equal(dst, y_plain, equal_nan=True), (start, n)
+            assert np.array_equal(dst, y_plain) and np.isnan(big[outside]).all(), (start, n)
 
 
 def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
@@ -133,12 +153,37 @@ def test_streaming_starts_at_the_cache_size(monkeypatch):
     assert _stream.streams(10**6, 4096, _stream.AFFINE_MIN_ROW_BYTES)
 
 
-@pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")
-def test_the_line_store_compiles_to_a_non_temporal_store():
+def non_temporal_store():
+    """The mnemonic of a non-temporal store on this machine, or skip."""
     import platform
     wanted = {"x86_64": "movnt", "AMD64": "movnt", "aarch64": "stnp", "arm64": "stnp"}.get(platform.machine())
     if wanted is None:
         pytest.skip(f"no known non-temporal store for {platform.machine()}")
+    return wanted
+
+
+@pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")
+@pytest.mark.parametrize("center", [False, True], ids=["rms", "layernorm"])
+def test_only_the_streaming_drivers_compile_non_temporal_stores(center):
+    """Compiled afresh (the cached dispatchers cannot show their code): the streaming forward and
+    backward contain non-temporal stores, the plain ones none."""
+    wanted = non_temporal_store()
+    x, dy, w, b = make_inputs((4, 64), np.float32, seed=39)
+    y, dx, stats = np.empty_like(x), np.empty_like(x), np.empty((4, 3))
+    w32, b32, w64 = w.astype(np.float32)[None], b.astype(np.float32)[None], w[None]
+    part, dwb, deps = np.empty((1, 2, 1, 64)), np.empty((2, 1, 64)), np.empty(5)
+    for stream in (False, True):
+        forward, backward = (njit(cache=False)(twins[0].py_func) for twins in rowwise.TWINS[center, stream])
+        forward(x, w32, b32, y, stats, 64, 1e-5, 0)
+        backward(dy, x, w64, stats, dx, part, dwb, deps, 64, 1e-5, 0, 1)
+        for kernel in (forward, backward):
+            asm = "\n".join(kernel.inspect_asm().values())
+            assert (wanted in asm) == stream, (stream, kernel)
+
+
+@pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")
+def test_the_line_store_compiles_to_a_non_temporal_store():
+    wanted = non_temporal_store()
     line = njit(cache=False)(lambda dst, src: _stream.store_line(dst, src, 0))
     big = np.zeros(32, np.float32)
     start = (-big.ctypes.data % _stream.VECTOR_BYTES) // 4          # a line store needs a line boundary
@@ -154,5 +199,5 @@ def test_the_streamed_copy_copies(n, chunks):
     """The benchmark's streamed copy roofline: every element once, pieces at any offset."""
     src = np.random.default_rng(36).standard_normal(n).astype(np.float32)
     dst = np.full(n, np.nan, np.float32)
-    _stream.copy_streamed(src, dst, chunks)
+    _stream.copy_streamed(dst, src, chunks)
     assert np.array_equal(dst, src)

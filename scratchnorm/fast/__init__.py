@@ -48,7 +48,8 @@ What a cache holds
 Large outputs
     When a row-wise call's arrays fill the last-level cache, y and dx are
     written with non-temporal stores, which skip reading each output line from
-    memory before writing it (_stream.py: why, when and how; the same bits).
+    memory before writing it (_stream.py: why, when and how, and which rows
+    of the forward; the same bits). The channel kernels write plainly.
 
 NUMBA_DISABLE_JIT=1 runs the same code as plain Python (slow; for tests and
 debugging).

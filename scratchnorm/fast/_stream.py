@@ -8,9 +8,10 @@ store sends a whole line straight to memory, with no read and no cache line
 taken: the forward then moves 2 arrays' worth, as ``memcpy`` does for large
 copies (glibc switches to non-temporal stores for copies larger than a share
 of the cache, which is why a plain copy beats a kernel that writes normally).
-Measured here (2 cores, 32 MiB L3, one process, streamed / plain time): the
-forward 0.70-0.78 at 8192x4096 float32 and 0.69-0.78 at 4096x1024, the
-backward 0.81-0.90 and 0.84-0.86 (the commands are in the issue 4 note).
+Measured here (2 cores, 32 MiB L3; one process, the same call with
+``rowwise_api.streams`` forced on and off, streamed / plain time): the
+forward 0.69-0.75 at 8192x4096 float32 and 0.78-0.88 at 4096x1024, the
+backward 0.77-0.91 and 0.81-0.96.
 
 When. Only when the output cannot stay in the cache anyway: a non-temporal
 store also evicts the line, so a result that the next operation would have
@@ -22,6 +23,9 @@ next layer would, so the rule stays at the cache size. The forward also
 needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's first and
 last partial lines are written plainly, and on shorter rows that costs more
 than streaming saves (measured: rows of 256 float32 1.1-1.6x slower, 512 even).
+Rows computed in float64 (rowwise.py: where float32 could overflow) are
+written plainly too. The backward streams rows of any length: its loop does
+more work per element, and it gained even at 256 float32 a row (0.76-0.96).
 
 How. numba has no non-temporal store, so the stores are two small numba
 *intrinsics*, which emit LLVM IR directly for one 64-byte cache line:
@@ -33,13 +37,16 @@ where the target has none). A line store must start on a 64-byte boundary:
 ``line_start`` gives the elements before it, which are written plainly, as
 are the elements after the last whole line. The forward streams y with
 ``affine_line`` (rowwise._affine_streamed); the backward, whose loop also
-updates dweight and dbias, computes two rows of dx into a small buffer that
-stays in L1 and copies them out with ``stream_row``.
+updates dweight and dbias, computes two rows of dx into a small (2, m)
+buffer, which stays in L1 or L2, and copies them out with ``stream_row``.
 
 Ordering. Non-temporal stores are weakly ordered: another thread may not see
-them until a fence. Each worker calls ``store_fence`` (an LLVM ``fence
-seq_cst``: ``mfence`` on x86) after its last streamed row, before the kernel
-returns and the caller reads the result.
+them until a fence. The kernels call ``store_fence`` (an LLVM ``fence
+seq_cst``; on x86 LLVM emits a locked instruction, which orders the
+non-temporal stores before it as ``sfence`` would) at the end of every chunk
+of rows they stream, in the thread that wrote it, before the kernel returns
+and the caller reads the result. Not after every row: the fence waits until
+the lines have left the core, and once a row it cost 1.3x at 4096x1024.
 
 The values written are the same bits either way: streaming changes where the
 bytes go, never what they are. Under NUMBA_DISABLE_JIT the intrinsics are
@@ -127,19 +134,26 @@ else:
         store = builder.store(value, pointer, align=VECTOR_BYTES)        # j is on a line boundary
         store.set_metadata("nontemporal", builder.module.add_metadata(_NONTEMPORAL))
 
-    def _same_dtype_arrays(*tys):
-        return all(isinstance(t, types.Array) and t.dtype == tys[0].dtype for t in tys)
+    def _load(builder, ty, pointer):
+        """A line of a source array: aligned to its element size where numba knows it is."""
+        return builder.load(pointer, align=ty.dtype.bitwidth // 8 if ty.aligned else 1)
+
+    def _rows_of_one_dtype(*tys):
+        """Contiguous 1-d float arrays of one dtype: a line of each is one vector load or store
+        (a strided or 2-d array would be read wrongly, or past its end)."""
+        return all(isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"
+                   and isinstance(t.dtype, types.Float) and t.dtype == tys[0].dtype for t in tys)
 
     @intrinsic
     def store_line(typingctx, dst, src, j):
         """dst[j:j + lanes] = src[j:j + lanes], one cache line, as a non-temporal store
         (dst + j on a 64-byte boundary)."""
-        if not _same_dtype_arrays(dst, src):
+        if not (_rows_of_one_dtype(dst, src) and isinstance(j, types.Integer)):
             return None
 
         def codegen(context, builder, sig, args):
             vec, (d, s) = _line(context, builder, list(zip(sig.args[:2], args[:2])), args[2])
-            _store_nontemporal(builder, builder.load(s, align=dst.dtype.bitwidth // 8), d)
+            _store_nontemporal(builder, _load(builder, src, s), d)
             return context.get_dummy_value()
 
         return types.void(dst, src, j), codegen
@@ -149,23 +163,22 @@ else:
         """y = ((x - hi) - lo) * rs * w + b on one cache line from element j, in the arrays' dtype
         (the scalars must have it too), y written with a non-temporal store (y + j on a 64-byte
         boundary). The operations and their order are rowwise._affine's, so the bits are too."""
-        if not (_same_dtype_arrays(x, w, b, y) and hi == lo == rs == x.dtype):
+        if not (_rows_of_one_dtype(x, w, b, y) and isinstance(j, types.Integer) and hi == lo == rs == x.dtype):
             return None
 
         def codegen(context, builder, sig, args):
             vec, (xp, wp, bp, yp) = _line(context, builder, list(zip(sig.args[:4], args[:4])), args[4])
-            align = x.dtype.bitwidth // 8
             lanes = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
 
             def splat(scalar):
                 one = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0))
                 return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined), lanes)
 
-            v = builder.fsub(builder.load(xp, align=align), splat(args[5]))
+            v = builder.fsub(_load(builder, x, xp), splat(args[5]))
             v = builder.fsub(v, splat(args[6]))
             v = builder.fmul(v, splat(args[7]))
-            v = builder.fmul(v, builder.load(wp, align=align))
-            v = builder.fadd(v, builder.load(bp, align=align))
+            v = builder.fmul(v, _load(builder, w, wp))
+            v = builder.fadd(v, _load(builder, b, bp))
             _store_nontemporal(builder, v, yp)
             return context.get_dummy_value()
 
@@ -209,7 +222,7 @@ def stream_row(dst, src):
 
 
 @njit(parallel=True, **OPTIONS)
-def copy_streamed(src, dst, chunks):
+def copy_streamed(dst, src, chunks):
     """dst[:] = src[:] for 1-d arrays, in ``chunks`` parallel pieces written with non-temporal
     stores: the benchmark's copy roofline for arrays beyond the cache (a plain copy pays the
     read for ownership that the streamed kernels no longer pay)."""

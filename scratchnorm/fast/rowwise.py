@@ -74,7 +74,10 @@ which backward reads again.
 
 Writing y and dx. When a call's arrays fill the last-level cache, y and dx
 are written with non-temporal stores, which skip reading each output line from
-memory first (_stream.py: why, when, how; the same bits either way).
+memory first (_stream.py: why, when, how; the same bits either way). The
+forward streams kernel rows of at least 4 KiB, computed in T (a row in float64
+and each row's partial first and last lines are written plainly); the
+backward streams every row through a (2, m) buffer.
 
 Parallel work and determinism. The forward's rows are independent: any split
 gives the same bits. The backward's dweight and dbias are sums over rows: the
@@ -225,10 +228,14 @@ def _affine_streamed(x, w, b, y, hi, lo, rs):
 
 @jit_sum
 def _sum_abs(v):
-    """sum of |v|, v of any shape (an upper bound of max |v| that vectorizes)."""
+    """sum of |v| over a (G, m) array (an upper bound of max |v| that vectorizes). Indexed row
+    by row: iterating ``v.ravel()`` instead did not vectorize, 0.6 ns an element (1 us of a
+    64x512 forward, 39 us of a 1x32768 one)."""
     s = 0.0
-    for e in v.ravel():
-        s += abs(np.float64(e))
+    for g in range(v.shape[0]):
+        row = v[g]
+        for j in range(row.shape[0]):
+            s += abs(np.float64(row[j]))
     return s
 
 

@@ -36,7 +36,8 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
     w = affine_vector(weight, d, 1.0, xk.dtype).reshape(groups, -1)    # in x's kernel dtype (rowwise.py);
     b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
-        stream = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
+        stream = (streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
+                  and w.dtype == b.dtype == xk.dtype)    # (a float64 weight for float32 x: plain stores)
         pick_twin(TWINS[center, stream][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
