@@ -118,7 +118,7 @@ def test_line_helpers_at_every_offset_and_length(dtype):
     """stream_row copies exactly dst's elements; _affine_streamed writes _affine's bits; for every
     start within a line and lengths around a line; nothing outside the row changes."""
     rng = np.random.default_rng(35)
-    lane = _stream.VECTOR_BYTES // np.dtype(dtype).itemsize
+    lane = _stream.LINE_BYTES // np.dtype(dtype).itemsize
     T = np.dtype(dtype).type
     hi, lo, rs = T(0.3), T(1e-9), T(1.7)
     for start in range(lane):
@@ -126,7 +126,7 @@ def test_line_helpers_at_every_offset_and_length(dtype):
             src = rng.standard_normal(n + 2 * lane).astype(dtype)
             w, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
             big = np.full(n + 2 * lane, np.nan, dtype)
-            base = (-big.ctypes.data % _stream.VECTOR_BYTES) // big.itemsize     # big[base] on a line
+            base = (-big.ctypes.data % _stream.LINE_BYTES) // big.itemsize     # big[base] on a line
             dst = big[base + start:base + start + n]                 # base + start + n <= big.size
             outside = np.delete(np.arange(big.size), np.arange(base + start, base + start + n))
             _copy_and_fence(dst, src[:n])
@@ -186,7 +186,7 @@ def test_the_line_store_compiles_to_a_non_temporal_store():
     wanted = non_temporal_store()
     line = njit(cache=False)(lambda dst, src: _stream.store_line(dst, src, 0))
     big = np.zeros(32, np.float32)
-    start = (-big.ctypes.data % _stream.VECTOR_BYTES) // 4          # a line store needs a line boundary
+    start = (-big.ctypes.data % _stream.LINE_BYTES) // 4          # a line store needs a line boundary
     dst = big[start:start + 16]
     line(dst, np.ones(16, np.float32))
     assert (dst == 1).all() and big.sum() == 16

@@ -63,7 +63,8 @@ from numba import config, njit, prange
 
 from ._jit import OPTIONS, jit_inline
 
-VECTOR_BYTES = 64                 # one cache line (LLVM splits it into the widest stores the CPU has)
+LINE_BYTES = 64                   # one cache line: what a line store writes (LLVM splits it into
+                                  # the widest stores the CPU has)
 DEFAULT_CACHE_BYTES = 32 << 20    # when sysfs cannot tell
 AFFINE_MIN_ROW_BYTES = 4096       # the forward streams rows of at least 64 lines (module docstring)
 
@@ -100,12 +101,12 @@ def streams(nbytes: int, row_bytes: int = 0, min_row_bytes: int = 0) -> bool:
 if config.DISABLE_JIT:
     def store_line(dst, src, j):
         """dst[j:j + lanes] = src[j:j + lanes], lanes = one cache line of the dtype."""
-        lanes = VECTOR_BYTES // dst.itemsize
+        lanes = LINE_BYTES // dst.itemsize
         dst[j:j + lanes] = src[j:j + lanes]
 
     def affine_line(x, w, b, y, j, hi, lo, rs):
         """y = ((x - hi) - lo) * rs * w + b on elements j:j + lanes, in the dtype of the arrays."""
-        s = slice(j, j + VECTOR_BYTES // y.itemsize)
+        s = slice(j, j + LINE_BYTES // y.itemsize)
         y[s] = ((x[s] - hi) - lo) * rs * w[s] + b[s]
 
     def store_fence():
@@ -122,7 +123,7 @@ else:
     def _line(context, builder, arrays, j):
         """(vector type, [pointer to element j of each array as a vector pointer]) for one cache line."""
         item = context.get_data_type(arrays[0][0].dtype)
-        vec = ir.VectorType(item, VECTOR_BYTES // context.get_abi_sizeof(item))
+        vec = ir.VectorType(item, LINE_BYTES // context.get_abi_sizeof(item))
         pointers = []
         for ty, value in arrays:
             ary = context.make_array(ty)(context, builder, value)
@@ -131,7 +132,7 @@ else:
         return vec, pointers
 
     def _store_nontemporal(builder, value, pointer):
-        store = builder.store(value, pointer, align=VECTOR_BYTES)        # j is on a line boundary
+        store = builder.store(value, pointer, align=LINE_BYTES)        # j is on a line boundary
         store.set_metadata("nontemporal", builder.module.add_metadata(_NONTEMPORAL))
 
     def _load(builder, ty, pointer):
@@ -201,7 +202,7 @@ def line_start(dst):
     n = dst.shape[0]
     size = dst.itemsize
     addr = dst.ctypes.data
-    return n if addr % size else min(n, ((VECTOR_BYTES - addr % VECTOR_BYTES) % VECTOR_BYTES) // size)
+    return n if addr % size else min(n, ((LINE_BYTES - addr % LINE_BYTES) % LINE_BYTES) // size)
 
 
 @jit_inline
@@ -209,7 +210,7 @@ def stream_row(dst, src):
     """dst[:] = src[:] for two 1-d arrays of one dtype: whole cache lines of dst with
     non-temporal stores, the elements before the first and after the last with plain ones."""
     n = dst.shape[0]
-    lanes = VECTOR_BYTES // dst.itemsize
+    lanes = LINE_BYTES // dst.itemsize
     head = line_start(dst)
     for j in range(head):
         dst[j] = src[j]
@@ -228,5 +229,6 @@ def copy_streamed(dst, src, chunks):
     read for ownership that the streamed kernels no longer pay)."""
     n = src.shape[0]
     for c in prange(chunks):
-        stream_row(dst[c * n // chunks:(c + 1) * n // chunks], src[c * n // chunks:(c + 1) * n // chunks])
+        lo, hi = c * n // chunks, (c + 1) * n // chunks
+        stream_row(dst[lo:hi], src[lo:hi])
         store_fence()

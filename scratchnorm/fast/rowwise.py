@@ -95,7 +95,7 @@ import numpy as np
 from numba import prange
 
 from ._jit import jit, jit_inline, jit_sum, n_chunks, serial_and_parallel
-from ._stream import VECTOR_BYTES, affine_line, line_start, store_fence, stream_row
+from ._stream import LINE_BYTES, affine_line, line_start, store_fence, stream_row
 
 INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
 _n_chunks = jit(n_chunks)           # _jit.n_chunks, callable in the kernels
@@ -217,7 +217,7 @@ def _affine_streamed(x, w, b, y, hi, lo, rs):
     """_affine with y written by non-temporal stores, a cache line at a time (_stream.py); the
     elements before y's first line boundary and after its last whole line by _affine itself."""
     m = x.shape[0]
-    lanes = VECTOR_BYTES // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     head = line_start(y)
     body = head + (m - head) // lanes * lanes
     _affine(x[:head], w[:head], b[:head], y[:head], hi, lo, rs)
