@@ -335,7 +335,7 @@ def streaming_times(shape, budget, rounds):
 
     calls = {"np.copyto": lambda: np.copyto(y, x),
              "copy, plain stores": lambda: plain_copy(xs, ys),
-             "copy, non-temporal": lambda: copy_streamed(ys, xs, 64)}
+             "copy, non-temporal": lambda: copy_streamed(ys, xs, bench.COPY_CHUNKS)}
     for norm, fn in (("RMSNorm", lambda: fast.rms_norm_forward(x, w, out=y)),
                      ("LayerNorm", lambda: fast.layer_norm_forward(x, w, b, out=y))):
         calls[f"{norm} forward, plain"] = forced(False, fn)

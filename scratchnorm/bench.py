@@ -62,8 +62,9 @@ that bandwidth over the copy bandwidth of the same shape and dtype; "x numba"
 is the time over the allocating numba time; "faults" the page faults per call
 (getrusage, over the timed calls): a new array the allocator takes from the
 operating system costs one per 4 KiB page (or per 2 MiB huge page) the call
-writes, which is where an allocating call loses to its ``out=`` twin. Shapes are N x D: the row-wise
-norms and BatchNorm see x as (N, D), BatchNorm normalizing each of the D
+writes, which is where an allocating call loses to its ``out=`` twin.
+Shapes are N x D: the row-wise norms and BatchNorm see x as (N, D),
+BatchNorm normalizing each of the D
 columns over the N rows; GroupNorm and InstanceNorm see it as (N/C, C, D)
 with C = gcd(N, 32) channels of D positions, GroupNorm in gcd(C, 8) groups,
 InstanceNorm as ``group_norm_forward`` with one group a channel (as the
@@ -114,8 +115,8 @@ figures, not tests. "In cache" means 4096x1024 float32 (16 MiB an array,
 about the 32 MiB L3 of the machine the issue was written on). There the
 forward's x and y (32 MiB) fill that L3 and the backward's x, dy and dx
 (48 MiB) exceed it, while the copy's two arrays fit: the targets' lines give
-both sizes, and the kernels stream their outputs there (fast/_stream.py). The bench
-leaves OPENBLAS_* and the thread variables as it finds them; it only sets
+both sizes, and the kernels stream their outputs there (fast/_stream.py).
+The bench leaves OPENBLAS_* and the thread variables as it finds them; it only sets
 JAX_PLATFORMS=cpu when that is unset, before importing jax.
 """
 from __future__ import annotations

@@ -57,7 +57,6 @@ own source file: after editing this file, delete ``__pycache__/*.nbi`` and
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
 from numba import config, njit, prange
 
@@ -69,7 +68,6 @@ DEFAULT_CACHE_BYTES = 32 << 20    # when sysfs cannot tell
 AFFINE_MIN_ROW_BYTES = 4096       # the forward streams rows of at least 64 lines (module docstring)
 
 
-@lru_cache(maxsize=4)
 def last_level_cache_bytes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
     """The size of the largest CPU cache (Linux sysfs, cpu0), or DEFAULT_CACHE_BYTES."""
     sizes = []
@@ -86,7 +84,7 @@ def last_level_cache_bytes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> 
     return max(sizes) if sizes else DEFAULT_CACHE_BYTES
 
 
-_cache_bytes = None     # last_level_cache_bytes(), read on the first call of streams
+_cache_bytes = None     # last_level_cache_bytes(), read once, on the first call of streams
 
 
 def streams(nbytes: int, row_bytes: int = 0, min_row_bytes: int = 0) -> bool:
