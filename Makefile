@@ -20,7 +20,7 @@ lessons: $(STAMP)
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q
-	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/test_kernels.py tests/test_kernels_batch.py tests/test_stream.py
+	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py
 
 gradcheck: $(STAMP)
 	$(PY) -m scratchnorm.gradcheck

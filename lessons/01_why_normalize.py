@@ -45,11 +45,10 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/01_why_normalize.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
 from scratchnorm import Linear, RMSNorm, nn
 
 SCALES = (0.5, 1.0, 2.0)

@@ -31,11 +31,10 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/02_geometry.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
 from scratchnorm import layer_norm_forward, rms_norm_forward
 
 EPS = 1e-6          # the RMSNorm layer's default (LLaMA-1)

@@ -59,13 +59,20 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/03_invariance_table.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import FAILS, HOLDS, check, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scratchnorm import (BatchNorm, GroupNorm, InstanceNorm, LayerNorm, PartialRMSNorm, RMSNorm, WeightNormLinear,
-                         linear_forward)
+from lessons._common import FAILS, HOLDS, check, paper, run_alone
+from scratchnorm import (
+    BatchNorm,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+    PartialRMSNorm,
+    RMSNorm,
+    WeightNormLinear,
+    linear_forward,
+)
 
 TINY = 1e-300                 # eps that vanishes against any mean square above 1e-284
 N, N_IN, D = 16, 32, 64       # cases, inputs, units (row layouts)

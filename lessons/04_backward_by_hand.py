@@ -42,12 +42,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/04_backward_by_hand.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, grade, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, grade, paper, run_alone
 from scratchnorm.gradcheck.cases import all_cases
 
 FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")

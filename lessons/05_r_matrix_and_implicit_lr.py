@@ -34,12 +34,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/05_r_matrix_and_implicit_lr.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import HOLDS, check, grade, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
+from lessons._common import HOLDS, check, grade, paper, run_alone
 
 NORMS = {"RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward),
          "LayerNorm": (sn.layer_norm_forward, sn.layer_norm_backward)}

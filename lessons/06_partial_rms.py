@@ -45,13 +45,12 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/06_partial_rms.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, grade, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numba
 import numpy as np
 
 import scratchnorm as sn
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, grade, paper, run_alone
 
 PS = np.array([1 / 64, 1 / 32, 0.0625, 0.125, 0.25, 0.5, 1.0])
 

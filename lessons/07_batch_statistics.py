@@ -39,11 +39,10 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/07_batch_statistics.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, HOLDS, check, explainer, grade, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, HOLDS, check, explainer, grade, run_alone
 from scratchnorm import BatchNorm, GroupNorm, LayerNorm, RMSNorm, batch_norm_forward
 
 D = 16                       # features; GroupNorm sees them as (C, L) = (4, 4)

@@ -46,12 +46,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/08_precision.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, run_alone
 
 F16 = np.float16
 D = 256

@@ -116,13 +116,12 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/09_speed.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, explainer, paper, run_alone
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
 import scratchnorm as sn
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, explainer, paper, run_alone
 from scratchnorm import bench
 
 DTYPE = "float32"

@@ -49,13 +49,22 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/10_training_curves.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, run_alone
-from lessons._training import (STYLE, expect, interleaved_medians, one_blas_thread, plot_race, race, report,
-                               saving_verdict, seed_mean, warm_up)
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, run_alone
+from lessons._training import (
+    STYLE,
+    expect,
+    interleaved_medians,
+    one_blas_thread,
+    plot_race,
+    race,
+    report,
+    saving_verdict,
+    seed_mean,
+    warm_up,
+)
 from scratchnorm import Linear, nn
 
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")

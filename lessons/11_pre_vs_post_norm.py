@@ -51,13 +51,12 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/11_pre_vs_post_norm.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, FAILS, HOLDS, check, explainer, run_alone
-from lessons._corpus import char_data
-from lessons._training import STYLE, expect, one_blas_thread, race, report, warm_up
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, FAILS, HOLDS, check, explainer, run_alone
+from lessons._corpus import char_data
+from lessons._training import STYLE, expect, one_blas_thread, race, report, warm_up
 from scratchnorm import nn
 
 NORMS = ("layernorm", "rmsnorm")

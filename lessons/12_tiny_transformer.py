@@ -52,14 +52,22 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python lessons/12_tiny_transformer.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lessons._common import APPROX, FAILS, HOLDS, VERDICTS, check, explainer, paper, run_alone
-from lessons._corpus import char_data
-from lessons._training import (STYLE, expect, interleaved_medians, one_blas_thread, plot_race, race, report,
-                               saving_verdict, warm_up)
-
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lessons._common import APPROX, FAILS, HOLDS, VERDICTS, check, explainer, paper, run_alone
+from lessons._corpus import char_data
+from lessons._training import (
+    STYLE,
+    expect,
+    interleaved_medians,
+    one_blas_thread,
+    plot_race,
+    race,
+    report,
+    saving_verdict,
+    warm_up,
+)
 from scratchnorm import nn
 
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")

@@ -11,8 +11,15 @@ a hand-derived backward, numba kernels that give the same numbers fast
 Importing scratchnorm does not import numba or compile anything; the
 kernels compile on first use and are cached on disk.
 """
-from .batchnorm import (BatchNorm, batch_norm_backward, batch_norm_backward_staged, batch_norm_eval_backward,
-                        batch_norm_eval_forward, batch_norm_forward, update_running_stats)
+from .batchnorm import (
+                        BatchNorm,
+                        batch_norm_backward,
+                        batch_norm_backward_staged,
+                        batch_norm_eval_backward,
+                        batch_norm_eval_forward,
+                        batch_norm_forward,
+                        update_running_stats,
+)
 from .gradcheck import GradcheckReport, gradcheck
 from .group_rmsnorm import GroupRMSNorm, group_rms_norm_backward, group_rms_norm_forward
 from .groupnorm import GroupNorm, group_norm_backward, group_norm_forward
@@ -24,8 +31,13 @@ from .linear import Linear, linear_backward, linear_forward
 from .partial_rmsnorm import PartialRMSNorm, partial_count
 from .rmsnorm import RMSNorm, rms_norm_backward, rms_norm_backward_staged, rms_norm_forward
 from .rmsnorm_variants import RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
-from .weightnorm import (WeightNormLinear, weight_norm_backward, weight_norm_forward,
-                         weight_norm_linear_backward, weight_norm_linear_forward)
+from .weightnorm import (
+                        WeightNormLinear,
+                        weight_norm_backward,
+                        weight_norm_forward,
+                        weight_norm_linear_backward,
+                        weight_norm_linear_forward,
+)
 
 __version__ = "0.1.0"
 

@@ -69,8 +69,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._channels import (channel_affine, channel_affine_grads, channel_sum, check_channels_input, dx_hat_of,
-                        per_channel)
+from ._channels import channel_affine, channel_affine_grads, channel_sum, check_channels_input, dx_hat_of, per_channel
 from ._checks import check_affine, check_array_shape, check_bool, check_eps, check_int, check_momentum, fail
 from .backend import pick
 from .dtypes import as_float_array, upcast_half

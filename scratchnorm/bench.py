@@ -1191,6 +1191,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from scratchnorm.bench import main as _main   # run under the package's name (numba's cache keys on it)
+    from scratchnorm.bench import main as _main  # run under the package's name (numba's cache keys on it)
 
     sys.exit(_main())

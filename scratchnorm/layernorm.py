@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_affine, check_bool, check_eps, check_int
 from ._arrays import store, sum_rows, upstream
+from ._checks import check_affine, check_bool, check_eps, check_int
 from .backend import pick
 from .dtypes import as_float_array, upcast_half
 from .layer import Layer, check_last_axis

@@ -71,8 +71,11 @@ def _pack(y, dx, dy, x_hat, direct, terms_y=None):
     lead = tuple(range(y.ndim - 1))
     extra = {} if terms_y is None else {
         "scale_y": np.full(y.shape, max(np.max(np.abs(y), initial=0), np.max(terms_y, initial=0)))}
-    return {**extra, "y": y, "x": dx, "scale_x": np.full(dx.shape, max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))), "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
-            "scale_weight": np.sum(np.abs(dy) * (np.abs(x_hat) + 1), axis=lead), "scale_bias": np.sum(np.abs(dy), axis=lead)}
+    scale_x = max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))
+    return {**extra, "y": y, "x": dx, "scale_x": np.full(dx.shape, scale_x),
+            "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
+            "scale_weight": np.sum(np.abs(dy) * (np.abs(x_hat) + 1), axis=lead),
+            "scale_bias": np.sum(np.abs(dy), axis=lead)}
 
 
 # -- (N, C, *) inputs: BatchNorm and GroupNorm ------------------------------------------------

@@ -58,11 +58,16 @@ Families: the row-wise normalizations (LayerNorm, RMSNorm and its variants,
 GroupRMSNorm) in rowwise.py + rowwise_api.py. To add a family, put its kernels
 and wrappers in files of their own and export the wrappers below.
 """
-from .batchnorm import (batch_norm_backward, batch_norm_eval_backward, batch_norm_eval_forward,
-                        batch_norm_forward)
+from .batchnorm import batch_norm_backward, batch_norm_eval_backward, batch_norm_eval_forward, batch_norm_forward
 from .groupnorm import group_norm_backward, group_norm_forward
-from .rowwise_api import (group_rms_norm_backward, group_rms_norm_forward, layer_norm_backward,
-                          layer_norm_forward, rms_norm_backward, rms_norm_forward)
+from .rowwise_api import (
+                        group_rms_norm_backward,
+                        group_rms_norm_forward,
+                        layer_norm_backward,
+                        layer_norm_forward,
+                        rms_norm_backward,
+                        rms_norm_forward,
+)
 
 __all__ = [
     "group_rms_norm_backward", "group_rms_norm_forward", "layer_norm_backward", "layer_norm_forward",

@@ -28,8 +28,18 @@ from ..batchnorm import check_eval_args
 from ..dtypes import as_float_array
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, pick_twin
-from .channels import (MEAN, RSTD, SLAB_MIN, VAR, bn_backward_columns, bn_backward_slabs, bn_forward_columns,
-                       bn_forward_slabs, channel_block, layout)
+from .channels import (
+    MEAN,
+    RSTD,
+    SLAB_MIN,
+    VAR,
+    bn_backward_columns,
+    bn_backward_slabs,
+    bn_forward_columns,
+    bn_forward_slabs,
+    channel_block,
+    layout,
+)
 
 _TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
 

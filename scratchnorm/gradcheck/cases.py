@@ -102,6 +102,6 @@ def _rowwise_cases() -> list[Case]:
 def all_cases() -> list[Case]:
     """Every case: the row-wise family, the channel layers, and the nn toolkit."""
     from .cases_batch import batch_cases  # BatchNorm, InstanceNorm, GroupNorm, WeightNorm
-    from .cases_nn import nn_cases        # scratchnorm.nn layers and a whole tiny Transformer
+    from .cases_nn import nn_cases  # scratchnorm.nn layers and a whole tiny Transformer
 
     return _rowwise_cases() + batch_cases() + nn_cases()

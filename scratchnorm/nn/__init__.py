@@ -28,6 +28,7 @@ sequential.py (Sequential, mlp), container.py (prefixed parameter names),
 loss.py (softmax cross-entropy), optim.py (SGD, Adam), norms.py (the
 ``norm=`` registry), transformer.py. Importing this package imports no numba.
 """
+from ..linear import Linear
 from .activations import GELU, ReLU, gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import CausalSelfAttention, causal_attention_backward, causal_attention_forward
 from .container import Container
@@ -38,7 +39,6 @@ from .optim import SGD, Adam, Optimizer
 from .residual import Residual
 from .sequential import Sequential, mlp
 from .transformer import Transformer
-from ..linear import Linear
 
 __all__ = [
     "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Embedding", "Linear", "Optimizer",

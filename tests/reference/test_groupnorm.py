@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
+from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 import scratchnorm as sn
-from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 
 def ref_group_norm(x, G, w, b, eps):

@@ -21,16 +21,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from reference_formulas import layer_norm, rms_norm
 
 import scratchnorm as sn
-from reference_formulas import layer_norm, rms_norm
 
 EPS64 = np.finfo(np.float64).eps
 RTOL = {np.float64: 1e-13, np.float32: 4 * 1.19e-7, np.float16: 2 * 9.8e-4}
 LOG10_MAX = {np.float64: 150, np.float32: 30, np.float16: 4}
 
 # More cases: SCRATCHNORM_EXAMPLES=2000 make test
-SETTINGS = settings(max_examples=int(os.environ.get("SCRATCHNORM_EXAMPLES", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("SCRATCHNORM_EXAMPLES", 60)), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from layer_helpers import randomized
 
 import scratchnorm as sn
-from layer_helpers import randomized
 
 
 # -- independent formulas -------------------------------------------------------

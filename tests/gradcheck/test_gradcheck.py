@@ -93,7 +93,8 @@ def test_cli_passes_and_prints_a_table():
 def test_cli_exits_non_zero_on_a_failure(monkeypatch, capsys):
     import importlib
 
-    cli = importlib.import_module("scratchnorm.gradcheck.__main__")  # the attribute scratchnorm.gradcheck is the function
+    # the attribute scratchnorm.gradcheck is the function, so the module is imported by name
+    cli = importlib.import_module("scratchnorm.gradcheck.__main__")
     from scratchnorm.gradcheck.cases import Case
 
     class Broken(sn.RMSNorm):

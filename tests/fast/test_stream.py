@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import njit
-
 from conftest import jit_disabled
-from scratchnorm.fast import _jit, _stream, rowwise, rowwise_api
+from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
+
+from scratchnorm.fast import _jit, _stream, rowwise, rowwise_api
 
 
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):

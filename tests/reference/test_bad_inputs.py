@@ -2,7 +2,7 @@
 
 Each case asserts the error type, that the message starts with the argument's name,
 contains the value received, and has the four parts (expected, received, Fix).
-``python -m pytest tests/test_bad_inputs.py -q`` counts the cases tried.
+``python -m pytest tests/reference/test_bad_inputs.py -q`` counts the cases tried.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from layer_helpers import clear_message
 
 import scratchnorm as sn
-from layer_helpers import clear_message
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def cases():
                 add(f"momentum={m}", lambda L, m=m: L(momentum=m), ValueError, "momentum", repr(m))
         if s.name == "BatchNorm":
             add("batch of one", lambda L: L().forward(np.ones((1, 4))), ValueError, "x", "(1, 4)")
-        add("backward before forward", lambda L: L().backward(x), RuntimeError, "BackwardBeforeForward", "")
+        add("backward before forward", lambda L, x=x: L().backward(x), RuntimeError, "BackwardBeforeForward", "")
 
         def wrong_dy(L, x=x):
             layer = L()

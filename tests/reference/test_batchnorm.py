@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 import scratchnorm as sn
-from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 SHAPES = [(6, 3), (4, 3, 5), (2, 3, 4, 5)]          # ranks 2, 3 and 4
 

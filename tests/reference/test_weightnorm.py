@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 import scratchnorm as sn
-from layer_helpers import assert_cache_not_aliased, assert_one_rounding, clear_message, randomized
 
 
 def ref_weight(v, g):

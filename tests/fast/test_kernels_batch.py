@@ -20,9 +20,9 @@ import textwrap
 
 import numpy as np
 import pytest
+from layer_helpers import outputs_per_thread_count, run_jitted
 
 import scratchnorm as sn
-from layer_helpers import outputs_per_thread_count, run_jitted
 from scratchnorm import fast
 from scratchnorm.fast import _jit
 from scratchnorm.fast.channels import SLAB_MIN
@@ -376,7 +376,8 @@ def test_bad_arguments_raise_the_reference_error(name, args, kw):
 
 
 # -- parallel kernels and determinism (slow: compiles the parallel twins) ---------------------
-LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37, 6, 600)), ("slabs 4-D", (9, 20, 30, 40))]
+LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37, 6, 600)),
+         ("slabs 4-D", (9, 20, 30, 40))]
 
 
 @pytest.mark.slow

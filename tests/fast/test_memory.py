@@ -25,9 +25,18 @@ import numba
 import numpy as np
 import pytest
 
-from scratchnorm import (batch_norm_backward, batch_norm_forward, group_norm_backward, group_norm_forward,
-                         group_rms_norm_backward, group_rms_norm_forward, layer_norm_backward,
-                         layer_norm_forward, rms_norm_backward, rms_norm_forward)
+from scratchnorm import (
+    batch_norm_backward,
+    batch_norm_forward,
+    group_norm_backward,
+    group_norm_forward,
+    group_rms_norm_backward,
+    group_rms_norm_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    rms_norm_backward,
+    rms_norm_forward,
+)
 from scratchnorm.backend import pick
 from scratchnorm.bench import traced_peak
 

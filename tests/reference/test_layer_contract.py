@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from layer_helpers import clear_message
 
 import scratchnorm as sn
-from layer_helpers import clear_message
 
 ROWWISE = [
     lambda b: sn.LayerNorm(8, backend=b),

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
-
-import scratchnorm as sn
 from reference_formulas import batch_norm, batch_norm_eval, group_norm
 from test_properties import LOG10_MAX, RTOL, SETTINGS, check, representable, run
+
+import scratchnorm as sn
 
 EPS = 1e-5
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
 
 from lessons._common import VERDICTS, discover, run_lessons  # noqa: E402
