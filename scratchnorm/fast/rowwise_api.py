@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import EPS_MODES, check_affine, check_choice, check_eps
+from .._checks import EPS_MODES, check_affine, check_choice, check_eps, fail
 from ..dtypes import as_float_array
 from ..group_rmsnorm import check_groups
 from ..rmsnorm import check_rms_norm_args
@@ -28,7 +28,19 @@ from .rowwise import INSIDE, TWINS
 _KIND = "rowwise"
 
 
-def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
+def _stream_choice(stream, auto: bool) -> bool:
+    """``stream``: None (the default) streams when the call's arrays fill the last-level cache
+    (``auto``, _stream.streams); True or False forces it on or off (the benchmark and lesson 09 compare
+    the two; the bits are the same either way)."""
+    if stream is None:
+        return auto
+    if stream is True or stream is False:
+        return stream
+    fail(TypeError, "stream", "None (decide by size), True or False", stream,
+         "leave stream=None unless you are measuring the two store paths.")
+
+
+def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None):
     d = x.shape[-1]
     rows = (x.size // d if d else n_rows(x.shape)) * groups   # kernel rows: one per group of each row
     xk, y2, y_new = forward_rows(x, out, rows)
@@ -36,7 +48,8 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
     w = affine_vector(weight, d, 1.0, xk.dtype).reshape(groups, -1)    # in x's kernel dtype (rowwise.py);
     b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
-        stream = (streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
+        auto = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
+        stream = (_stream_choice(stream, auto)
                   and w.dtype == b.dtype == xk.dtype)    # (a float64 weight for float32 x: plain stores)
         pick_twin(TWINS[center, stream][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
     else:
@@ -46,7 +59,7 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode):
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
-def _backward(dy, cache, dx_out, fn):
+def _backward(dy, cache, dx_out, fn, stream=None):
     """{"x", "weight", "bias"} (those that exist) and d loss / d eps."""
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, fn)
     rows = xk.shape[0]
@@ -56,7 +69,7 @@ def _backward(dy, cache, dx_out, fn):
     dwb = np.zeros((2,) + w.shape)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
-        stream = streams(dyk.nbytes + xk.nbytes + dx2.nbytes)
+        stream = _stream_choice(stream, streams(dyk.nbytes + xk.nbytes + dx2.nbytes))
         pick_twin(TWINS[cache["center"], stream][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb,
                                                                     deps, cache["k"], cache["eps"], cache["mode"],
                                                                     chunks)
@@ -68,32 +81,33 @@ def _backward(dy, cache, dx_out, fn):
 
 
 # -- LayerNorm ----------------------------------------------------------------------------
-def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
+def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
     """LayerNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.layer_norm_forward``; the cache is this backend's."""
     x = as_float_array(x)
     eps = check_eps(eps, allow_zero=True)
     d = x.shape[-1]
     check_affine(weight, bias, d)
-    return _forward(x, weight, bias, out, center=True, groups=1, k=d, eps=eps, mode=INSIDE)
+    return _forward(x, weight, bias, out, center=True, groups=1, k=d, eps=eps, mode=INSIDE, stream=stream)
 
 
-def layer_norm_backward(dy, cache, *, dx_out=None):
+def layer_norm_backward(dy, cache, *, dx_out=None, stream=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
-    return _backward(dy, cache, dx_out, "layer_norm_forward")[0]
+    return _backward(dy, cache, dx_out, "layer_norm_forward", stream)[0]
 
 
 # -- RMSNorm and its variants ------------------------------------------------------------
-def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
+def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
     """RMSNorm over the last axis (first k features feed the statistic), numba kernels.
     Same arguments and result as ``scratchnorm.rms_norm_forward``."""
     x, eps, k = check_rms_norm_args(x, weight, bias, eps, eps_mode, k)
-    return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode))
+    return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode),
+                    stream=stream)
 
 
-def rms_norm_backward(dy, cache, *, dx_out=None):
+def rms_norm_backward(dy, cache, *, dx_out=None, stream=None):
     """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
-    grads, deps = _backward(dy, cache, dx_out, "rms_norm_forward")
+    grads, deps = _backward(dy, cache, dx_out, "rms_norm_forward", stream)
     grads["eps"] = deps
     return grads
 
