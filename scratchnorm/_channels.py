@@ -15,35 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import fail
-
-
-def check_channels_input(layer: str, x: np.ndarray, channels: int | None = None, *,
-                         min_ndim: int = 2, arg: str = "num_features") -> None:
-    """x must be (N, C, *) with at least ``min_ndim`` axes, C == channels (if given), and no empty axis."""
-    if x.ndim < min_ndim:
-        if min_ndim == 2:
-            want = "(N, C) or (N, C, *)"
-            fix = "add the batch axis, e.g. x[None], so that channels are on axis 1."
-        else:
-            want = "(N, C, L) or (N, C, *) with at least one spatial axis"
-            fix = ("add the batch axis (x[None]) if x is one sample; for an (N, C) input use "
-                   "BatchNorm or LayerNorm, which have statistics over more than one value.")
-        fail(ValueError, "x", f"an array of shape {want} for {layer}", x, fix)
-    if channels is not None and x.shape[1] != channels:
-        fail(ValueError, "x", f"axis 1 (channels) of size {arg}={channels} for {layer}", x,
-             f"pass x with channels on axis 1 (for channels-last data, np.moveaxis(x, -1, 1)), "
-             f"or build the layer with {arg}={x.shape[1]}.")
-    check_nonempty(layer, x)
-
-
-def check_nonempty(layer: str, x: np.ndarray) -> None:
-    """An empty batch (any axis of size 0) is an error: it is almost always a bug upstream."""
-    if x.size == 0:
-        fail(ValueError, "x", f"a non-empty array (every axis of size >= 1) for {layer}", x,
-             "skip the empty batch (statistics over zero values are undefined), "
-             "or check the code that built x.")
-
 
 def reduce_axes(ndim: int) -> tuple:
     """Every axis except the channel axis 1: (0, 2, 3, ..., ndim - 1)."""

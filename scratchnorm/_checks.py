@@ -6,7 +6,9 @@ learner can act on it without reading the source:
     <argument>: expected <what is allowed>; received <what came in>. Fix: <how>.
 
 The checks run at the earliest point that can see the problem: the
-constructor for hyper-parameters, ``forward`` for the input array.
+constructor for hyper-parameters, ``forward`` for the input array. This module
+holds the checks of single arguments; ``_op_checks.py`` combines them into the
+checks of each operation, which both backends call.
 """
 from __future__ import annotations
 
@@ -120,3 +122,60 @@ def check_dy(dy: np.ndarray, shape: tuple) -> None:
     if dy.shape != tuple(shape):
         fail(ValueError, "dy", f"shape {tuple(shape)} (the shape of the forward's output)", dy,
              "pass dL/dy for the output of the forward that made this cache.")
+
+
+def check_groups(num_groups, d: int, arg: str = "num_groups", of: str = "d") -> int:
+    """A number of groups (or heads) that divides ``d``."""
+    num_groups = check_int(arg, num_groups)
+    if d % num_groups:
+        divisors = [g for g in range(1, d + 1) if d % g == 0]
+        fail(ValueError, arg, f"a divisor of {of}={d} (one of {divisors})", num_groups,
+             f"pick {arg} that divides {of}.")
+    return num_groups
+
+
+def check_k(k, d: int) -> int:
+    """The partial count k of pRMSNorm: 1 <= k <= d (None means d)."""
+    if k is None:
+        return d
+    k = check_int("k", k)
+    if k > d:
+        fail(ValueError, "k", f"an integer in [1, d={d}]", k, "pass k <= d, or k=None for all features.")
+    return k
+
+
+def check_last_axis(layer: str, x: np.ndarray, d: int, arg: str = "d") -> None:
+    """x must be (..., d) with at least one axis."""
+    if x.ndim < 1:
+        fail(ValueError, "x", f"an array of shape (..., {d}) for {layer}", x,
+             "pass at least a 1-D array whose last axis holds the features.")
+    if x.shape[-1] != d:
+        fail(ValueError, "x", f"last axis of size {arg}={d} for {layer}", x,
+             f"pass x with shape (..., {d}), or build the layer with {arg}={x.shape[-1]}.")
+
+
+def check_channels_input(layer: str, x: np.ndarray, channels: int | None = None, *,
+                         min_ndim: int = 2, arg: str = "num_features") -> None:
+    """x must be (N, C, *) with at least ``min_ndim`` axes, C == channels (if given), and no empty axis."""
+    if x.ndim < min_ndim:
+        if min_ndim == 2:
+            want = "(N, C) or (N, C, *)"
+            fix = "add the batch axis, e.g. x[None], so that channels are on axis 1."
+        else:
+            want = "(N, C, L) or (N, C, *) with at least one spatial axis"
+            fix = ("add the batch axis (x[None]) if x is one sample; for an (N, C) input use "
+                   "BatchNorm or LayerNorm, which have statistics over more than one value.")
+        fail(ValueError, "x", f"an array of shape {want} for {layer}", x, fix)
+    if channels is not None and x.shape[1] != channels:
+        fail(ValueError, "x", f"axis 1 (channels) of size {arg}={channels} for {layer}", x,
+             f"pass x with channels on axis 1 (for channels-last data, np.moveaxis(x, -1, 1)), "
+             f"or build the layer with {arg}={x.shape[1]}.")
+    check_nonempty(layer, x)
+
+
+def check_nonempty(layer: str, x: np.ndarray) -> None:
+    """An empty batch (any axis of size 0) is an error: it is almost always a bug upstream."""
+    if x.size == 0:
+        fail(ValueError, "x", f"a non-empty array (every axis of size >= 1) for {layer}", x,
+             "skip the empty batch (statistics over zero values are undefined), "
+             "or check the code that built x.")

@@ -69,10 +69,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._channels import channel_affine, channel_affine_grads, channel_sum, check_channels_input, dx_hat_of, per_channel
-from ._checks import check_affine, check_array_shape, check_bool, check_eps, check_int, check_momentum, fail
-from .backend import pick
-from .dtypes import as_float_array, upcast_half
+from ._channels import channel_affine, channel_affine_grads, channel_sum, dx_hat_of, per_channel
+from ._checks import check_bool, check_channels_input, check_eps, check_int, check_momentum, fail
+from ._op_checks import batch_norm_args, batch_norm_eval_args
+from .backend import implementation, register
+from .dtypes import upcast_half
 from .layer import Layer
 
 
@@ -84,10 +85,7 @@ def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     cache["count"] (M) feed ``update_running_stats``. eps >= 0; with eps = 0 a
     constant channel gives NaN, as the formula does.
     """
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_channels_input("batch_norm_forward", x)
-    check_affine(weight, bias, x.shape[1])
+    x, eps = batch_norm_args(x, weight, bias, eps)
     xf = upcast_half(x).astype(np.float64)           # (N, C, *) computed in float64
     count = x.size // x.shape[1]                     # M: values per channel
     mean = channel_sum(xf) / count                   # (C,)
@@ -139,25 +137,13 @@ def batch_norm_backward_staged(dy, cache):
     return {"x": dx.astype(cache["dtype"]), **grads}
 
 
-def check_eval_args(x, running_mean, running_var, weight, bias, eps):
-    """The checks of batch_norm_eval_forward, in order, for both backends. Returns (x, eps, C)."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_channels_input("batch_norm_eval_forward", x)
-    C = x.shape[1]
-    check_array_shape("running_mean", running_mean, (C,))
-    check_array_shape("running_var", running_var, (C,))
-    check_affine(weight, bias, C)
-    return x, eps, C
-
-
 def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
     """BatchNorm with fixed statistics (eval mode). Returns ``(y, cache)``.
 
     x: (N, C, *); running_mean, running_var, weight, bias: (C,) (weight, bias may be None).
     y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
     """
-    x, eps, C = check_eval_args(x, running_mean, running_var, weight, bias, eps)
+    x, eps, C = batch_norm_eval_args(x, running_mean, running_var, weight, bias, eps)
     xf = upcast_half(x).astype(np.float64)                                  # (N, C, *)
     mean = per_channel(np.asarray(running_mean, dtype=np.float64), x.ndim)  # (1, C, 1, ...)
     rstd = 1.0 / np.sqrt(np.asarray(running_var, dtype=np.float64) + eps)   # (C,)
@@ -239,20 +225,25 @@ class BatchNorm(Layer):
         weight, bias = self.params.get("weight"), self.params.get("bias")
         if not self.uses_batch_stats:
             rm, rv = self.buffers["running_mean"], self.buffers["running_var"]
-            y, cache = pick(self.backend, batch_norm_eval_forward)(x, rm, rv, weight, bias, eps=self.eps)
-            return y, (batch_norm_eval_backward, cache)
-        y, cache = pick(self.backend, batch_norm_forward)(x, weight, bias, eps=self.eps)
+            y, cache = implementation(self.backend, "batch_norm_eval_forward")(x, rm, rv, weight, bias, eps=self.eps)
+            return y, ("batch_norm_eval_backward", cache)
+        y, cache = implementation(self.backend, "batch_norm_forward")(x, weight, bias, eps=self.eps)
         if self.training and self.track_running_stats:
             self.buffers["num_batches_tracked"] += 1
             m = self.momentum if self.momentum is not None else 1.0 / int(self.buffers["num_batches_tracked"])
             update_running_stats(self.buffers["running_mean"], self.buffers["running_var"],
                                  cache["mean"], cache["var"], cache["count"], m)
-        return y, (batch_norm_backward, cache)
+        return y, ("batch_norm_backward", cache)
 
     def _backward(self, dy, cache):
         backward, inner = cache          # the backward of the mode the forward ran in
-        return pick(self.backend, backward)(dy, inner)
+        return implementation(self.backend, backward)(dy, inner)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"track_running_stats={self.track_running_stats}")
+
+
+register("numpy", {"batch_norm_forward": batch_norm_forward, "batch_norm_backward": batch_norm_backward,
+                   "batch_norm_eval_forward": batch_norm_eval_forward,
+                   "batch_norm_eval_backward": batch_norm_eval_backward})

@@ -140,7 +140,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import fail
-from .backend import pick
+from .backend import implementation
 
 STEPS = ("forward", "backward", "fwd+bwd")
 ARRAYS_MOVED = {"forward": 2, "backward": 3, "fwd+bwd": 5}     # x+y; x+dy+dx; both
@@ -238,7 +238,7 @@ def reference_pair(norm: Norm):
 def numba_pair(reference):
     """The kernels of the same names in scratchnorm.fast, or raise LookupError."""
     try:
-        return tuple(pick("numba", fn) for fn in reference)
+        return tuple(implementation("numba", fn.__name__) for fn in reference)
     except (ImportError, AttributeError) as exc:
         raise LookupError(f"no numba kernel yet ({type(exc).__name__}: {exc})") from None
 

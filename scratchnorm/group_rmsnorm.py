@@ -13,28 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import EPS_MODES, check_affine, check_choice, check_eps, check_int, fail
-from .backend import pick
-from .dtypes import as_float_array
-from .layer import Layer, check_last_axis
+from ._checks import EPS_MODES, check_choice, check_eps, check_groups, check_int, check_last_axis
+from ._op_checks import group_rms_norm_args
+from .backend import implementation, register
+from .layer import Layer
 from .rmsnorm import rms_norm_backward, rms_norm_forward
-
-
-def check_groups(num_groups, d: int, arg: str = "num_groups", of: str = "d") -> int:
-    num_groups = check_int(arg, num_groups)
-    if d % num_groups:
-        divisors = [g for g in range(1, d + 1) if d % g == 0]
-        fail(ValueError, arg, f"a divisor of {of}={d} (one of {divisors})", num_groups,
-             f"pick {arg} that divides {of}.")
-    return num_groups
 
 
 def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="inside", out=None):
     """GroupRMSNorm forward. x: (..., d); weight: (d,) or None. Returns ``(y, cache)``."""
-    x = as_float_array(x)
+    x, G, eps = group_rms_norm_args(x, weight, num_groups, eps, eps_mode)
     d = x.shape[-1]
-    G = check_groups(num_groups, d)
-    check_affine(weight, None, d)
     xg = x.reshape(*x.shape[:-1], G, d // G)                              # (..., G, m)
     x_hat, inner = rms_norm_forward(xg.astype(np.float64), eps=eps, eps_mode=eps_mode)
     x_hat = x_hat.reshape(x.shape)                                        # (..., d)
@@ -70,11 +59,15 @@ class GroupRMSNorm(Layer):
         check_last_axis("GroupRMSNorm", x, self.d)
 
     def _forward(self, x):
-        return pick(self.backend, group_rms_norm_forward)(
+        return implementation(self.backend, "group_rms_norm_forward")(
             x, self.params["weight"], num_groups=self.num_groups, eps=self.eps, eps_mode=self.eps_mode)
 
     def _backward(self, dy, cache):
-        return pick(self.backend, group_rms_norm_backward)(dy, cache)
+        return implementation(self.backend, "group_rms_norm_backward")(dy, cache)
 
     def extra_repr(self):
         return f"{self.d}, num_groups={self.num_groups}, eps={self.eps}"
+
+
+register("numpy", {"group_rms_norm_forward": group_rms_norm_forward,
+                   "group_rms_norm_backward": group_rms_norm_backward})

@@ -37,11 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._channels import channel_affine, channel_affine_grads, check_channels_input, dx_hat_of
-from ._checks import check_affine, check_bool, check_eps, check_int, fail
-from .backend import pick
-from .dtypes import as_float_array, upcast_half
-from .group_rmsnorm import check_groups
+from ._channels import channel_affine, channel_affine_grads, dx_hat_of
+from ._checks import check_bool, check_channels_input, check_eps, check_groups, check_int, fail
+from ._op_checks import group_norm_args
+from .backend import implementation, register
+from .dtypes import upcast_half
 from .layer import Layer
 from .layernorm import layer_norm_backward, layer_norm_forward
 
@@ -52,10 +52,7 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     x: (N, C, *), float16/32/64, C divisible by num_groups. weight, bias: (C,) or None.
     eps >= 0; with eps = 0 a constant group gives NaN, as the formula does.
     """
-    x = as_float_array(x)
-    check_channels_input("group_norm_forward", x)
-    G = check_groups(num_groups, x.shape[1], of="C")
-    check_affine(weight, bias, x.shape[1])
+    x, G, eps = group_norm_args(x, weight, bias, num_groups, eps)
     xg = upcast_half(x).astype(np.float64).reshape(x.shape[0], G, -1)   # (N, G, m)
     _, inner = layer_norm_forward(xg, eps=eps)                          # statistics per (n, group)
     x_hat = inner["x_hat"].reshape(x.shape)                             # (N, C, *)
@@ -106,11 +103,14 @@ class GroupNorm(Layer):
             fail(ValueError, "x", f"{expected} for {name}", x, fix)
 
     def _forward(self, x):
-        return pick(self.backend, group_norm_forward)(x, self.params.get("weight"), self.params.get("bias"),
+        return implementation(self.backend, "group_norm_forward")(x, self.params.get("weight"), self.params.get("bias"),
                                                       num_groups=self.num_groups, eps=self.eps)
 
     def _backward(self, dy, cache):
-        return pick(self.backend, group_norm_backward)(dy, cache)
+        return implementation(self.backend, "group_norm_backward")(dy, cache)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+register("numpy", {"group_norm_forward": group_norm_forward, "group_norm_backward": group_norm_backward})

@@ -136,13 +136,3 @@ class Layer:
 
     def extra_repr(self) -> str:
         return ""
-
-
-def check_last_axis(layer: str, x: np.ndarray, d: int, arg: str = "d") -> None:
-    """x must be (..., d) with at least one axis."""
-    if x.ndim < 1:
-        fail(ValueError, "x", f"an array of shape (..., {d}) for {layer}", x,
-             "pass at least a 1-D array whose last axis holds the features.")
-    if x.shape[-1] != d:
-        fail(ValueError, "x", f"last axis of size {arg}={d} for {layer}", x,
-             f"pass x with shape (..., {d}), or build the layer with {arg}={x.shape[-1]}.")

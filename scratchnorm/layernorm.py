@@ -33,10 +33,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import check_affine, check_bool, check_eps, check_int
-from .backend import pick
-from .dtypes import as_float_array, upcast_half
-from .layer import Layer, check_last_axis
+from ._checks import check_bool, check_eps, check_int, check_last_axis
+from ._op_checks import layer_norm_args
+from .backend import implementation, register
+from .dtypes import upcast_half
+from .layer import Layer
 
 
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
@@ -45,10 +46,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     x: (..., d), float16/32/64. weight, bias: (d,) or None. y: like x.
     See the module docstring for the formulas.
     """
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    d = x.shape[-1]
-    check_affine(weight, bias, d)
+    x, eps = layer_norm_args(x, weight, bias, eps)
     xf = upcast_half(x).astype(np.float64)          # (..., d) computed in float64
     mu = xf.mean(axis=-1, keepdims=True)            # (..., 1)
     xm = xf - mu                                    # (..., d) pass 2: deviations
@@ -130,11 +128,14 @@ class LayerNorm(Layer):
         check_last_axis("LayerNorm", x, self.d)
 
     def _forward(self, x):
-        fwd = pick(self.backend, layer_norm_forward)
+        fwd = implementation(self.backend, "layer_norm_forward")
         return fwd(x, self.params.get("weight"), self.params.get("bias"), eps=self.eps)
 
     def _backward(self, dy, cache):
-        return pick(self.backend, layer_norm_backward)(dy, cache)
+        return implementation(self.backend, "layer_norm_backward")(dy, cache)
 
     def extra_repr(self):
         return f"{self.d}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+register("numpy", {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward})

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import sum_rows
-from ._checks import check_array_shape, check_bool, check_int
+from ._checks import check_array_shape, check_bool, check_int, check_last_axis
 from .dtypes import as_float_array
-from .layer import Layer, check_last_axis
+from .layer import Layer
 
 
 def linear_forward(x, weight, bias=None):

@@ -40,31 +40,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import EPS_MODES, check_affine, check_bool, check_choice, check_eps, check_int, fail
-from .backend import pick
-from .dtypes import as_float_array, upcast_half
+from ._checks import EPS_MODES, check_bool, check_choice, check_eps, check_int, check_last_axis
+from ._op_checks import rms_norm_args
+from .backend import implementation, register
+from .dtypes import upcast_half
 from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, rstd_from_ms
-from .layer import Layer, check_last_axis
-
-
-def check_k(k, d: int) -> int:
-    """The partial count k: 1 <= k <= d (None means d)."""
-    if k is None:
-        return d
-    k = check_int("k", k)
-    if k > d:
-        fail(ValueError, "k", f"an integer in [1, d={d}]", k, "pass k <= d, or k=None for all features.")
-    return k
-
-
-def check_rms_norm_args(x, weight, bias, eps, eps_mode, k):
-    """The checks of rms_norm_forward, in order, for both backends. Returns (x, eps, k)."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_choice("eps_mode", eps_mode, EPS_MODES)
-    k = check_k(k, x.shape[-1])
-    check_affine(weight, bias, x.shape[-1])
-    return x, eps, k
+from .layer import Layer
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
@@ -74,7 +55,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     feed the statistic (None: all d). eps >= 0; with eps = 0 an all-zero row
     gives NaN, as the formula does. See the module docstring for the formulas.
     """
-    x, eps, k = check_rms_norm_args(x, weight, bias, eps, eps_mode, k)
+    x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
     xf = upcast_half(x).astype(np.float64)                   # (..., d) computed in float64
     ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True)     # (..., 1)
     rstd = rstd_from_ms(ms, eps, eps_mode)                   # (..., 1)
@@ -161,12 +142,15 @@ class RMSNorm(Layer):
         return self.eps
 
     def _forward(self, x):
-        fwd = pick(self.backend, rms_norm_forward)
+        fwd = implementation(self.backend, "rms_norm_forward")
         return fwd(x, self.params.get("weight"), self.params.get("bias"),
                    eps=self._eps_value(), eps_mode=self.eps_mode, k=self._k)
 
     def _backward(self, dy, cache):
-        return pick(self.backend, rms_norm_backward)(dy, cache)
+        return implementation(self.backend, "rms_norm_backward")(dy, cache)
 
     def extra_repr(self):
         return f"{self.d}, eps={self.eps}, eps_mode={self.eps_mode!r}"
+
+
+register("numpy", {"rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward})

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import EPS_MODES, check_choice, check_eps, fail
-from .backend import pick
+from .backend import implementation
 from .layer import Layer
-from .rmsnorm import RMSNorm, rms_norm_backward, rms_norm_forward
+from .rmsnorm import RMSNorm
 
 
 class SimpleRMSNorm(Layer):
@@ -32,10 +32,10 @@ class SimpleRMSNorm(Layer):
             fail(ValueError, "x", "an array with at least one axis", x, "pass x of shape (..., d).")
 
     def _forward(self, x):
-        return pick(self.backend, rms_norm_forward)(x, eps=self.eps, eps_mode=self.eps_mode)
+        return implementation(self.backend, "rms_norm_forward")(x, eps=self.eps, eps_mode=self.eps_mode)
 
     def _backward(self, dy, cache):
-        return pick(self.backend, rms_norm_backward)(dy, cache)
+        return implementation(self.backend, "rms_norm_backward")(dy, cache)
 
     def extra_repr(self):
         return f"eps={self.eps}, eps_mode={self.eps_mode!r}"

@@ -35,10 +35,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store
-from ._channels import check_nonempty
-from ._checks import check_array_shape, fail
+from ._checks import check_array_shape, check_last_axis, check_nonempty, fail
 from .dtypes import as_float_array, upcast_half
-from .layer import Layer, check_last_axis
+from .layer import Layer
 from .linear import Linear, linear_backward, linear_forward
 
 

@@ -1,58 +1,37 @@
 """Non-temporal ("streaming") stores: writing a result that will not fit in the cache.
 
-Why. A normal store writes into the cache. The cache line must first be read
-from memory (a "read for ownership"), and is written back when it is evicted.
-So writing y costs two transfers over the memory bus, and a forward that
-reads x and writes y moves 3 arrays' worth of bytes, not 2. A non-temporal
-store sends a whole line straight to memory, with no read and no cache line
-taken: the forward then moves 2 arrays' worth, as ``memcpy`` does for large
-copies (glibc switches to non-temporal stores for copies larger than a share
-of the cache, which is why a plain copy beats a kernel that writes normally).
-Measured here (2 cores, 32 MiB L3; one process, the same call with
-``rowwise_api.streams`` forced on and off, streamed / plain time): the
-forward 0.69-0.75 at 8192x4096 float32 and 0.78-0.88 at 4096x1024, the
-backward 0.77-0.91 and 0.81-0.96.
+Why. A normal store writes into the cache: the line is first read from memory
+(a "read for ownership") and written back when evicted. So a forward that reads
+x and writes y moves 3 arrays' worth of bytes, not 2. A non-temporal store
+sends a whole line straight to memory, with no read: 2 arrays' worth, as glibc's
+``memcpy`` does for large copies. (NOTES.md: what it buys here.)
 
-When. Only when the output cannot stay in the cache anyway: a non-temporal
-store also evicts the line, so a result that the next operation would have
-found in cache must be written normally. ``streams``: the arrays a call reads
-and writes total at least the last-level cache (from Linux's sysfs; 32 MiB
-when it cannot be read). A benchmark that calls one kernel in a loop gains
-from streaming even below that size, because nothing reads y; a network's
-next layer would, so the rule stays at the cache size. The forward also
-needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's first and
-last partial lines are written plainly, and on shorter rows that costs more
-than streaming saves (measured: rows of 256 float32 1.1-1.6x slower, 512 even).
-Rows computed in float64 (rowwise.py: where float32 could overflow) are
-written plainly too. The backward streams rows of any length: its loop does
-more work per element, and it gained even at 256 float32 a row (0.76-0.96).
+When (``streams``). Only when the output cannot stay in the cache anyway: the
+arrays a call reads and writes total at least the last-level cache (from
+Linux's sysfs; 32 MiB when it cannot be read). A streamed line is also evicted,
+so a result that the next layer would find in cache is written normally. The
+forward also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's
+partial first and last lines are written plainly, which costs more than
+streaming saves on shorter rows. Rows the forward computes in float64 are
+written plainly too. The backward streams rows of any length. The row-wise
+functions take ``stream=True`` / ``False`` to force the choice (benchmark, lessons).
 
-How. numba has no non-temporal store, so the stores are two small numba
-*intrinsics*, which emit LLVM IR directly for one 64-byte cache line:
-``affine_line`` computes y = ((x - hi) - lo) * rs * w + b on a line as LLVM
-vector operations, in the order of rowwise._affine (so the same bits), and
-``store_line`` copies a line; both store it tagged ``!nontemporal``. LLVM
-turns that into ``vmovntps`` on x86-64 (``stnp`` on AArch64; a plain store
-where the target has none). A line store must start on a 64-byte boundary:
-``line_start`` gives the elements before it, which are written plainly, as
-are the elements after the last whole line. The forward streams y with
-``affine_line`` (rowwise._affine_streamed); the backward, whose loop also
-updates dweight and dbias, computes two rows of dx into a small (2, m)
-buffer, which stays in L1 or L2, and copies them out with ``stream_row``.
+How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
+IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
+store where the target has none): ``affine_line`` computes
+y = ((x - hi) - lo) * rs * w + b on a line, in rowwise._affine's order (so the
+same bits), and ``store_line`` copies a line. A line store starts on a 64-byte
+boundary: ``line_start`` gives the elements before it, written plainly, as are
+those after the last whole line. The backward computes two rows of dx into a
+small (2, m) buffer that stays in L1/L2 and copies them out with ``stream_row``.
 
 Ordering. Non-temporal stores are weakly ordered: another thread may not see
-them until a fence. The kernels call ``store_fence`` (an LLVM ``fence
-seq_cst``; on x86 LLVM emits a locked instruction, which orders the
-non-temporal stores before it as ``sfence`` would) at the end of every chunk
-of rows they stream, in the thread that wrote it, before the kernel returns
-and the caller reads the result. Not after every row: the fence waits until
-the lines have left the core, and once a row it cost 1.3x at 4096x1024.
-
-The values written are the same bits either way: streaming changes where the
-bytes go, never what they are. Under NUMBA_DISABLE_JIT the intrinsics are
-plain Python (the same operations on slices, in the arrays' dtype; no fence). numba's cache checks only the kernel's
-own source file: after editing this file, delete ``__pycache__/*.nbi`` and
-``*.nbc`` (as for _jit.py).
+them until a fence. The kernels call ``store_fence`` (LLVM ``fence seq_cst``) at
+the end of every chunk of rows they stream, in the thread that wrote it, before
+the caller reads the result. The values are the same bits either way. Under
+NUMBA_DISABLE_JIT the intrinsics are plain Python on slices (no fence). numba's
+cache checks only the kernel's own source file: after editing this file, delete
+``__pycache__/*.nbi`` and ``*.nbc``.
 """
 from __future__ import annotations
 

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._channels import check_channels_input
-from .._checks import check_affine, check_eps
-from ..batchnorm import check_eval_args
-from ..dtypes import as_float_array
+from .._op_checks import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, pick_twin
 from .channels import (
@@ -86,10 +83,7 @@ def _backward(dy, cache, dx_out, kind, fn):
 def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     """BatchNorm with the batch's statistics (training mode), numba kernels. Same arguments and
     result as ``scratchnorm.batch_norm_forward``; the cache is this backend's (module docstring)."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    check_channels_input("batch_norm_forward", x)
-    check_affine(weight, bias, x.shape[1])
+    x, eps = batch_norm_args(x, weight, bias, eps)
     return _forward(x, weight, bias, out, np.empty((3, x.shape[1])), eps, _TRAIN)
 
 
@@ -101,7 +95,7 @@ def batch_norm_backward(dy, cache, *, dx_out=None):
 def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
     """BatchNorm with fixed statistics (eval mode), numba kernels. Same arguments and result as
     ``scratchnorm.batch_norm_eval_forward``."""
-    x, eps, C = check_eval_args(x, running_mean, running_var, weight, bias, eps)
+    x, eps, C = batch_norm_eval_args(x, running_mean, running_var, weight, bias, eps)
     stats = np.empty((3, C))
     stats[MEAN] = running_mean
     stats[VAR] = running_var

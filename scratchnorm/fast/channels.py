@@ -1,68 +1,39 @@
 r"""numba kernels for inputs laid out (N, C, *): BatchNorm and GroupNorm (InstanceNorm is G = C).
 
-Every kernel sees x as the 2-D C-contiguous array (N, D), D = C * S with S the
-spatial size: row n is sample n, and channel c of it is the contiguous slab
-x[n, c*S : (c+1)*S]. Weight and bias are float64 (C,) vectors (a missing one
-is ones or -0.0, as in rowwise.py); every statistic and every sum is float64.
-
-Statistics: pieces merged in a fixed order
-    A variance is never E[x^2] - E[x]^2. The values are cut into pieces that
-    fit in cache; each piece's mean and M2 = sum (x - mean)^2 are taken in two
-    passes (the second reads from cache), and pieces are merged with the
-    pairwise update of Chan, Golub & LeVeque (``_merge``):
-
-        n = n_a + n_b,   delta = mean_b - mean_a
-        mean = mean_a + delta * n_b / n,   M2 = M2_a + M2_b + delta^2 * n_a * n_b / n
-
-    It adds two sums of squares and a correction for the distance between
-    the two means: nothing large is subtracted. One care: delta is a
-    difference of two rounded means, so each piece takes the mean of x - K,
-    K a value of its channel (BatchNorm: the channel's first value, x[0, c*S]).
-    Those means are of the size of the spread, not of |mean|, and delta keeps
-    its digits however far the data sit from 0; the mean is K plus the merged
-    one. (Without the shift, data at 1e8 +- 1 lose 6 digits of the variance.)
-
-BatchNorm: a channel's values are strided across the N samples
-    The samples are cut into ``_jit.n_chunks(N)`` chunks (fixed by N). Two
-    layouts, chosen by S:
-
-    * slabs (S >= SLAB_MIN, e.g. images): a piece is one slab. Task (chunk,
-      block of channels) walks its samples in order and, in each, its block's
-      slabs in memory order (a long contiguous read), merging each slab into
-      the running (mean, M2) of its channel for that chunk (``part``).
-    * columns (S < SLAB_MIN, e.g. (N, C)): a slab would be a few bytes, so
-      task (chunk, block of COLUMN_BLOCK columns) takes the (mean, M2) of each
-      column of its tile in two passes; a piece is one column of one chunk.
-
-    Then channel by channel the pieces are merged in the order chunk 0 (its
-    pieces in order), chunk 1, ... The elementwise passes (y, dx) run on
-    (sample, channel) slabs, or on (chunk, column block) tiles with the
-    per-channel numbers spread first to per-column vectors (``_spread``), so
-    that the inner loop is a plain vectorized loop over columns.
-
-    The backward's two sums per channel, sum dy and sum dy * (x - mean), are
-    taken by the same tasks over the same pieces, per chunk into ``part``,
-    then added in the same fixed order. So every result is bitwise the same
-    for any number of threads.
-
-GroupNorm: a group is contiguous
-    Group g of sample n is x[n, g*m : (g+1)*m], m = (C/G) * S. The forward
-    takes two passes over it and writes y, one task per (sample, group), no
-    sums across tasks. The backward's per-channel dweight and dbias run over
-    the samples: task (sample chunk, group) adds its samples in order into
-    its chunk's row of ``part``, and the rows are added in chunk order. For
-    S < SLAB_MIN the group is handled as one run of columns with the weight
-    and bias spread per column, and ``part`` has one entry per column.
-
-Formulas, per channel (BatchNorm) or per sample and group (GroupNorm), float64:
+They mirror ``batchnorm.batch_norm_forward`` / ``batch_norm_backward`` (and the
+eval pair) and ``groupnorm.group_norm_forward`` / ``group_norm_backward``. Per
+channel (BatchNorm) or per sample and group (GroupNorm), all in float64:
 
     forward   mean, var = M2 / count, rstd = 1 / sqrt(var + eps)
               y = (x - mean) * (rstd * w) + b
-    backward  g = dy * w,  x_hat = (x - mean) * rstd,  mean_g = mean of g,  mean_gx = mean of g * x_hat
-              dx = rstd * (g - mean_g - x_hat * mean_gx)        batch statistics, computed as
-                 = (rstd * w) * dy - rstd * mean_g - (x - mean) * (rstd^2 * mean_gx)
-              dx = (rstd * w) * dy                              BatchNorm eval (fixed statistics)
+    backward  g = dy * w,  x_hat = (x - mean) * rstd
+              dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))    batch statistics
+              dx = (rstd * w) * dy                                   BatchNorm eval
               dweight[c] = sum dy * x_hat,  dbias[c] = sum dy
+
+Every kernel sees x as (N, D), D = C * S with S the spatial size: channel c of
+sample n is the contiguous slab x[n, c*S : (c+1)*S].
+
+Variance: never E[x^2] - E[x]^2. The values are cut into pieces that fit in
+cache; each piece's mean and M2 = sum (x - mean)^2 take two passes, and pieces
+merge with Chan, Golub & LeVeque's update (``_merge``):
+
+    delta = mean_b - mean_a,   mean = mean_a + delta * n_b / n,   M2 = M2_a + M2_b + delta^2 n_a n_b / n
+
+Nothing large is subtracted. Each piece takes the mean of x - K, K a value of
+its channel, so that delta keeps its digits however far the data sit from 0.
+
+BatchNorm: a channel is strided across the samples, which are cut into
+``_jit.n_chunks(N)`` fixed chunks. For S >= SLAB_MIN (images) a task (chunk,
+block of channels) walks its slabs in memory order, merging each into its
+channel's (mean, M2) for that chunk; for small S ((N, C) inputs) a task (chunk,
+block of columns) takes each column's moments in two passes. The pieces are
+then merged channel by channel in chunk order, and the backward's sums go the
+same way: the bits do not depend on the thread count.
+
+GroupNorm: group g of sample n is contiguous, x[n, g*m : (g+1)*m]. The forward
+is one task per (sample, group), two passes and the store. The backward's
+dweight and dbias add samples in order per chunk, then the chunks in order.
 """
 from __future__ import annotations
 

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._channels import check_channels_input
-from .._checks import check_affine, check_eps
-from ..dtypes import as_float_array
-from ..group_rmsnorm import check_groups
+from .._op_checks import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, pick_twin
 from .channels import SLAB_MIN, gn_backward, gn_forward, layout
@@ -46,11 +43,7 @@ def _affine(weight, bias, C: int, S: int):
 def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=None):
     """GroupNorm forward, numba kernels. Same arguments and result as
     ``scratchnorm.group_norm_forward``; the cache is this backend's."""
-    x = as_float_array(x)
-    check_channels_input("group_norm_forward", x)
-    G = check_groups(num_groups, x.shape[1], of="C")
-    check_affine(weight, bias, x.shape[1])
-    eps = check_eps(eps, allow_zero=True)
+    x, G, eps = group_norm_args(x, weight, bias, num_groups, eps)
     N, C, S = layout(x.shape)
     xk, y2, y_new = forward_rows(x, out, N)
     w, b = _affine(weight, bias, C, S)

@@ -1,93 +1,37 @@
-r"""One family of numba kernels for every row-wise normalization.
+r"""The numba kernels of every row-wise normalization: one forward, one backward.
 
-LayerNorm, RMSNorm (eps inside, outside or clamped), pRMSNorm, SimpleRMSNorm,
+LayerNorm, RMSNorm (eps inside, outside, clamped), pRMSNorm, SimpleRMSNorm,
 RMSNorm with a bias or a learnable eps, and GroupRMSNorm are one computation
-with four knobs, so they share one forward and one backward kernel:
+with four knobs: ``center`` (subtract the mean: LayerNorm), ``k`` (features
+that feed the statistic: pRMSNorm), ``mode`` (where eps goes, eps_modes.py)
+and the groups (GroupRMSNorm: x seen as (rows * G, m), kernel row r is group
+r % G; the weight and bias as (G, m)). A missing weight is ones, a missing
+bias -0.0. Read ``forward_group`` and ``backward_group``: they mirror
+``layernorm.layer_norm_forward`` / ``layer_norm_backward`` and
+``rmsnorm.rms_norm_forward`` / ``rms_norm_backward``, for one kernel row x (m,):
 
-* ``center``: subtract the mean first (LayerNorm) or not (the RMSNorm family);
-* ``k``: how many features of a group feed the statistic (pRMSNorm: k < m);
-* ``mode``: where eps goes (INSIDE, OUTSIDE, CLAMP; eps_modes.py);
-* the groups: every row of d features is cut into G groups of m = d / G, each
-  with its own statistic (GroupRMSNorm; G = 1 otherwise). The kernels see x
-  as (rows * G, m), one kernel row per group, and the weight, the bias and
-  the partial sums of their gradients as (G, m): kernel row r is group r % G.
-
-The affine map is always applied, y = x_hat * w + b: a missing weight is a
-vector of ones and a missing bias a vector of -0.0 (x + -0.0 == x, even for
-x = -0.0), which costs reading two vectors of d that stay in cache. The
-forward takes weight and bias in x's dtype (T below), the backward the
-weight in float64.
-
-For one kernel row x (m,); everything in float64 except the two lines marked
-T, which run in x's dtype:
-
-    forward   mean  = sum(x) / m                        (0 without centering)
-              ms    = sum((x - mean)^2 over the first k) / k      two passes over the row,
-              rstd  = rstd_from_ms(ms, eps, mode)                  which is in L1 by then
-          T   x_hat = ((x - hi) - lo) * rstd            (hi + lo = mean, both in T)
-          T   y     = x_hat * w + b
-    backward  g     = dy * w,   x_hat = (x - mean) * rstd
-              gxh   = sum(g * x_hat)
+    forward   mean  = sum(x) / m            (0 without centering)
+              ms    = sum((x - mean)^2 over the first k) / k      two passes
+              rstd  = rstd_from_ms(ms, eps, mode)
+              y     = (x - mean) * rstd * w + b
+    backward  g = dy * w,   x_hat = (x - mean) * rstd,   gxh = sum(g * x_hat)
               a     = gxh * (d rstd / d ms) / rstd^3 * 2 / k
               dx    = rstd * (g - mean(g) [centered] + a * x_hat [first k only])
-              dw   += dy * x_hat,   db += dy            (this chunk's partial sums)
-              deps  = gxh * dlog_rstd_deps              (RMSNormLearnableEps; summed over rows)
+              dw   += dy * x_hat,   db += dy,   deps = gxh * d log(rstd) / d eps
 
-Where dx comes from: the path through the statistic is (d rstd / d ms) * 2/k *
-sum(g * (x - mean)) * (x - mean) = rstd * a * x_hat, so with a written per
-rstd^3 (drstd_dms_per_rstd3: -1/2 for eps inside) nothing overflows when rstd
-is huge or tiny. For LayerNorm (inside, k = m) a = -mean(g * x_hat): the
-closed form of layernorm.py, dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
-For RMSNorm it is rmsnorm.py's. (Centering with k < m is not used: the
-derivation assumes k = m then.)
+For LayerNorm (inside, k = m) a = -mean(g * x_hat), the closed form of
+layernorm.py; for RMSNorm, rmsnorm.py's. ``a`` is written per rstd^3
+(``drstd_dms_per_rstd3``) so that nothing overflows when rstd is huge or tiny.
+Statistics and the backward are float64, rounded once at the store. One
+exception, for speed: for float32 x the forward's last two lines run in
+float32 (``forward_group`` says when, and the error bound).
 
-Why the forward's elementwise part runs in T: for float32 it has twice the
-SIMD lanes of float64 and needs no conversions, about 1.2x faster (measured
-in one process against the all-float64 kernel, with the overflow bounds
-below: 0.85-0.94 of its time at 64x512 and 1024x1024 on one thread). The price is a few float32 roundings
-instead of one: rstd and lo are rounded to T, x - hi is exact or rounded once
-(when |mean| >> std, x and hi are close and Sterbenz's lemma makes it exact),
-then - lo, * rstd, * w and + b round once each: with u = 2^-24, y is within
-about 7u |x_hat * w| + 2u |b| of the exact value (3.5 float32 epsilons of
-|x_hat * w| + |b|; a float64 weight or bias rounded to T adds u each). The
-tests allow 4 epsilons. A row runs the same loop with the float64 scalars
-instead (computed in float64 from the weight and bias in T, rounded once at
-the store) unless the T loop provably neither overflows nor loses precision:
-rstd and lo must be T numbers within one rounding (not so: rstd = 1e40 for a
-float32 row of 1e-40; a subnormal lo; NaN), the row's deviation sqrt(m ms)
-under a quarter of T's largest value (x - hi would overflow for a row
-spanning +-3e38), and, once per call, every feature must feed the statistic
-(k = m, so |x_hat| <= sqrt(m)) with sqrt(m) sum|w| + sum|b| under a quarter
-of T's largest value (_bounded). So pRMSNorm (k < m), where x_hat beyond the
-first k has no bound, computes in float64 as before. (A check of every y
-for Inf, with a second pass in float64, was tried instead: it slowed every
-row by a third, and even as a branch that never ran, by 1.5x.)
-A float64 weight or bias that overflows float32 is kept in float64
-(_buffers.affine_vector). The backward stays in float64
-(rounded once at the store): its loop also updates the float64 partial sums
-of dweight and dbias, which keeps it at 8 lanes, and a float32 version
-measured no faster.
-
-What forward keeps: (mean, ms, rstd) per kernel row, ``stats`` (rows * G, 3),
-and a reference to x (no copy: see "What a cache refers to" in __init__.py),
-which backward reads again.
-
-Writing y and dx. When a call's arrays fill the last-level cache, y and dx
-are written with non-temporal stores, which skip reading each output line from
-memory first (_stream.py: why, when, how; the same bits either way). The
-forward streams kernel rows of at least 4 KiB, computed in T (a row in float64
-and each row's partial first and last lines are written plainly); the
-backward streams every row through a (2, m) buffer.
-
-Parallel work and determinism. The forward's rows are independent: any split
-gives the same bits. The backward's dweight and dbias are sums over rows: the
-kernel rows are cut into ``chunks`` fixed chunks (``_jit.n_chunks``, from the
-number of rows only), each chunk adds its rows in order into its own slice of
-``part`` (chunks, 2, G, m) (with G = 1 two rows per pass over the slice, still in
-row order: backward_two_groups), and the slices are then added in chunk order
-(column blocks in parallel, each column in that order). d loss / d eps is
-kept per kernel row and summed at the end. So the bits do not depend on the
-thread count or on the scheduling.
+The rest is speed, each piece tested to give the same bits (NOTES.md has the
+measurements): ``backward_two_groups`` does two rows per pass; the drivers
+run the rows on numba's threads, with dweight and dbias summed per fixed chunk
+of rows and the chunks added in order, so the bits do not depend on the thread
+count; large outputs are written with non-temporal stores (_stream.py).
+A cache keeps (mean, ms, rstd) per kernel row and a reference to x.
 """
 from __future__ import annotations
 
@@ -253,9 +197,18 @@ def _bounded(w, b, k):
 
 @jit_inline
 def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded, stream):
-    """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd).
-    ``bounded``: _bounded(w, b, k) for the whole call. ``stream``: write y with non-temporal
-    stores (_stream.py; a row in float64 is written plainly)."""
+    """y = x_hat * w + b for one group x (m,); stats (3,) gets (mean, ms, rstd). Mirrors the
+    reference forwards (layernorm.py, rmsnorm.py).
+
+    For float32 x (T below) the elementwise part runs in T: x_hat = ((x - hi) - lo) * rstd with
+    hi + lo = mean both in T, then * w + b. x - hi is exact or rounded once (Sterbenz's lemma
+    when |mean| >> std); - lo, * rstd, * w and + b round once each: with u = 2^-24, y is within
+    about 7u |x_hat * w| + 2u |b| of the exact value (3.5 float32 epsilons of |x_hat * w| + |b|;
+    the tests allow 4). The row runs in float64 instead unless nothing can overflow or lose
+    precision: rstd and lo fit T within one rounding (``_fits``), the deviation sqrt(m ms) is
+    under a quarter of T's largest value, and ``bounded`` (``_bounded``, once per call: k = m
+    and sqrt(m) sum|w| + sum|b| under a quarter of it). So pRMSNorm (k < m) stays float64.
+    ``stream``: write y with non-temporal stores (_stream.py; a float64 row is written plainly)."""
     m = x.shape[0]
     if center:                                            # a constant: numba compiles one branch
         mean = _sum(x, m) / m
@@ -315,7 +268,9 @@ def _dx(dy, x, w, dx, dw, db, k, mean, rstd, mean_g, a):
 
 @jit_inline
 def backward_group(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
-    """dx for one group (m,); adds dy * x_hat to dw and dy to db. Returns d loss / d eps."""
+    """dx for one group (m,); adds dy * x_hat to dw and dy to db. Returns d loss / d eps.
+    Mirrors ``layernorm.layer_norm_backward`` and ``rmsnorm.rms_norm_backward``: the per-row
+    scalars (mean(g), a) in ``_group_coefs``, then dx = rstd * (g - mean(g) + a * x_hat) in ``_dx``."""
     mean, rstd, mean_g, a, deps = _group_coefs(dy, x, w, stats, center, k, eps, mode)
     _dx(dy, x, w, dx, dw, db, k, mean, rstd, mean_g, a)
     return deps

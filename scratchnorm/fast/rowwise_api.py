@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import EPS_MODES, check_affine, check_choice, check_eps, fail
-from ..dtypes import as_float_array
-from ..group_rmsnorm import check_groups
-from ..rmsnorm import check_rms_norm_args
+from .._checks import EPS_MODES, fail
+from .._op_checks import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, pick_twin
 from ._stream import AFFINE_MIN_ROW_BYTES, streams
@@ -84,11 +82,8 @@ def _backward(dy, cache, dx_out, fn, stream=None):
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
     """LayerNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.layer_norm_forward``; the cache is this backend's."""
-    x = as_float_array(x)
-    eps = check_eps(eps, allow_zero=True)
-    d = x.shape[-1]
-    check_affine(weight, bias, d)
-    return _forward(x, weight, bias, out, center=True, groups=1, k=d, eps=eps, mode=INSIDE, stream=stream)
+    x, eps = layer_norm_args(x, weight, bias, eps)
+    return _forward(x, weight, bias, out, center=True, groups=1, k=x.shape[-1], eps=eps, mode=INSIDE, stream=stream)
 
 
 def layer_norm_backward(dy, cache, *, dx_out=None, stream=None):
@@ -100,7 +95,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None, stream=None):
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
     """RMSNorm over the last axis (first k features feed the statistic), numba kernels.
     Same arguments and result as ``scratchnorm.rms_norm_forward``."""
-    x, eps, k = check_rms_norm_args(x, weight, bias, eps, eps_mode, k)
+    x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
     return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode),
                     stream=stream)
 
@@ -116,13 +111,8 @@ def rms_norm_backward(dy, cache, *, dx_out=None, stream=None):
 def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="inside", out=None):
     """RMSNorm per contiguous group of d / num_groups features, numba kernels.
     Same arguments and result as ``scratchnorm.group_rms_norm_forward``."""
-    x = as_float_array(x)
-    d = x.shape[-1]
-    groups = check_groups(num_groups, d)
-    check_affine(weight, None, d)
-    eps = check_eps(eps, allow_zero=True)
-    check_choice("eps_mode", eps_mode, EPS_MODES)
-    return _forward(x, weight, None, out, center=False, groups=groups, k=d // groups, eps=eps,
+    x, groups, eps = group_rms_norm_args(x, weight, num_groups, eps, eps_mode)
+    return _forward(x, weight, None, out, center=False, groups=groups, k=x.shape[-1] // groups, eps=eps,
                     mode=EPS_MODES.index(eps_mode))
 
 

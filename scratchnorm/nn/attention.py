@@ -34,8 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._arrays import store
-from .._checks import check_int, fail
-from ..group_rmsnorm import check_groups
+from .._checks import check_groups, check_int, fail
 from ..linear import Linear
 from .container import Container
 from .softmax import softmax_backward, softmax_forward

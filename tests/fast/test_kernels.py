@@ -205,17 +205,20 @@ def test_learnable_eps_gradient(mode):
     assert_matches(got, want, mode)
 
 
-def test_layers_pick_the_kernels_of_the_same_name():
+def test_the_registry_maps_every_operation_to_the_kernel_of_the_same_name():
     for layer in (sn.LayerNorm(4), sn.RMSNorm(4), sn.GroupRMSNorm(4, 2), sn.SimpleRMSNorm()):
         assert layer.backend == "numba"
-    assert sn.backend.pick("numba", sn.rms_norm_backward) is fast.rms_norm_backward
-    for name in fast.__all__:
-        ref = getattr(sn, name)
-        assert sn.backend.pick("numba", ref) is getattr(fast, name)
-        assert ref.__code__.co_varnames[:ref.__code__.co_argcount + ref.__code__.co_kwonlyargcount] == \
-            getattr(fast, name).__code__.co_varnames[:ref.__code__.co_argcount + ref.__code__.co_kwonlyargcount]
-        assert ref.__defaults__ == getattr(fast, name).__defaults__
-        assert ref.__kwdefaults__ == getattr(fast, name).__kwdefaults__
+    assert sn.backend.implementation("numba", "rms_norm_backward") is fast.rms_norm_backward
+    assert sorted(fast.KERNELS) == sorted(sn.backend.OPS)
+    for name in sn.backend.OPS:
+        ref, kernel = getattr(sn, name), getattr(fast, name)
+        assert sn.backend.implementation("numpy", name) is ref
+        assert sn.backend.implementation("numba", name) is kernel
+        n = ref.__code__.co_argcount + ref.__code__.co_kwonlyargcount
+        assert ref.__code__.co_varnames[:n] == kernel.__code__.co_varnames[:n]
+        assert ref.__defaults__ == kernel.__defaults__
+        for arg, default in (ref.__kwdefaults__ or {}).items():
+            assert kernel.__kwdefaults__[arg] == default
 
 
 # -- out= and dx_out= ------------------------------------------------------------------------

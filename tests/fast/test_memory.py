@@ -37,7 +37,7 @@ from scratchnorm import (
     rms_norm_backward,
     rms_norm_forward,
 )
-from scratchnorm.backend import pick
+from scratchnorm.backend import implementation
 from scratchnorm.bench import traced_peak
 
 pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT,
@@ -90,7 +90,7 @@ def group_bytes(shape, groups):
 @dataclass(frozen=True)
 class Case:
     name: str
-    forward: object          # the NumPy reference; the kernel is pick("numba", forward)
+    forward: object          # the NumPy reference; the kernel is implementation("numba", its name)
     backward: object
     shape: tuple
     kwargs: dict
@@ -126,7 +126,7 @@ CASES = make_cases()
 
 def peaks(case, use_out, backend="numba"):
     """{step: (traced peak bytes, x bytes)} of one forward and one backward call, after a warm-up."""
-    fwd, bwd = (pick(backend, f) for f in (case.forward, case.backward))
+    fwd, bwd = (implementation(backend, f.__name__) for f in (case.forward, case.backward))
     rng = np.random.default_rng(1)
     x = rng.standard_normal(case.shape).astype(np.float32)
     dy = rng.standard_normal(case.shape).astype(np.float32)

@@ -1,0 +1,94 @@
+"""The argument checks of every operation, in one place, for both backends.
+
+Each function below is the door of one operation: the NumPy reference
+(``layernorm.py``, ``rmsnorm.py``, ...) and the numba kernels
+(``fast/rowwise_api.py``, ``fast/batchnorm.py``, ``fast/groupnorm.py``) call the
+same one first, so a bad argument raises the same error, in the same order,
+whichever backend runs. Each returns the cleaned values the operation goes on
+with (x as a float array, eps as a float, ...). The single-argument checks they
+combine, and the four-part error message, are in ``_checks.py``.
+"""
+from __future__ import annotations
+
+from ._checks import (
+    EPS_MODES,
+    check_affine,
+    check_array_shape,
+    check_channels_input,
+    check_choice,
+    check_eps,
+    check_groups,
+    check_k,
+    fail,
+)
+from .dtypes import as_float_array
+
+
+def _features(x, name: str) -> None:
+    """A row-wise operation needs x of shape (..., d): at least one axis."""
+    if x.ndim < 1:
+        fail(ValueError, "x", f"an array of shape (..., d) for {name}", x,
+             "pass at least a 1-D array whose last axis holds the features, e.g. np.atleast_1d(x).")
+
+
+def layer_norm_args(x, weight, bias, eps):
+    """layer_norm_forward: x (..., d) float; weight, bias (d,) or None; eps >= 0. Returns (x, eps)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    _features(x, "layer_norm_forward")
+    check_affine(weight, bias, x.shape[-1])
+    return x, eps
+
+
+def rms_norm_args(x, weight, bias, eps, eps_mode, k):
+    """rms_norm_forward: as LayerNorm, plus eps_mode and the partial count k. Returns (x, eps, k)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    _features(x, "rms_norm_forward")
+    k = check_k(k, x.shape[-1])
+    check_affine(weight, bias, x.shape[-1])
+    return x, eps, k
+
+
+def group_rms_norm_args(x, weight, num_groups, eps, eps_mode):
+    """group_rms_norm_forward: num_groups divides d; no bias. Returns (x, num_groups, eps)."""
+    x = as_float_array(x)
+    _features(x, "group_rms_norm_forward")
+    d = x.shape[-1]
+    G = check_groups(num_groups, d)
+    check_affine(weight, None, d)
+    eps = check_eps(eps, allow_zero=True)
+    check_choice("eps_mode", eps_mode, EPS_MODES)
+    return x, G, eps
+
+
+def batch_norm_args(x, weight, bias, eps):
+    """batch_norm_forward (training): x (N, C, *), non-empty; weight, bias (C,) or None. Returns (x, eps)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_channels_input("batch_norm_forward", x)
+    check_affine(weight, bias, x.shape[1])
+    return x, eps
+
+
+def batch_norm_eval_args(x, running_mean, running_var, weight, bias, eps):
+    """batch_norm_eval_forward: as training, plus the running statistics (C,). Returns (x, eps, C)."""
+    x = as_float_array(x)
+    eps = check_eps(eps, allow_zero=True)
+    check_channels_input("batch_norm_eval_forward", x)
+    C = x.shape[1]
+    check_array_shape("running_mean", running_mean, (C,))
+    check_array_shape("running_var", running_var, (C,))
+    check_affine(weight, bias, C)
+    return x, eps, C
+
+
+def group_norm_args(x, weight, bias, num_groups, eps):
+    """group_norm_forward: x (N, C, *), num_groups divides C. Returns (x, num_groups, eps)."""
+    x = as_float_array(x)
+    check_channels_input("group_norm_forward", x)
+    G = check_groups(num_groups, x.shape[1], of="C")
+    check_affine(weight, bias, x.shape[1])
+    eps = check_eps(eps, allow_zero=True)
+    return x, G, eps
