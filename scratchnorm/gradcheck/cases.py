@@ -1,58 +1,20 @@
 """The cases that ``python -m scratchnorm.gradcheck`` and the tests check.
 
-A case is a label, a factory ``make(backend) -> layer``, and an input shape.
-The layer's parameters are set to random values (a check with weight = 1 and
-bias = 0 would not notice a backward that forgets them), and ``zero_row``
-sets one row of the input to zeros, where the normalizer is largest.
+A case (case.py) is a label, a factory ``make(backend) -> layer``, and an
+input shape. This module lists the row-wise family's cases and gathers them
+with the channel layers' (cases_batch.py) and the nn toolkit's (cases_nn.py).
 
-To add a layer to the library, add its cases here.
+To add a layer to the library, add its cases here or in those two.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-
 import scratchnorm as sn
 
+from .case import Case
+from .cases_batch import batch_cases  # BatchNorm, InstanceNorm, GroupNorm, WeightNorm
+from .cases_nn import nn_cases  # scratchnorm.nn layers and a whole tiny Transformer
 
-@dataclass(frozen=True)
-class Case:
-    label: str
-    make: Callable
-    shape: tuple
-    zero_row: bool = False
-    positive_params: tuple = ()   # parameters that must stay > 0 (a learnable eps)
-    vocab: int | None = None      # integer input: token ids in [0, vocab), not differentiated
-    h: float = 1e-6               # finite-difference step and order (see gradcheck): whole models
-    order: int = 2                # use order=4 with a larger h, to keep round-off down
-
-    @property
-    def check_x(self) -> bool:
-        """False for integer inputs: pass ``gradcheck(layer, x, check_x=case.check_x)``."""
-        return self.vocab is None
-
-    def check(self, backend: str, seed: int = 0):
-        """Build the case and gradcheck it with the case's options. Returns ``(layer, report)``."""
-        layer, x = self.build(backend, seed)
-        return layer, sn.gradcheck(layer, x, check_x=self.check_x, h=self.h, order=self.order)
-
-    def build(self, backend: str, seed: int = 0):
-        """The layer with random parameters, and a float64 input (integer ids if ``vocab`` is set)."""
-        rng = np.random.default_rng(seed)
-        layer = self.make(backend)
-        for name, value in layer.params.items():
-            new = rng.standard_normal(value.shape)
-            if name in self.positive_params:
-                new = np.abs(new) * 0.1 + 0.05
-            layer.params[name] = new.astype(value.dtype)
-        if self.vocab is not None:
-            return layer, rng.integers(0, self.vocab, self.shape)
-        x = rng.standard_normal(self.shape)
-        if self.zero_row:
-            x.reshape(-1, x.shape[-1])[0] = 0.0
-        return layer, x
+__all__ = ["Case", "all_cases"]
 
 
 def _rowwise_cases() -> list[Case]:
@@ -101,7 +63,4 @@ def _rowwise_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Every case: the row-wise family, the channel layers, and the nn toolkit."""
-    from .cases_batch import batch_cases  # BatchNorm, InstanceNorm, GroupNorm, WeightNorm
-    from .cases_nn import nn_cases  # scratchnorm.nn layers and a whole tiny Transformer
-
     return _rowwise_cases() + batch_cases() + nn_cases()

@@ -14,7 +14,7 @@ import numpy as np
 
 import scratchnorm as sn
 
-from .cases import Case
+from .case import Case
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import nn
 from ..linear import Linear
 from ..rmsnorm import RMSNorm
-from .cases import Case
+from .case import Case
 
 MLP_NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
 
