@@ -18,6 +18,9 @@ def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
     if not isinstance(out, np.ndarray) or out.shape != result.shape or out.dtype != dtype:
         fail(ValueError, name, f"an array of shape {result.shape} and dtype {np.dtype(dtype)}", out,
              f"allocate {name} with np.empty_like(x), or leave it None.")
+    if not out.flags.writeable:
+        fail(ValueError, name, "a writeable array", "a read-only array",
+             f"allocate {name} with np.empty_like(x), or leave it None.")
     np.copyto(out, result, casting="unsafe")
     return out
 

@@ -89,7 +89,8 @@ def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     xf = upcast_half(x).astype(np.float64)           # (N, C, *) computed in float64
     count = x.size // x.shape[1]                     # M: values per channel
     mean = channel_sum(xf) / count                   # (C,)
-    xm = xf - per_channel(mean, x.ndim)              # (N, C, *) pass 2: deviations
+    mean += channel_sum(xf - per_channel(mean, x.ndim)) / count   # corrected, as in layernorm.py
+    xm = xf - per_channel(mean, x.ndim)              # (N, C, *) deviations
     var = channel_sum(xm * xm) / count               # (C,) biased
     rstd = 1.0 / np.sqrt(var + eps)                  # (C,)
     x_hat = xm * per_channel(rstd, x.ndim)           # (N, C, *)

@@ -42,6 +42,10 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
         dt = x.dtype
         if dt is _F32 or dt is _F64 or dt is _F16:
             return x
+    if isinstance(x, np.ma.MaskedArray):        # np.asarray would drop the mask and keep the garbage
+        fail(TypeError, name, "a plain NumPy array (masked values would enter the statistics)",
+             f"a masked array with {int(np.ma.count_masked(x))} masked values",
+             f"fill the masked values first, e.g. np.ma.filled({name}, 0.0), or drop those rows.")
     arr = np.asarray(x)
     if arr.dtype not in FLOAT_DTYPES:
         fail(TypeError, name, "a float16, float32 or float64 array", arr,

@@ -62,6 +62,23 @@ def dlog_rstd_dms(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np
     raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
 
 
+def drstd_dms_per_rstd3(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """(d rstd / d ms) / rstd^3, elementwise: -1/2 inside, -(sqrt(ms) + eps) / (2 sqrt(ms)) outside
+    (0 at ms = 0), -1/2 or 0 clamped. Finite where rstd^2 or rstd^3 would overflow (rstd > 1e154,
+    from ms + eps < 1e-308) or underflow (|x| > 1e104): the backward multiplies it by
+    sum(g * x_hat) and x_hat, which stay of order one."""
+    if mode == "inside":
+        return np.full_like(rstd, -0.5)
+    if mode == "outside":
+        root = np.sqrt(ms)
+        scaled = rstd * root                             # sqrt(ms) / (sqrt(ms) + eps), in [0, 1]
+        safe = np.where(root > 0, scaled, 1.0)
+        return np.where(root > 0, -0.5 / safe, 0.0)
+    if mode == "clamp":
+        return np.where(ms > eps, -0.5, 0.0)
+    raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
+
+
 def dlog_rstd_deps(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
     """(d rstd / d eps) / rstd, elementwise; used by RMSNormLearnableEps."""
     if mode == "inside":

@@ -16,6 +16,8 @@ entry per parameter). The layer keeps the cache of the last forward.
   match the parameter's, else a ValueError/TypeError names the fix.
 * ``backend=`` selects the implementation of the pure functions: "numpy"
   (the readable reference) or "numba" (the fast kernels, same numbers).
+  ``layer.backend = ...`` may switch it later (checked at assignment); a
+  backward must run on the backend of its forward, whose cache it reads.
 * ``layer.buffers`` holds non-trainable state (BatchNorm's running
   statistics); ``train()`` / ``eval()`` switch ``layer.training``.
 """
@@ -74,7 +76,16 @@ class Layer:
         self.buffers: dict[str, np.ndarray] = {}
         self.training = True
         self._cache = None
+        self._cache_backend = None
         self._out_shape = None
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    @backend.setter
+    def backend(self, value) -> None:
+        self._backend = check_backend(value)
 
     # -- parameters -------------------------------------------------------
     def _add_param(self, name: str, value) -> None:
@@ -97,6 +108,7 @@ class Layer:
         self._check_input(x)
         y, cache = self._forward(x)
         self._cache = cache
+        self._cache_backend = self.backend
         self._out_shape = y.shape
         return y
 
@@ -106,6 +118,11 @@ class Layer:
         if self._cache is None:
             fail(RuntimeError, f"{type(self).__name__}.backward", "a preceding forward(x)", "no forward yet",
                  "call layer.forward(x) first; backward uses what forward kept.")
+        if self._cache_backend != self.backend:
+            fail(RuntimeError, f"{type(self).__name__}.backend",
+                 f"{self._cache_backend!r}, the backend of the last forward (its cache is that backend's)",
+                 self.backend, f"set layer.backend = {self._cache_backend!r} for this backward, or run "
+                 "forward again after switching backends.")
         dy = as_float_array(dy, "dy")
         if dy.shape != self._out_shape:
             fail(ValueError, "dy", f"shape {self._out_shape} (the shape of the last forward's output)", dy,

@@ -3,7 +3,7 @@ r"""LayerNorm: forward, the hand-derived backward (closed form and staged), the 
 For one row x of d features (every leading axis is a batch axis):
 
 Forward
-    mu    = (1/d) sum_j x_j
+    mu    = (1/d) sum_j x_j                  then corrected: mu += (1/d) sum_j (x_j - mu)
     var   = (1/d) sum_j (x_j - mu)^2         two passes, never E[x^2] - E[x]^2
     rstd  = 1 / sqrt(var + eps)
     x_hat = (x - mu) * rstd
@@ -23,6 +23,12 @@ dvar/dmu = -(2/d) sum_j (x_j - mu) = 0, because the deviations from the mean
 sum to zero. That is the term "missing" from textbook code. What is left,
 -rstd * mean(g), finishes the formula. ``layer_norm_backward_staged`` walks the
 graph node by node without that simplification; a test shows the two agree.
+
+The correction of mu. In exact arithmetic the deviations sum to zero; in
+floating point mu is one rounding off, and for a constant row far from 0
+(4.35e15, say) x - mu is then a tiny nonzero number that rstd = 1/sqrt(eps)
+blows up to +-1. Adding the deviations' mean back makes mu the row's value
+exactly, and x_hat = 0: the output is the bias, as the formula says.
 
 Two consequences, checked by the tests: sum_i dx_i = 0 (dx is orthogonal to
 the all-ones vector) and sum_i dx_i x_hat_i = 0 (orthogonal to x_hat), so the
@@ -49,7 +55,8 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     x, eps = layer_norm_args(x, weight, bias, eps)
     xf = upcast_half(x).astype(np.float64)          # (..., d) computed in float64
     mu = xf.mean(axis=-1, keepdims=True)            # (..., 1)
-    xm = xf - mu                                    # (..., d) pass 2: deviations
+    mu = mu + (xf - mu).mean(axis=-1, keepdims=True)    # corrected: the deviations' rounding (docstring)
+    xm = xf - mu                                    # (..., d) deviations
     var = (xm * xm).mean(axis=-1, keepdims=True)    # (..., 1)
     rstd = 1.0 / np.sqrt(var + eps)                 # (..., 1)
     x_hat = xm * rstd                               # (..., d)

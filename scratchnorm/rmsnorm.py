@@ -14,15 +14,16 @@ Backward, with g = dy * weight (= dL/dx_hat)
     dbias   = sum over rows of dy
     dweight = sum over rows of dy * x_hat
     dx_i    = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_j) * d rstd/d ms
-            = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_hat_j) * d log(rstd)/d ms
+            = rstd * (g_i + [i < k] * a * x_hat_i),   a = (2/k) (sum_j g_j x_hat_j) (d rstd/d ms) / rstd^3
     deps    = sum over rows of (sum_j g_j x_hat_j) * d log(rstd)/d eps   (RMSNormLearnableEps)
 
 Why. x_hat_i = x_i * rstd(ms) depends on x_i directly (rstd * g_i) and
 through ms, which only the first k features feed: d ms/d x_i = 2 x_i / k.
 The chain rule through rstd collects sum_j g_j x_j once per row. The second
-line is the same number written with x_hat = x * rstd; it is the one the code
-uses, because its factors stay in floating-point range for |x| up to 1e150
-(eps_modes.py explains).
+line is the same number written with x = x_hat / rstd; it is the one the code
+(and the numba kernel) uses, because a and x_hat stay of order one whether
+rstd is tiny (|x| up to 1e150) or huge (ms + eps below 1e-308), where rstd^2
+and rstd^3 would leave floating-point range (eps_modes.drstd_dms_per_rstd3).
 
 For the usual case, eps "inside" and k = d, d rstd/d ms = -rstd^3/2, and the
 formula folds into the one in the paper's gradient analysis:
@@ -44,7 +45,7 @@ from ._checks import EPS_MODES, check_bool, check_choice, check_eps, check_int, 
 from ._op_checks import rms_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
-from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, rstd_from_ms
+from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rstd_from_ms
 from .layer import Layer
 
 
@@ -78,23 +79,25 @@ def _rms_norm_grads(dy, cache, dx, gxh):
         grads["weight"] = sum_rows(dy * cache["x_hat"]).astype(weight.dtype)
     if bias is not None:
         grads["bias"] = sum_rows(dy).astype(bias.dtype)
-    grads["eps"] = np.sum(gxh * dlog_rstd_deps(cache["ms"], cache["rstd"], cache["eps"], cache["eps_mode"]))
+    with np.errstate(over="ignore", invalid="ignore"):   # rstd^2 beyond float64 (ms + eps < 1e-308): so is deps
+        grads["eps"] = np.sum(gxh * dlog_rstd_deps(cache["ms"], cache["rstd"], cache["eps"], cache["eps_mode"]))
     return grads
 
 
 def rms_norm_backward(dy, cache, *, dx_out=None):
     """Closed-form RMSNorm backward. Returns {"x", "weight", "bias", "eps"} (those that exist).
 
-    dx_i = rstd * g_i + [i < k] * (2 x_i / k) * (sum_j g_j x_hat_j) * d log(rstd)/d ms.
+    dx_i = rstd * (g_i + [i < k] * a * x_hat_i),  a = (2/k) (sum_j g_j x_hat_j) (d rstd/d ms) / rstd^3.
     """
     dy = upstream(dy, cache["x_hat"].shape)             # (..., d)
-    x, x_hat, ms, rstd, k = cache["x"], cache["x_hat"], cache["ms"], cache["rstd"], cache["k"]
+    x_hat, ms, rstd, k = cache["x_hat"], cache["ms"], cache["rstd"], cache["k"]
     weight = cache["weight"]
     g = dy * weight if weight is not None else dy               # dL/dx_hat
     gxh = (g * x_hat).sum(axis=-1, keepdims=True)               # (..., 1)
-    coef = gxh * dlog_rstd_dms(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
-    dx = rstd * g                                               # (..., d) direct path
-    dx[..., :k] += coef * x[..., :k]                            # path through ms
+    a = gxh * drstd_dms_per_rstd3(ms, rstd, cache["eps"], cache["eps_mode"]) * (2.0 / k)   # (..., 1)
+    dx = np.array(g)                                            # (..., d) direct path (a copy: g may be dy)
+    dx[..., :k] += a * x_hat[..., :k]                           # path through ms
+    dx *= rstd
     return _rms_norm_grads(dy, cache, store(dx, cache["dtype"], dx_out, "dx_out"), gxh)
 
 

@@ -32,7 +32,8 @@ then merged channel by channel in chunk order, and the backward's sums go the
 same way: the bits do not depend on the thread count.
 
 GroupNorm: group g of sample n is contiguous, x[n, g*m : (g+1)*m]. The forward
-is one task per (sample, group), two passes and the store. The backward's
+is one task per (sample, group): the mean of x - K (K the group's first value,
+so a constant group has x_hat = 0 exactly), the variance, the store. The backward's
 dweight and dbias add samples in order per chunk, then the chunks in order.
 """
 from __future__ import annotations
@@ -453,7 +454,8 @@ def _gn_forward(x, w, b, y, stats, eps, S):
         i, g = t // G, t % G
         lo = g * m
         xg = x[i, lo:lo + m]
-        mean = _sum_dev(xg, 0.0) / m
+        shift = np.float64(xg[0])                        # K: a constant group gives mean = K exactly
+        mean = shift + _sum_dev(xg, shift) / m
         rstd = 1.0 / np.sqrt(_sum_sq_dev(xg, mean) / m + eps)
         if S >= SLAB_MIN:
             for c in range(lo // S, (lo + m) // S):

@@ -27,6 +27,11 @@ Three lines to check your own backward::
 
 Everything runs in float64: the input, the parameters and the upstream
 gradient must be float64 (a float32 finite difference measures round-off).
+
+The backward gets its own copy of dy, so a backward that writes into dy
+(``g = dy; g *= w`` instead of ``g = dy * w``) cannot change the loss the
+finite differences measure. Writing into dy is a bug all the same (the caller
+may still need dy): the report then fails and says so.
 Layer state in ``layer.buffers`` (BatchNorm's running statistics) is saved
 before the check and restored after every forward, so the check leaves the
 layer as it found it.
@@ -63,10 +68,11 @@ class GradcheckReport:
 
     label: str
     checks: list[TensorCheck] = field(default_factory=list)
+    dy_modified: bool = False      # the backward wrote into its dy argument (a bug)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return all(c.ok for c in self.checks) and not self.dy_modified
 
     def __bool__(self) -> bool:
         return self.ok
@@ -87,6 +93,9 @@ class GradcheckReport:
         for c in self.checks:
             rows.append(f"  {c.name:<8} {str(c.shape):<14} {c.max_rel_err:>11.2e}  {str(c.worst_index):<14} "
                         f"{f'{c.n_bad}/{c.n}':>9}  {'ok' if c.ok else 'FAIL'}")
+        if self.dy_modified:
+            rows.append("  FAIL: backward wrote into its dy argument. Compute a new array "
+                        "(g = dy * weight), never g = dy; g *= weight: the caller's dy changes.")
         return "\n".join(rows)
 
 
@@ -191,12 +200,14 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-6, 
         # default_rng(0) would get dy == x, and for RMSNorm dx = 0 exactly.
         rng = np.random.default_rng((seed, 0x5EED))
         dy = rng.standard_normal(np.shape(y))               # random upstream gradient
-        analytic = t.analytic(x, dy)
+        dy_given = dy.copy()                                # the backward's own copy
+        analytic = t.analytic(x, dy_given)
+        dy_modified = not np.array_equal(dy_given, dy, equal_nan=True)
 
         def loss():
             return float(np.sum(dy * t.output(x)))
 
-        report = GradcheckReport(t.label)
+        report = GradcheckReport(t.label, dy_modified=dy_modified)
         tensors = ({"x": x} if check_x else {}) | t.params
         for name, arr in tensors.items():
             if name not in analytic:

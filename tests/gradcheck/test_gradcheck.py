@@ -44,6 +44,47 @@ def test_gradcheck_catches_a_wrong_parameter_gradient(rng):
     assert report["x"].ok and not report["weight"].ok
 
 
+def _scale_forward(x, weight):
+    return x * weight, (x, weight)
+
+
+def test_a_backward_that_scales_dy_in_place_cannot_pass(rng):
+    """It used to return twice the gradient and pass: the check reused the dy it had handed over."""
+    def doubling_backward(dy, cache):
+        x, weight = cache
+        dy *= 2.0                                  # the bug: writes into the caller's dy
+        return {"x": dy * weight / 2.0, "weight": (dy * x).sum(0)}
+
+    x, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    report = sn.gradcheck((_scale_forward, doubling_backward), x, params={"weight": w})
+    assert report.dy_modified and not report.ok
+    assert report["x"].ok and not report["weight"].ok
+    assert "wrote into its dy" in str(report)
+
+
+def test_the_aliasing_slip_is_blamed_on_the_right_gradient(rng):
+    """g = dy; g *= w leaves dx right and dweight wrong: the report must say weight, not x."""
+    def aliasing_backward(dy, cache):
+        x, weight = cache
+        g = dy
+        g *= weight                                # dy now holds dy * weight
+        return {"x": g, "weight": (dy * x).sum(0)}
+
+    x, w = rng.standard_normal((4, 3)), rng.standard_normal(3) + 2.0
+    report = sn.gradcheck((_scale_forward, aliasing_backward), x, params={"weight": w})
+    assert report["x"].ok and not report["weight"].ok and report.dy_modified
+
+
+def test_a_backward_that_leaves_dy_alone_is_not_flagged(rng):
+    def backward(dy, cache):
+        x, weight = cache
+        return {"x": dy * weight, "weight": (dy * x).sum(0)}
+
+    report = sn.gradcheck((_scale_forward, backward), rng.standard_normal((4, 3)),
+                          params={"weight": rng.standard_normal(3)})
+    assert report.ok and not report.dy_modified and "dy" not in str(report)
+
+
 def test_user_pair_may_return_a_tuple(rng):
     def forward(x, weight):
         return x * weight, (x, weight)
