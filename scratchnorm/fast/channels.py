@@ -281,20 +281,37 @@ def _channel_moments(part, rows, S, eps, shift, stats):
     P = part.shape[2] // C pieces per channel and chunk (S in the columns
     layout, 1 in the slabs layout), each of (chunk rows) * S / P values; their
     means are those of x - shift[c].
+
+    Every channel merges its pieces in the order chunk 0 (pieces in order), chunk 1, ...; the
+    loop runs that order outside and the channels inside (contiguous in ``part``): a piece has
+    the same count in every channel, so the count factors of ``_merge`` are computed once a step.
     """
     chunks = part.shape[0]
     C = stats.shape[1]
     P = part.shape[2] // C
+    mean = np.empty(C)                              # the running (mean, M2) of every channel
+    m2 = np.empty(C)
+    n = 0
+    for k in range(chunks):
+        r0, r1 = _chunk_rows(k, rows, chunks)
+        n_b = (r1 - r0) * S // P
+        for q in range(P):
+            if n == 0:                              # the first piece: _merge with an empty a
+                for c in range(C):
+                    mean[c] = part[k, 0, c * P + q]
+                    m2[c] = part[k, 1, c * P + q]
+            else:                                   # _merge(n, mean, m2, n_b, ...), same operations
+                f_mean = n_b / (n + n_b)
+                f_m2 = n * n_b / (n + n_b)
+                for c in range(C):
+                    delta = part[k, 0, c * P + q] - mean[c]
+                    mean[c] = mean[c] + delta * f_mean
+                    m2[c] = m2[c] + part[k, 1, c * P + q] + delta * delta * f_m2
+            n += n_b
     for c in range(C):
-        n, mean, m2 = 0, 0.0, 0.0
-        for k in range(chunks):
-            r0, r1 = _chunk_rows(k, rows, chunks)
-            for p in range(c * P, c * P + P):
-                mean, m2 = _merge(n, mean, m2, (r1 - r0) * S // P, part[k, 0, p], part[k, 1, p])
-                n += (r1 - r0) * S // P
-        stats[MEAN, c] = shift[c] + mean
-        stats[VAR, c] = m2 / n
-        stats[RSTD, c] = 1.0 / np.sqrt(m2 / n + eps)
+        stats[MEAN, c] = shift[c] + mean[c]
+        stats[VAR, c] = m2[c] / n
+        stats[RSTD, c] = 1.0 / np.sqrt(m2[c] / n + eps)
 
 
 @jit
