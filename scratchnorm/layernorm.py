@@ -28,7 +28,9 @@ The correction of mu. In exact arithmetic the deviations sum to zero; in
 floating point mu is one rounding off, and for a constant row far from 0
 (4.35e15, say) x - mu is then a tiny nonzero number that rstd = 1/sqrt(eps)
 blows up to +-1. Adding the deviations' mean back makes mu the row's value
-exactly, and x_hat = 0: the output is the bias, as the formula says.
+exactly, and x_hat = 0: the output is the bias, as the formula says. (The
+numba kernel starts from the guess x_0 instead of mean(x), and so saves a
+pass: mu = x_0 + mean(x - x_0), exact for a constant row too.)
 
 Two consequences, checked by the tests: sum_i dx_i = 0 (dx is orthogonal to
 the all-ones vector) and sum_i dx_i x_hat_i = 0 (orthogonal to x_hat), so the

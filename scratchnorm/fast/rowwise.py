@@ -10,7 +10,7 @@ bias -0.0. Read ``forward_group`` and ``backward_group``: they mirror
 ``layernorm.layer_norm_forward`` / ``layer_norm_backward`` and
 ``rmsnorm.rms_norm_forward`` / ``rms_norm_backward``, for one kernel row x (m,):
 
-    forward   mean  = sum(x) / m            (0 without centering)
+    forward   mean  = x_0 + sum(x - x_0) / m  (0 without centering; exact for a constant row)
               ms    = sum((x - mean)^2 over the first k) / k      two passes
               rstd  = rstd_from_ms(ms, eps, mode)
               y     = (x - mean) * rstd * w + b
@@ -92,21 +92,27 @@ def _sum(x, n):
 
 @jit_sum
 def _sum_dev(x, n, c):
-    """sum of (x_j - c) and of (x_j - c)^2: the second pass of a two-pass variance. The first sum
-    is 0 in exact arithmetic; it corrects the mean c, which is one rounding off (forward_group)."""
-    s1 = 0.0
-    s2 = 0.0
+    """sum of (x_j - c): the first pass, about a shift c (forward_group: c = x_0)."""
+    s = 0.0
+    for j in range(n):
+        s += np.float64(x[j]) - c
+    return s
+
+
+@jit_sum
+def _sum_sq_dev(x, n, c):
+    """sum of (x_j - c)^2: the second pass of a two-pass variance."""
+    s = 0.0
     for j in range(n):
         v = np.float64(x[j]) - c
-        s1 += v
-        s2 += v * v
-    return s1, s2
+        s += v * v
+    return s
 
 
 @jit_sum
 def _sum_sq(x, n):
-    """sum of x_j^2: _sum_dev without centering (a separate loop: c = 0 is not known when
-    _sum_dev is compiled, and "- 0.0" would stay in its loop)."""
+    """sum of x_j^2: _sum_sq_dev without centering (a separate loop: c = 0 is not known when
+    _sum_sq_dev is compiled, and "- 0.0" would stay in its loop)."""
     s = 0.0
     for j in range(n):
         v = np.float64(x[j])
@@ -214,12 +220,9 @@ def forward_group(x, w, b, y, stats, center, k, eps, mode, bounded, stream):
     ``stream``: write y with non-temporal stores (_stream.py; a float64 row is written plainly)."""
     m = x.shape[0]
     if center:                                            # a constant: numba compiles one branch
-        c = _sum(x, m) / m                                # k = m with centering
-        s1, s2 = _sum_dev(x, m, c)
-        mean = c + s1 / m                                 # corrected mean, as layernorm.py's
-        ms = s2 / m - (s1 / m) * (s1 / m)                 # = mean((x - mean)^2): the same correction
-        if ms < 0.0:                                      # (rounding; a NaN ms stays NaN)
-            ms = 0.0
+        shift = np.float64(x[0])                          # a guess, corrected by the deviations' mean:
+        mean = shift + _sum_dev(x, m, shift) / m          # a constant row gives mean = x_0 exactly
+        ms = _sum_sq_dev(x, k, mean) / k
     else:
         mean = 0.0
         ms = _sum_sq(x, k) / k
