@@ -1,12 +1,12 @@
 # Two commands do all the set-up: `make lessons` and `make test`.
-# Each builds .venv on first use (requirements.txt + this package, editable);
+# Each builds .venv on first use (requirements.txt, pinned from pyproject.toml, + this package, editable);
 # a second run finds the stamp file up to date and installs nothing.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lessons test test-nojit bench gradcheck clean
+.PHONY: lessons test lint bench gradcheck requirements clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,19 @@ $(STAMP): requirements.txt pyproject.toml
 lessons: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m lessons
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: lint
 	MPLBACKEND=Agg $(PY) -m pytest -q
 	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py
 
 gradcheck: $(STAMP)
 	$(PY) -m scratchnorm.gradcheck
+
+# requirements.txt is generated from pyproject.toml (the one source of dependencies)
+requirements: $(STAMP)
+	$(PY) tools/requirements.py
 
 bench: $(STAMP)
 	$(PY) -m scratchnorm.bench

@@ -1,0 +1,55 @@
+"""One source of dependencies: requirements.txt is pyproject.toml's core + lessons + test, pinned."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def project():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def parse(requirement: str) -> tuple[str, str, tuple]:
+    """(name, operator, version as a tuple of ints) of 'name>=1.2.3' or 'name==1.2.3'."""
+    m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*(==|>=)\s*([0-9][0-9.]*)", requirement.strip())
+    assert m, f"not a pinned or lower-bounded requirement: {requirement!r}"
+    return m.group(1).lower(), m.group(2), tuple(int(p) for p in m.group(3).split("."))
+
+
+def requirement_lines() -> list[str]:
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+def test_the_core_is_numpy_and_numba_only():
+    assert sorted(parse(r)[0] for r in project()["dependencies"]) == ["numba", "numpy"]
+
+
+def test_the_extras_are_named_for_their_users():
+    extras = project()["optional-dependencies"]
+    assert set(extras) == {"lessons", "test", "compare"}
+    assert {parse(r)[0] for r in extras["lessons"]} == {"matplotlib"}
+    assert {parse(r)[0] for r in extras["test"]} == {"pytest", "hypothesis", "ruff"}
+    assert {parse(r)[0] for r in extras["compare"]} >= {"torch", "jax"}
+    assert all(parse(r)[1] == "==" for r in extras["compare"]), "compare pins the versions tested here"
+
+
+def test_requirements_txt_pins_exactly_the_core_lessons_and_test_sets():
+    p = project()
+    wanted = {parse(r)[0]: parse(r) for r in p["dependencies"] + p["optional-dependencies"]["lessons"]
+              + p["optional-dependencies"]["test"]}
+    pinned = [parse(r) for r in requirement_lines()]
+    assert all(op == "==" for _, op, _ in pinned), "requirements.txt pins every version with =="
+    assert sorted(name for name, _, _ in pinned) == sorted(wanted)
+    for name, _, v in pinned:
+        assert v >= wanted[name][2], f"{name}: the pin {v} is below pyproject's lower bound {wanted[name][2]}"
+
+
+def test_the_parser_rejects_an_unpinned_line():
+    import pytest
+    with pytest.raises(AssertionError):
+        parse("numpy")
