@@ -12,11 +12,14 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from scratchnorm import bench
+from scratchnorm.bench import cli, first_call, memory, norms, runner, timing
+from scratchnorm.bench import compare as compare_mod
+from scratchnorm.bench import targets as targets_mod
 
 pytestmark = pytest.mark.slow
 
@@ -41,11 +44,11 @@ def reject_non_finite(name):
 def available(norm):
     """(has a NumPy reference, has numba kernels) for a bench norm, as the bench discovers them."""
     try:
-        ref = bench.reference_pair(norm)
+        norms.reference_pair(norm)
     except LookupError:
         return False, False
     try:
-        bench.numba_pair(ref)
+        norms.numba_pair(norm)
     except LookupError:
         return True, False
     return True, True
@@ -65,9 +68,9 @@ def test_quick_report_structure(quick):
     assert rep["schema"] == "scratchnorm-bench/2"
     cfg = rep["config"]
     assert cfg["quick"] and cfg["threads"] == 1 and cfg["compare"] == []
-    assert cfg["norms"] == list(bench.NORMS)
-    assert cfg["shapes"] == [list(bench.parse_shape(s)) for s in bench.QUICK_SHAPES]
-    assert cfg["dtypes"] == list(bench.DEFAULT_DTYPES)
+    assert cfg["norms"] == list(norms.NORMS)
+    assert cfg["shapes"] == [list(cli.parse_shape(s)) for s in cli.QUICK_SHAPES]
+    assert cfg["dtypes"] == list(cli.DEFAULT_DTYPES)
     assert rep["environment"]["numba_threads"] == 1
     assert rep["environment"]["torch"] is None and rep["environment"]["jax"] is None
     for key in ("notes", "copy", "results", "layers", "memory", "rms_over_ln", "compile", "targets", "wall_s"):
@@ -94,7 +97,7 @@ def test_every_available_norm_has_every_figure(quick):
     cfg = rep["config"]
     measured = {(r["norm"], tuple(r["shape"]), r["dtype"], r["step"], r["impl"]): r for r in rep["results"]}
     assert len(measured) == len(rep["results"])                          # no figure twice
-    for name, norm in bench.NORMS.items():
+    for name, norm in norms.NORMS.items():
         has_ref, has_numba = available(norm)
         impls = ["numpy"] * has_ref + ["numba", "numba_out"] * has_numba
         if not has_ref:
@@ -106,7 +109,7 @@ def test_every_available_norm_has_every_figure(quick):
         for shape in cfg["shapes"]:
             nbytes = math.prod(shape)
             for dtype in cfg["dtypes"]:
-                for step in bench.STEPS:
+                for step in norms.STEPS:
                     for impl in impls:
                         r = measured.pop((name, tuple(shape), dtype, step, impl))
                         assert finite_positive(r["median_s"]) and r["min_s"] <= r["median_s"]
@@ -130,7 +133,7 @@ def test_layers_and_rms_over_ln(quick):
     _, rep = quick
     cfg = rep["config"]
     for name in ("layernorm", "rmsnorm"):
-        if not available(bench.NORMS[name])[1]:
+        if not available(norms.NORMS[name])[1]:
             continue
         rows = [r for r in rep["layers"] if r["norm"] == name]
         expected = {(tuple(s), d, i) for s in cfg["shapes"] for d in cfg["dtypes"]
@@ -152,7 +155,7 @@ def test_memory_of_every_traced_implementation(quick):
     cfg = rep["config"]
     rows = {(r["norm"], tuple(r["shape"]), r["dtype"], r["impl"]): r for r in rep["memory"]}
     assert len(rows) == len(rep["memory"])                               # no figure twice
-    for name, norm in bench.NORMS.items():
+    for name, norm in norms.NORMS.items():
         has_ref, has_numba = available(norm)
         impls = ["numpy"] * has_ref + ["numba", "numba_out"] * has_numba
         for shape in cfg["shapes"]:
@@ -176,23 +179,23 @@ def test_torch_memory_probe():
         pytest.skip("torch is not installed (optional)")
     shape = (1024, 1024)                                                  # 4 MiB of float32: RSS_MIN_BYTES
     x_bytes = math.prod(shape) * 4
-    assert x_bytes >= bench.RSS_MIN_BYTES
+    assert x_bytes >= memory.RSS_MIN_BYTES
 
     class Ctx:
         threads = 1
 
-    peak, note = bench.torch_memory(Ctx, bench.NORMS["rmsnorm"], shape, "float32", x_bytes)
+    peak, note = memory.torch_memory(Ctx, norms.NORMS["rmsnorm"], shape, "float32", x_bytes)
     if note and "clear_refs" in note:
         pytest.skip(note)
     assert note is None and peak >= x_bytes
-    assert bench.torch_memory(Ctx, bench.NORMS["rmsnorm"], (64, 512), "float32", 64 * 512 * 4) == \
+    assert memory.torch_memory(Ctx, norms.NORMS["rmsnorm"], (64, 512), "float32", 64 * 512 * 4) == \
         (None, "x under 4 MiB: below the resolution of the resident set")
 
 
 def test_first_call_probes(quick):
     _, rep = quick
     comp = rep["compile"]
-    if not any(available(n)[1] for n in bench.NORMS.values()):
+    if not any(available(n)[1] for n in norms.NORMS.values()):
         assert comp["error"]
         return
     assert comp["error"] is None
@@ -206,13 +209,13 @@ def test_first_call_probes(quick):
             probe["numba_import_s"] + probe["fast_import_s"] + probe["calls"][0]["first_call_s"])
         assert isinstance(probe["scipy_loaded"], bool)
     runs = comp["warm_runs_s"]              # the reported warm probe is the median of fresh processes
-    assert len(runs) == bench.WARM_PROBES and runs == sorted(runs)
+    assert len(runs) == first_call.WARM_PROBES and runs == sorted(runs)
     assert comp["warm"]["first_call_s"] == runs[len(runs) // 2]
 
 
 def test_targets_are_listed_with_a_consistent_status(quick):
     out, rep = quick
-    assert len(rep["targets"]) == len(bench.evaluate_targets({"results": [], "layers": []}))
+    assert len(rep["targets"]) == len(targets_mod.evaluate_targets({"results": [], "layers": []}))
     for t in rep["targets"]:
         assert t["status"] in STATUSES
         assert (t["value"] is None) == (t["status"] == "not measured")
@@ -220,17 +223,17 @@ def test_targets_are_listed_with_a_consistent_status(quick):
 
 
 def test_torch_and_jax_rows(tmp_path):
-    compare = [m for m in bench.COMPARE if importlib.util.find_spec(m) is not None]
+    compare = [m for m in compare_mod.COMPARE if importlib.util.find_spec(m) is not None]
     if not compare:
         pytest.skip("neither torch nor jax is installed (optional)")
-    if not available(bench.NORMS["layernorm"])[1]:
+    if not available(norms.NORMS["layernorm"])[1]:
         pytest.skip("no numba LayerNorm kernel yet")
     out, rep = run_bench(tmp_path, "--norms", "layernorm,rmsnorm", "--shapes", "64x512",
                          "--dtypes", "float32", "--no-compile", "--compare", ",".join(compare))
     for name in ("layernorm", "rmsnorm"):
         for impl in compare:
             rows = [r for r in rep["results"] if r["norm"] == name and r["impl"] == impl]
-            assert [r["step"] for r in rows] == list(bench.STEPS)
+            assert [r["step"] for r in rows] == list(norms.STEPS)
             assert all(finite_positive(r["median_s"]) and finite_positive(r["vs_numba"]) for r in rows)
     if "torch" in compare:
         mem = [r for r in rep["memory"] if r["impl"] == "torch"]
@@ -249,7 +252,7 @@ def fake_report(numba_t, torch_layer_t, warm_first_call):
     results, layers = [], []
     for norm, scale in (("layernorm", 1.0), ("rmsnorm", 0.8)):
         for shape, t in (((64, 512), 5e-6), ((4096, 1024), 1e-3), ((8192, 4096), 1e-2)):
-            for step in bench.STEPS:
+            for step in norms.STEPS:
                 for impl, factor in (("numba", 1.0), ("numba_out", 0.5), ("numpy", 10.0), ("jax", 2.0)):
                     results.append({"norm": norm, "shape": list(shape), "dtype": "float32", "step": step,
                                     "impl": impl, "median_s": t * scale * factor * numba_t,
@@ -269,7 +272,7 @@ def one(targets, name, where=None):
 
 
 def test_evaluate_targets_values_and_status():
-    targets = bench.evaluate_targets(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2))
+    targets = targets_mod.evaluate_targets(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2))
     assert all(t["status"] != "not measured" for t in targets)
     expected = [  # name, where (if needed), value, status
         ("LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba (2 arrays: 32 MiB)", 95.0, "met"),
@@ -291,18 +294,18 @@ def test_evaluate_targets_values_and_status():
 def test_in_cache_targets_give_the_array_sizes_against_the_cache():
     report = dict(fake_report(numba_t=1.0, torch_layer_t=3.0, warm_first_call=0.2),
                   environment={"last_level_cache_bytes": 32 << 20})
-    targets = bench.evaluate_targets(report)
+    targets = targets_mod.evaluate_targets(report)
     one(targets, "LayerNorm forward, % of copy bandwidth", "4096x1024 float32, numba (2 arrays: 32 MiB, cache 32 MiB)")
     one(targets, "RMSNorm backward, % of copy bandwidth (in cache)",
         "4096x1024 float32, numba (3 arrays: 48 MiB, cache 32 MiB)")
 
 
 def test_evaluate_targets_not_met_and_not_measured():
-    targets = bench.evaluate_targets(fake_report(numba_t=3.0, torch_layer_t=1.0, warm_first_call=0.5))
+    targets = targets_mod.evaluate_targets(fake_report(numba_t=3.0, torch_layer_t=1.0, warm_first_call=0.5))
     assert one(targets, "LayerNorm forward time")["status"] == "not met"                 # 15 µs > 10 µs
     assert one(targets, "LayerNorm fwd+bwd speed-up over torch (layer classes)")["status"] == "not met"
     assert one(targets, "first call with a warm cache")["status"] == "not met"           # 0.5 is not < 0.5
-    empty = bench.evaluate_targets({"results": [], "layers": [], "compile": {"cold": None, "warm": None}})
+    empty = targets_mod.evaluate_targets({"results": [], "layers": [], "compile": {"cold": None, "warm": None}})
     assert {x["status"] for x in empty} == {"not measured"}
     assert all(x["value"] is None for x in empty)
 
@@ -310,20 +313,20 @@ def test_evaluate_targets_not_met_and_not_measured():
 # -- pieces ----------------------------------------------------------------------------------
 def test_measure_runs_the_function_and_respects_the_repeat_bounds():
     calls = []
-    t = bench.measure(lambda: calls.append(1), bench.Budget(0.001, 5, 7))
+    t = timing.measure(lambda: calls.append(1), timing.Budget(0.001, 5, 7))
     assert 5 <= t.repeats <= 7 and len(calls) >= t.repeats + 1                       # + the warm-up
     assert 0 < t.min_s <= t.median_s
-    slow = bench.measure(lambda: sum(range(20000)), bench.Budget(0.0, 3, 100))
+    slow = timing.measure(lambda: sum(range(20000)), timing.Budget(0.0, 3, 100))
     assert slow.repeats == 3
 
 
 def test_measure_counts_the_page_faults_of_a_new_array():
     """64 MiB: above glibc's largest mmap threshold, so every call maps fresh pages and faults on
     them (at least one per 2 MiB huge page); writing into an array that exists faults on nothing."""
-    big = bench.measure(lambda: np.ones(1 << 23), bench.Budget(0.0, 3, 3))
+    big = timing.measure(lambda: np.ones(1 << 23), timing.Budget(0.0, 3, 3))
     assert big.faults >= (64 << 20) / (2 << 20)
     a, b = np.zeros(1 << 16), np.ones(1 << 16)
-    reuse = bench.measure(lambda: np.copyto(a, b), bench.Budget(0.0, 50, 50))
+    reuse = timing.measure(lambda: np.copyto(a, b), timing.Budget(0.0, 50, 50))
     assert reuse.faults < 1
 
 
@@ -334,30 +337,30 @@ def test_bind_keywords_fills_known_and_rejects_unknown_parameters():
     def g(x, *, momentum_of_the_moon):
         pass
 
-    assert bench.bind_keywords(f, {"weight": 1, "num_groups": 2, "eps": 3, "bias": 4}) == \
+    assert norms.bind_keywords(f, {"weight": 1, "num_groups": 2, "eps": 3, "bias": 4}) == \
         {"weight": 1, "num_groups": 2, "eps": 3}
     with pytest.raises(LookupError, match="momentum_of_the_moon"):
-        bench.bind_keywords(g, {"weight": 1})
+        norms.bind_keywords(g, {"weight": 1})
 
 
 def test_make_inputs_layouts():
     n, d = 64, 48
-    ln = bench.make_inputs(bench.NORMS["layernorm"], (n, d), np.float32)
+    ln = norms.make_inputs(norms.NORMS["layernorm"], (n, d), np.float32)
     assert ln.x.shape == ln.dy.shape == (n, d) and ln.x.dtype == np.float32
     assert set(ln.params) == {"weight", "bias"} and ln.params["weight"].shape == (d,)
-    gn = bench.make_inputs(bench.NORMS["groupnorm"], (n, d), np.float64)
+    gn = norms.make_inputs(norms.NORMS["groupnorm"], (n, d), np.float64)
     assert gn.x.shape == (2, 32, d) and gn.params["bias"].shape == (32,) and gn.groups == 8
-    inorm = bench.make_inputs(bench.NORMS["instancenorm"], (n, d), np.float64)
+    inorm = norms.make_inputs(norms.NORMS["instancenorm"], (n, d), np.float64)
     assert inorm.groups == 32 and inorm.candidates["num_groups"] == 32
-    grms = bench.make_inputs(bench.NORMS["group_rmsnorm"], (n, 12), np.float64)
+    grms = norms.make_inputs(norms.NORMS["group_rmsnorm"], (n, 12), np.float64)
     assert grms.groups == 4 and set(grms.params) == {"weight"}
 
 
 def test_a_missing_norm_is_skipped_with_a_note():
-    ctx = bench.Context(bench.parse_args(["--quick", "--compare", "none"]))
-    ghost = bench.Norm("ghostnorm", "no_such_module", "ghost_norm", "rows", 1e-5, ("weight",))
+    ctx = runner.Context(cli.parse_args(["--quick", "--compare", "none"]))
+    ghost = norms.Norm("ghostnorm", ("ghost_norm_forward", "ghost_norm_backward"), "rows", 1e-5, ("weight",))
     copies = []
-    assert bench.bench_norm(ctx, ghost, (8, 16), np.float32, copies) == [] and copies == []
+    assert runner.bench_norm(ctx, ghost, (8, 16), np.float32, copies) == [] and copies == []
     assert any(n.startswith("ghostnorm: no NumPy reference yet") for n in ctx.notes)
 
 
@@ -370,28 +373,35 @@ def test_a_missing_norm_is_skipped_with_a_note():
 ])
 def test_bad_arguments_name_the_fix(argv, fragment, capsys):
     with pytest.raises(SystemExit):
-        bench.parse_args(argv)
+        cli.parse_args(argv)
     err = capsys.readouterr().err
     assert fragment in err and "Fix:" in err
 
 
 def test_rounds_interleave_the_copy_and_every_figure(monkeypatch):
     """Each round measures the copy, then every callable once; a figure is the median of its rounds."""
-    ctx = bench.Context(bench.parse_args(["--quick", "--compare", "none", "--rounds", "3"]))
+    ctx = runner.Context(cli.parse_args(["--quick", "--compare", "none", "--rounds", "3"]))
     calls = []
     warm = []
-    monkeypatch.setattr(bench, "copy_bandwidth",
+    monkeypatch.setattr(runner, "copy_bandwidth",
                         lambda *a, warm_up: (calls.append("copy"), warm.append(warm_up)) and {"best_gbs": 1.0})
     medians = iter([3.0, 30.0, 1.0, 10.0, 2.0, 20.0])      # a, b of round 1, 2, 3
-    monkeypatch.setattr(bench, "measure", lambda fn, budget, warm_up: (calls.append(fn()), warm.append(warm_up),
-                                                                       bench.Timing(next(medians), 0.5, 4))[2])
-    timings, copies = bench.in_rounds(ctx, {"a": lambda: "a", "b": lambda: "b"}, (8, 16), np.float32, "test")
+    monkeypatch.setattr(runner, "measure", lambda fn, budget, warm_up: (calls.append(fn()), warm.append(warm_up),
+                                                                       timing.Timing(next(medians), 0.5, 4))[2])
+    timings, copies = runner.in_rounds(ctx, {"a": lambda: "a", "b": lambda: "b"}, (8, 16), np.float32, "test")
     assert calls == ["copy", "a", "b"] * 3 and len(copies) == 3
     assert warm == [True] * 3 + [False] * 6                  # warm-up calls in the first round only
-    assert timings["a"] == bench.Timing(2.0, 0.5, 12) and timings["b"] == bench.Timing(20.0, 0.5, 12)
+    assert timings["a"] == timing.Timing(2.0, 0.5, 12) and timings["b"] == timing.Timing(20.0, 0.5, 12)
 
 
 def test_rounds_must_be_positive(capsys):
     with pytest.raises(SystemExit):
-        bench.parse_args(["--rounds", "0"])
+        cli.parse_args(["--rounds", "0"])
     assert "--rounds: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_every_bench_module_is_small():
+    """The benchmark is a package of small modules, each named for what it holds (at most 300 lines)."""
+    folder = Path(norms.__file__).parent
+    sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert len(sizes) >= 8 and all(n <= 300 for n in sizes.values()), sizes

@@ -38,7 +38,7 @@ from scratchnorm import (
     rms_norm_forward,
 )
 from scratchnorm.backend import implementation
-from scratchnorm.bench import traced_peak
+from scratchnorm.bench.memory import traced_peak
 
 pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT,
                                 reason="NUMBA_DISABLE_JIT=1: the kernels run as Python loops, whose "

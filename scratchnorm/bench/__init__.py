@@ -1,0 +1,29 @@
+r"""python -m scratchnorm.bench: how fast is each normalization, against memory bandwidth?
+
+    python -m scratchnorm.bench                                   # everything available
+    python -m scratchnorm.bench --norms layernorm,rmsnorm --shapes 4096x1024 --dtypes float32
+    python -m scratchnorm.bench --quick --json bench.json         # tiny shapes, few repeats
+
+A full run takes several minutes (the NumPy reference at 8192x4096 is slow); --quick takes
+seconds, about half a minute with torch and jax and the first-call subprocesses
+(--no-compile skips them).
+
+What is measured, in one process, as medians of timed calls after a warm-up:
+
+* the roofline (``roofline.py``): the same-size copy, ``np.copyto`` and a parallel numba
+  loop ("copy", the faster of the two), and a copy with non-temporal stores ("streamed");
+* forward, backward and forward+backward of every normalization (``norms.py``): the NumPy
+  reference, the numba kernels allocating and with ``out=``, and torch and JAX from the same
+  formulas when they are installed (``compare.py``), in interleaved rounds (``runner.py``);
+* LayerNorm and RMSNorm through the layer classes against torch.nn (both allocating);
+* the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
+* the peak extra memory of a forward+backward (``memory.py``);
+* the targets (``targets.py``), as benchmark figures, never as tests.
+
+The report (``report.py``, which also gives the JSON's shape) prints each figure's median, its
+effective bandwidth and its share of the copy's, and ratios against the numba time.
+
+The modules, small and named for what they hold: ``timing.py`` and ``roofline.py`` are the
+measurement primitives (lessons use them), ``cli.py`` the command line. A norm, backend or
+comparison that is missing (torch or jax not installed) is skipped with a note.
+"""

@@ -1,0 +1,139 @@
+"""python -m scratchnorm.bench: the command line (options, and the subprocess probes)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from .._checks import fail
+from .compare import COMPARE
+from .first_call import compile_report, probe_first_calls
+from .memory import probe_torch_memory
+from .norms import NORMS, shape_str
+from .report import print_report
+from .roofline import copy_bandwidth, median_copy
+from .runner import Context, bench_layers, bench_norm, environment, progress, rms_over_ln
+from .targets import evaluate_targets
+
+DEFAULT_SHAPES = ("64x512", "4096x1024", "8192x4096")
+QUICK_SHAPES = ("64x512", "128x1024")
+DEFAULT_DTYPES = ("float32", "float64")
+
+
+def parse_list(arg: str, choices, what: str) -> list[str]:
+    items = [s.strip() for s in arg.split(",") if s.strip()]
+    for s in items:
+        if s not in choices:
+            fail(argparse.ArgumentTypeError, f"--{what}", f"a comma-separated list of {', '.join(choices)}",
+                 s, f"pass e.g. --{what} {','.join(choices[:2])}.")
+    return items
+
+
+def parse_shape(s: str) -> tuple[int, int]:
+    parts = s.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        fail(argparse.ArgumentTypeError, "--shapes", "comma-separated NxD with positive integers", s,
+             "pass e.g. --shapes 64x512,4096x1024.")
+    return int(parts[0]), int(parts[1])
+
+
+def parse_rounds(s: str) -> int:
+    if not (s.isdigit() and int(s) >= 1):
+        fail(argparse.ArgumentTypeError, "--rounds", "an integer >= 1", s, "pass --rounds 5, say.")
+    return int(s)
+
+
+def parse_threads(s: str) -> int:
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    if not (s.isdigit() and 1 <= int(s) <= top):
+        fail(argparse.ArgumentTypeError, "--threads", f"an integer in [1, {top}]", s,
+             "pass at most NUMBA_NUM_THREADS (the number of cores unless set).")
+    return int(s)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m scratchnorm.bench",
+                                 description="Time every normalization against the copy roofline, "
+                                             "NumPy, PyTorch and JAX.")
+    ap.add_argument("--norms", type=lambda s: parse_list(s, tuple(NORMS), "norms"), default=list(NORMS),
+                    help=f"comma-separated, from {','.join(NORMS)} (default: all; missing ones are skipped)")
+    ap.add_argument("--shapes", type=lambda s: [parse_shape(p) for p in s.split(",") if p.strip()],
+                    help=f"comma-separated NxD (default {','.join(DEFAULT_SHAPES)}; --quick: "
+                         f"{','.join(QUICK_SHAPES)})")
+    ap.add_argument("--dtypes", type=lambda s: parse_list(s, DEFAULT_DTYPES, "dtypes"),
+                    default=list(DEFAULT_DTYPES), help="float32,float64 (default both)")
+    ap.add_argument("--quick", action="store_true", help="tiny shapes and few repeats (a few seconds)")
+    ap.add_argument("--budget", type=float,
+                    help="seconds of timed calls per figure (default 0.3; --quick 0.01)")
+    ap.add_argument("--rounds", type=parse_rounds,
+                    help="interleaved rounds per shape; each figure is the median of its rounds' medians "
+                         "(default 5; --quick 2)")
+    ap.add_argument("--threads", type=parse_threads, help="numba threads, and torch's (default: numba's default)")
+    ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
+                    default=list(COMPARE), help="torch,jax (default, when importable) or none")
+    ap.add_argument("--no-compile", action="store_true", help="skip the first-call subprocesses")
+    ap.add_argument("--json", metavar="PATH",
+                    help="write the results as JSON (schema in the module docstring)")
+    ap.add_argument("--probe", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-memory", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.shapes is None:
+        args.shapes = [parse_shape(s) for s in (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)]
+    if args.budget is None:
+        args.budget = 0.01 if args.quick else 0.3
+    if args.rounds is None:
+        args.rounds = 2 if args.quick else 5
+    return args
+
+
+def run(args) -> dict:
+    ctx = Context(args)
+    norms = [NORMS[n] for n in args.norms]
+    report = {"schema": "scratchnorm-bench/2",
+              "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
+                         "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
+                         "threads": ctx.threads,
+                         "compare": args.compare},
+              "environment": environment(ctx), "notes": ctx.notes, "copy": [], "results": [], "layers": []}
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            copies: list[dict] = []
+            for norm in norms:
+                report["results"] += bench_norm(ctx, norm, shape, dtype, copies)
+            if not copies:                             # no norm ran: the roofline alone
+                progress(f"{shape_str(shape)} {dtype}: copy")
+                copies.append(copy_bandwidth(shape, dtype, ctx.budget, ctx.use_numba_copy))
+            report["copy"].append(median_copy(copies))
+            for norm in norms:
+                if norm.layer and ctx.numba and any(r["norm"] == norm.name and r["impl"] == "numba_out"
+                                                    for r in report["results"]):
+                    report["layers"] += bench_layers(ctx, norm, shape, dtype)
+    report["memory"] = ctx.memory
+    report["rms_over_ln"] = rms_over_ln(report["results"])
+    report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
+                         else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
+    report["targets"] = evaluate_targets(report)
+    return report
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.probe:
+        print(json.dumps(probe_first_calls(json.loads(args.probe))))
+        return 0
+    if args.torch_memory:
+        print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
+        return 0
+    t0 = time.perf_counter()
+    report = run(args)
+    report["wall_s"] = time.perf_counter() - t0
+    print_report(report)
+    print(f"\n({report['wall_s']:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+

@@ -1,0 +1,159 @@
+"""Printing the report. The JSON (``--json PATH``) has this shape; times are seconds, bandwidths
+GB/s (1e9 bytes), shapes [N, D]:
+
+    schema       "scratchnorm-bench/2"
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
+    environment  {python, numpy, numba, torch, jax, cpu, cpu_count, numba_threads, torch_threads,
+                  jax_threads, openblas, last_level_cache_bytes, load_average, disable_jit}
+    notes        [str]: what was skipped and why
+    copy         [{shape, dtype, array_bytes, numpy_gbs, numba_gbs, numba_stream_gbs, best_gbs,
+                   measurements}]
+    results      [{norm, shape, dtype, step, impl: numpy|numba|numba_out|torch|jax, median_s,
+                   min_s, repeats, faults_per_call, bytes, gbs, pct_copy, copy_gbs,
+                   pct_stream_copy, vs_numba}]
+    layers       [{norm, shape, dtype, step: "fwd+bwd", impl: numba_layer|numba_out|torch_layer,
+                   median_s, min_s, repeats, faults_per_call, vs_numba}]
+    rms_over_ln  [{shape, dtype, step, impl, ratio}]
+    compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
+                  first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
+    memory       [{norm, shape, dtype, step, impl, method: tracemalloc|rss, x_bytes, peak_bytes,
+                   multiple, note}]
+    targets      [{name, op, threshold, unit, value, status, where}]
+    wall_s       the run's duration
+"""
+from __future__ import annotations
+
+from .norms import IMPL_LABELS, IMPLS, shape_str
+
+
+def fmt_time(s) -> str:
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def fmt(v, spec=".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(headers, rows, left: int) -> str:
+    """The first ``left`` columns left-aligned, the others (numbers) right-aligned."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def print_report(report: dict) -> None:
+    env = report["environment"]
+    print(f"scratchnorm bench  numpy {env['numpy']}  numba {env['numba']}  torch {env['torch']}  "
+          f"jax {env['jax']}")
+    llc = f", last-level cache {env['last_level_cache_bytes'] >> 20} MiB" if env.get("last_level_cache_bytes") else ""
+    print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); threads: numba {env['numba_threads']}, "
+          f"torch {env['torch_threads']} (set equal to numba's), jax: {env['jax_threads']}")
+    if env["openblas"]:
+        print("environment (left as found): " + ", ".join(f"{k}={v}" for k, v in env["openblas"].items()))
+    for note in report["notes"]:
+        print(f"note: {note}")
+    print("\nCopy bandwidth (the roofline), GB/s = (bytes read + written) / median time")
+    print(table(["shape", "dtype", "MiB", "numpy copyto", "numba prange", "numba streamed", "best"],
+                [[shape_str(c["shape"]), c["dtype"], f"{c['array_bytes'] / 2**20:.2f}",
+                  *(fmt(c[k], ".1f") for k in ("numpy_gbs", "numba_gbs", "numba_stream_gbs", "best_gbs"))]
+                 for c in report["copy"]], left=2))
+    print("  best: the faster of numpy and numba prange (issue 4's roofline, \"% copy\" below); numba streamed "
+          "writes with non-temporal stores, as the kernels do beyond the cache (\"% streamed\")")
+    for name in report["config"]["norms"]:
+        rows = [r for r in report["results"] if r["norm"] == name]
+        if not rows:
+            continue
+        print(f"\n{name}: median time, effective GB/s, % of copy bandwidth and of the streamed copy, "
+              "time / numba time, page faults per call")
+        prev = None
+        out = []
+        for r in rows:
+            key = (shape_str(r["shape"]), r["dtype"], r["step"])
+            shown = ["" if prev and prev[:i + 1] == key[:i + 1] else k for i, k in enumerate(key)]
+            prev = key
+            out.append(shown + [IMPL_LABELS[r["impl"]], fmt_time(r["median_s"]), fmt(r["gbs"], ".1f"),
+                                fmt(r["pct_copy"], ".0f"), fmt(r.get("pct_stream_copy"), ".0f"),
+                                fmt(r["vs_numba"]), fmt(r.get("faults_per_call"), ".0f")])
+        print(table(["shape", "dtype", "step", "impl", "median", "GB/s", "% copy", "% streamed", "x numba",
+                     "faults"], out, left=4))
+    if report["layers"]:
+        print("\nLayer classes, fwd+bwd: scratchnorm layer (allocating), the functional with out=/dx_out=, "
+              "torch.nn (allocating)")
+        by = {}
+        for r in report["layers"]:
+            by.setdefault((r["norm"], shape_str(r["shape"]), r["dtype"]), {})[r["impl"]] = r["median_s"]
+        rows = []
+        for (norm, shape, dtype), t in by.items():
+            torch_t = t.get("torch_layer")
+            rows.append([norm, shape, dtype, fmt_time(t.get("numba_layer")), fmt_time(t.get("numba_out")),
+                         fmt_time(torch_t),
+                         fmt(torch_t / t["numba_layer"] if torch_t else None),
+                         fmt(torch_t / t["numba_out"] if torch_t else None)])
+        print(table(["norm", "shape", "dtype", "numba layer", "numba out=", "torch layer",
+                     "torch/numba", "torch/numba out="], rows, left=3))
+    if report["rms_over_ln"]:
+        print("\nRMSNorm time / LayerNorm time (below 1: RMSNorm is faster)")
+        by = {}
+        for r in report["rms_over_ln"]:
+            by.setdefault((shape_str(r["shape"]), r["dtype"], r["step"]), {})[r["impl"]] = r["ratio"]
+        impls = [i for i in IMPLS if any(i in v for v in by.values())]
+        print(table(["shape", "dtype", "step", *[IMPL_LABELS[i] for i in impls]],
+                    [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
+    if report["memory"]:
+        print_memory(report["memory"])
+    comp = report["compile"]
+    print("\nFirst calls in a fresh process (cold: empty NUMBA_CACHE_DIR, compiles; warm: same dir, loads)")
+    if comp["error"]:
+        print(f"  {comp['error']}")
+    if comp["cold"]:
+        warm_calls = (comp["warm"] or {}).get("calls", [])
+        rows = [["import numba", "", "", fmt_time(comp["cold"]["numba_import_s"]),
+                 fmt_time((comp["warm"] or {}).get("numba_import_s"))],
+                ["import scratchnorm.fast", "", "", fmt_time(comp["cold"]["fast_import_s"]),
+                 fmt_time((comp["warm"] or {}).get("fast_import_s"))]]
+        for i, c in enumerate(comp["cold"]["calls"]):
+            w = warm_calls[i]["first_call_s"] if i < len(warm_calls) else None
+            rows.append([f"{c['norm']} {c['function']}", shape_str(c["shape"]), c["dtype"],
+                         fmt_time(c["first_call_s"]), fmt_time(w)])
+        rows.append(["total", "", "", fmt_time(sum(c["first_call_s"] for c in comp["cold"]["calls"])),
+                     fmt_time(sum(c["first_call_s"] for c in warm_calls) if warm_calls else None)])
+        print(table(["function", "shape", "dtype", "cold", "warm"], rows, left=3))
+        warm = comp.get("warm") or {}
+        if comp.get("warm_runs_s"):
+            print(f"  warm: the median of {len(comp['warm_runs_s'])} fresh processes; first call "
+                  f"(import numba + import scratchnorm.fast + first forward): "
+                  + ", ".join(fmt_time(t) for t in comp["warm_runs_s"]))
+        if warm.get("scipy_loaded"):
+            print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
+                  " requirements.txt does not need it): that start-up is slower than on a machine without it")
+    print("\nTargets (issue 4; benchmark figures, not tests)")
+    print(table(["target", "where", "goal", "measured", "status"],
+                [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
+                  "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
+                 for t in report["targets"]], left=2))
+
+
+def print_memory(rows: list[dict]) -> None:
+    print("\nPeak extra memory of one fwd+bwd, in multiples of x's size (results included; "
+          "numpy/numba: tracemalloc, torch: resident set in a fresh process)")
+    by, notes = {}, []
+    for r in rows:
+        by.setdefault((r["norm"], shape_str(r["shape"]), r["dtype"]), {})[r["impl"]] = r["multiple"]
+        if r["note"] and r["note"] not in notes:
+            notes.append(r["note"])
+    impls = [i for i in IMPLS if any(i in v for v in by.values())]
+    print(table(["norm", "shape", "dtype", *[IMPL_LABELS[i] for i in impls]],
+                [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
+    for note in notes:
+        print(f"  -: {note}")
+
