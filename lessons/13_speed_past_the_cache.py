@@ -1,0 +1,299 @@
+"""Appendix to lesson 09: writing past the cache, page faults, rsqrt, and the memory a backward keeps.
+
+Lesson 09 times the norms against d. This appendix looks at four things the
+timings there hide.
+
+Writing past the cache. "A kernel that reads x and writes y moves two
+arrays' worth of bytes" is how bandwidth is usually counted, and it is not
+what a plain store does: before writing into a cache line the core reads it
+from memory (a read for ownership), so writing y costs a read and a write.
+Non-temporal stores skip that read and send whole lines to memory. From
+the size at which x and y fill the last-level cache the numba kernels write
+y and dx that way (scratchnorm/fast/_stream.py); below it they write
+normally, so that the next layer finds y in cache. The lesson measures it
+at one large shape, on one thread: a numba copy with plain stores against
+the same copy with non-temporal stores (their time ratio is the cost of the
+hidden read), np.copyto, and the RMSNorm and LayerNorm forwards with the
+kernels' ``stream=False`` and ``stream=True`` (13_speed_past_the_cache_streaming.png).
+Where the plain copy takes about 1.5x the streamed one, the hidden read is
+half again the traffic, and the claim below does not hold for plain stores.
+A fused forward gains less than the copy does: it also computes, and its two
+passes over each row (statistics, then y) read and write in turns.
+
+Page faults. In the NumPy code every operation is one more pass over an
+(N, d) array and one more fresh temporary: once they are large, the
+allocator hands freed blocks back to the operating system and the next call
+pays a page fault for each 4 KiB page again. The pages figure counts that
+memory per call; where it is large, the allocator, not the arithmetic, sets
+the time, and the RMSNorm / LayerNorm ratio moves from run to run.
+
+rsqrt. NumPy has no rsqrt: 1/np.sqrt(v) runs two passes (sqrt, then
+divide) and v ** -0.5 goes through pow. numba compiles the same loop two
+ways: IEEE 1/sqrt, and with fastmath, where LLVM may use the processor's
+approximate reciprocal square root plus a Newton step; torch has rsqrt. In a
+norm the reciprocal square root runs once per row, on N numbers, against
+N * d elements of work: its whole cost bounds what rsqrt can save.
+
+Memory. What the backward needs per row: LayerNorm keeps x (or x_hat) and
+two numbers (mean, rstd), RMSNorm x and one (rstd). Not storing the mean
+saves 1 of d + 2 values. The lesson counts the bytes each implementation's
+cache holds per row (torch: the tensors autograd saves).
+
+Timing verdicts are the measurement's (expect = any verdict), as in lesson 09;
+the byte counts are exact, and their verdict is asserted.
+
+The benchmark's own table. If SCRATCHNORM_BENCH_JSON names a JSON written
+by ``python -m scratchnorm.bench --json PATH``, or <out>/bench.json exists,
+the lesson also plots its LayerNorm and RMSNorm rows: % of copy bandwidth
+per shape (13_speed_past_the_cache_bench.png).
+
+Figures
+* 13_speed_past_the_cache_streaming.png: GB/s of three copies and of the
+  RMSNorm and LayerNorm forwards with plain and with non-temporal stores
+  (hatched), at one shape past the cache, one thread (numba's JIT only).
+* 13_speed_past_the_cache_pages.png: memory first touched at each fwd+bwd
+  call against d, per norm and implementation.
+"""
+import math
+import os
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python lessons/13_speed_past_the_cache.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import matplotlib.pyplot as plt
+import numpy as np
+
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, explainer, run_alone
+from lessons._speed import (COLORS, DTYPE, STYLES, Budget, d_axis, data, legend_entries, measure, one_thread,
+                            optional_torch, plot_bench_json, scratch_pair, sweep, torch_forward)
+from scratchnorm.bench.roofline import COPY_CHUNKS, parallel_copy
+
+NORMS = ("LayerNorm", "RMSNorm")
+
+
+# -- rsqrt -----------------------------------------------------------------------------------
+def _one_over_sqrt(v, one, out):
+    for i in range(v.size):
+        out[i] = one / np.sqrt(v[i])
+
+
+def inverse_sqrt_kernels(numba):
+    """The loop above compiled twice: IEEE 1/sqrt, and with fastmath (LLVM may then emit the
+    approximate rsqrt instruction and a Newton step). Not cached: numba cannot reload a kernel
+    defined in a lesson (the runner loads lessons under a name that is not importable)."""
+    return numba.njit(_one_over_sqrt), numba.njit(fastmath=True)(_one_over_sqrt)
+
+
+def rsqrt_costs(m, budget, numba, torch):
+    """{toolkit: (seconds per value of 1/sqrt, of the alternative, its name)}, float32.
+
+    The alternative is an rsqrt where the toolkit has one (numba with fastmath, torch.rsqrt);
+    NumPy has none, and its one-call spelling, v ** -0.5, goes through pow.
+    """
+    v = np.random.default_rng(9).uniform(0.1, 10.0, m).astype(DTYPE)
+    out, one = np.empty_like(v), v.dtype.type(1)
+    pairs = {"numpy": (lambda: 1 / np.sqrt(v), lambda: v ** -0.5, "v ** -0.5")}
+    if numba is not None:
+        exact, fast = inverse_sqrt_kernels(numba)
+        fast(v, one, out)
+        check(np.max(np.abs(out * np.sqrt(v.astype(np.float64)) - 1)) < 1e-6, "fastmath rsqrt is accurate")
+        pairs["numba"] = (lambda: exact(v, one, out), lambda: fast(v, one, out), "fastmath rsqrt")
+    if torch is not None:
+        t = torch.from_numpy(v)
+        pairs["torch"] = (lambda: 1 / torch.sqrt(t), lambda: torch.rsqrt(t), "torch.rsqrt")
+    return {k: (measure(a, budget).median_s / m, measure(b, budget).median_s / m, name)
+            for k, (a, b, name) in pairs.items()}
+
+
+def streaming_times(shape, budget, rounds):
+    """{label: median seconds} at ``shape`` float32: three copies and two forwards each way
+    (the kernels' ``stream=`` argument forces the store path)."""
+    from scratchnorm import fast
+    from scratchnorm.fast._stream import copy_streamed
+    x = np.random.default_rng(5).standard_normal(shape).astype(DTYPE)
+    w, b = np.ones(shape[1], DTYPE), np.zeros(shape[1], DTYPE)
+    y = np.empty_like(x)
+    plain_copy, xs, ys = parallel_copy(), x.reshape(-1), y.reshape(-1)
+    calls = {"np.copyto": lambda: np.copyto(y, x),
+             "copy, plain stores": lambda: plain_copy(xs, ys),
+             "copy, non-temporal": lambda: copy_streamed(ys, xs, COPY_CHUNKS)}
+    for on, how in ((False, "plain"), (True, "non-temporal")):
+        calls[f"RMSNorm forward, {how}"] = lambda on=on: fast.rms_norm_forward(x, w, out=y, stream=on)
+        calls[f"LayerNorm forward, {how}"] = lambda on=on: fast.layer_norm_forward(x, w, b, out=y, stream=on)
+    per_round = {k: [] for k in calls}
+    for _ in range(rounds):                                # interleaved: a slow spell hits all alike
+        for label, call in calls.items():
+            per_round[label].append(measure(call, budget).median_s)
+    return {k: float(np.median(v)) for k, v in per_round.items()}
+
+
+def plot_streaming(lesson, shape, times):
+    nbytes = 2 * math.prod(shape) * np.dtype(DTYPE).itemsize              # read x, write y
+    labels = list(times)
+    gbs = [nbytes / times[k] / 1e9 for k in labels]
+    colors = ["0.6" if "cop" in k else COLORS["RMSNorm" if "RMS" in k else "LayerNorm"] for k in labels]
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    bars = ax.barh(labels[::-1], gbs[::-1], color=colors[::-1])
+    for bar, k in zip(bars, labels[::-1]):
+        if "non-temporal" in k:
+            bar.set_hatch("//")
+    ax.set(xlabel="GB/s (bytes of x read + y written, over the time)",
+           title=f"writing y past the cache: {shape[0]} × {shape[1]} {DTYPE}, 1 thread")
+    lesson.save(fig, "streaming")
+
+
+def streaming_claim(lesson, shape, times):
+    hidden = times["copy, plain stores"] / times["copy, non-temporal"]
+    gains = {n: times[f"{n} forward, non-temporal"] / times[f"{n} forward, plain"] for n in ("RMSNorm", "LayerNorm")}
+    mib = math.prod(shape) * np.dtype(DTYPE).itemsize >> 20
+    lesson.claim("A kernel that reads x and writes y moves two arrays' worth of memory traffic", source=COMMON,
+                 measured=f"{shape[0]} × {shape[1]} {DTYPE} ({mib} MiB an array), 1 thread: a copy with plain stores "
+                          f"takes {hidden:.2f}× the time of the same copy with non-temporal stores (np.copyto "
+                          f"{times['np.copyto'] * 1e3:.1f} ms); streamed / plain time of the forward: RMSNorm "
+                          f"{gains['RMSNorm']:.2f}, LayerNorm {gains['LayerNorm']:.2f} (timing: not asserted)",
+                 verdict=HOLDS if hidden < 1.1 else APPROX if hidden < 1.25 else FAILS, expect=VERDICTS)
+
+
+# -- memory ----------------------------------------------------------------------------------
+def cache_bytes(cache):
+    """Bytes of the arrays a cache holds, the parameters (kept anyway) left out."""
+    return sum(v.nbytes for k, v in cache.items() if isinstance(v, np.ndarray) and k not in ("weight", "bias"))
+
+
+def torch_saved_bytes(torch, norm, x, params):
+    """Bytes of the tensors autograd saves for the backward, the parameters left out."""
+    x = torch.from_numpy(x).requires_grad_()
+    params = {k: torch.from_numpy(v).requires_grad_() for k, v in params.items()}
+    skip = {p.data_ptr() for p in params.values()}
+    saved = {}
+
+    def pack(t):
+        if t.data_ptr() not in skip:
+            saved[t.data_ptr()] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        torch_forward(torch, norm, x.shape[-1])(x, params["weight"], params.get("bias"))
+    return sum(saved.values())
+
+
+def held_bytes(impl, norm, n, d, torch):
+    """Bytes kept for the backward of ``norm`` on n rows of d features."""
+    x, _, params = data(norm, n, d)
+    if impl == "torch":
+        return torch_saved_bytes(torch, norm, x, params)
+    return cache_bytes(scratch_pair(impl, norm, d)[0](x, **params)[1])
+
+
+def memory_claim(lesson, impls, torch):
+    """Bytes per row kept for the backward, counted from two row counts (what does not grow with
+    the rows, such as a copy of the weight, drops out), in units of one row of x."""
+    n, d = lesson.pick((8, 256), (64, 1024))
+    row = d * np.dtype(DTYPE).itemsize
+    per_row = {impl: [(held_bytes(impl, norm, 2 * n, d, torch) - held_bytes(impl, norm, n, d, torch)) / n / row
+                      for norm in ("LayerNorm", "RMSNorm")] for impl in impls}
+    for impl, kept in per_row.items():
+        check(min(kept) >= 1, f"{impl}: a cache holds at least x ({kept})")
+    # The least a backward needs per row: x and (mean, rstd) for LayerNorm, x and rstd for RMSNorm.
+    minimal = {dd: 1 / (dd + 2) for dd in (64, d)}
+    lesson.claim("RMSNorm saves memory because it stores no mean", source=explainer("000", "§7.1, §10.1") +
+                 "; " + explainer("003", "§2.3"),
+                 measured=f"the least a backward keeps per row: d + 2 values (LN) vs d + 1 (RMS), a saving of "
+                          f"1/(d + 2) = {minimal[64]:.1%} at d = 64, {minimal[d]:.2%} at d = {d}. Kept per row at "
+                          f"d = {d} {DTYPE}, in rows of x: " +
+                          ", ".join(f"{impl} LN {ln:.3f}, RMS {rms:.3f}" for impl, (ln, rms) in per_row.items()),
+                 verdict=HOLDS if minimal[64] >= 0.05 else APPROX if minimal[64] > 0 else FAILS, expect=APPROX)
+
+
+def plot_pages(lesson, ds, n, fresh, impls):
+    fig, ax = plt.subplots(figsize=(8, 5.2), layout="constrained")
+    for (impl, norm, s), mib in fresh.items():
+        if s == "fwd+bwd":
+            marker, line = STYLES[impl]
+            ax.semilogx(ds, mib / (n * ds * 8 / 2**20), marker=marker, linestyle=line, color=COLORS[norm], ms=4)
+    top = max(1.0, 1.1 * max(np.max(v / (n * ds * 8 / 2**20)) for v in fresh.values()))
+    ax.set(ylim=(-0.03 * top, top), xlabel="d (N fixed)", ylabel=f"fresh pages per call, in {n} × d float64 arrays",
+           title="fwd+bwd: memory first touched at each call (page faults)")
+    d_axis(ax, ds)
+    legend_entries(fig, impls, norms=NORMS)
+    lesson.save(fig, "pages")
+
+
+# -- the claims ------------------------------------------------------------------------------
+def rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls):
+    """rsqrt against 1/sqrt per value, then the share of a norm's time it could save."""
+    numba_ok = "numba" in impls
+    speedups = {k: alt / inv for k, (inv, alt, _) in per_value.items() if k != "numpy"}
+    best = min(speedups.values(), default=np.inf)
+    lesson.claim("rsqrt is cheaper than 1/sqrt", source=explainer("000", "§5.2") + "; " + explainer("002", "§1.2"),
+                 measured=f"float32, {m_values} values, ns per value: " +
+                          "; ".join(f"{k} 1/sqrt {1e9 * inv:.2f}, {name} {1e9 * alt:.2f}"
+                                    for k, (inv, alt, name) in per_value.items()) +
+                          " (NumPy has no rsqrt); rsqrt / (1/sqrt): " +
+                          (", ".join(f"{k} {v:.2f}" for k, v in speedups.items()) or "no rsqrt here") +
+                          " (timing: not asserted)",
+                 verdict=HOLDS if best < 0.8 else APPROX if best < 0.95 else FAILS, expect=VERDICTS)
+
+    at = int(np.argmin(np.abs(ds - 1024)))
+    fused = "numba" if numba_ok else "numpy"
+    slowest = max(inv for inv, _, _ in per_value.values())           # the dearest 1/sqrt measured, per value
+    share = {"numpy": rstd_numpy / times["numpy", "RMSNorm", "forward"],
+             fused: n * slowest / times[fused, "RMSNorm", "forward"]}
+    lesson.claim("Computing the normalizer with rsqrt instead of 1/sqrt makes RMSNorm faster",
+                 source=explainer("000", "§5.2"),
+                 measured=f"the whole 1/sqrt (once per row) is at most this share of the RMSNorm forward time, "
+                          f"{n} rows (numpy: 1/np.sqrt on the (N, 1) mean squares; {fused}: N × "
+                          f"{1e9 * slowest:.1f} ns, the dearest 1/sqrt above): " +
+                          ", ".join(f"{k} {v[at]:.2%} at d = {ds[at]} ({v.max():.1%} at d = {ds[np.argmax(v)]})"
+                                    for k, v in share.items()) +
+                          f"; dividing the (N, 1024) float64 array by the RMS instead of multiplying by its "
+                          f"inverse: {div_vs_mul:.2f}× the time (timing: not asserted)",
+                 verdict=HOLDS if share[fused][at] >= 0.10 else APPROX if share[fused][at] >= 0.03 else FAILS,
+                 expect=VERDICTS)
+
+
+# -- the lesson ------------------------------------------------------------------------------
+def run(lesson):
+    import numba
+
+    torch = optional_torch()
+    numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
+    impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
+    n = lesson.pick(16, 512)
+    ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096)))
+    rounds = lesson.pick(2, 3)
+    with one_thread(numba, torch):
+        times, fresh, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
+                                rounds, False)
+        m_values = lesson.pick(1 << 12, 1 << 20)
+        op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
+        per_value = rsqrt_costs(m_values, op_budget, numba if numba_ok else None, torch)
+        # rstd from the mean squares of the rows: once per row, float64 (N, 1) as in the reference.
+        ms = np.random.default_rng(3).uniform(0.5, 2.0, (n, 1))
+        rstd_numpy = measure(lambda: 1 / np.sqrt(ms + 1e-6), op_budget).median_s
+        # The paper's code divides the row by the RMS; PyTorch and LLaMA multiply by the rsqrt.
+        x64 = np.random.default_rng(4).standard_normal((n, 1024))
+        buf, rms = np.empty_like(x64), np.sqrt(ms)
+        div_vs_mul = (measure(lambda: np.divide(x64, rms, out=buf), op_budget).median_s
+                      / measure(lambda: np.multiply(x64, 1 / rms, out=buf), op_budget).median_s)
+        stream_shape = lesson.pick((64, 4096), (8192, 2048))       # full: 64 MiB an array, past the cache
+        stream_times = (streaming_times(stream_shape, lesson.pick(Budget(0.003, 2, 10), Budget(0.15, 5, 100)), rounds)
+                        if numba_ok else None)
+    for t in times.values():
+        check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
+    plot_pages(lesson, ds, n, fresh, impls)
+    rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
+    memory_claim(lesson, impls, torch)
+    if stream_times is not None:
+        check(all(t > 0 for t in stream_times.values()), "every streaming timing is measured")
+        plot_streaming(lesson, stream_shape, stream_times)
+        streaming_claim(lesson, stream_shape, stream_times)
+    env = os.environ.get("SCRATCHNORM_BENCH_JSON")
+    path = Path(env) if env else lesson.out / "bench.json"
+    if path.is_file():
+        plot_bench_json(lesson, path)
+
+
+if __name__ == "__main__":
+    sys.exit(run_alone(__file__))
