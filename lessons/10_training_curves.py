@@ -32,7 +32,8 @@ although its loss falls later). RMSNorm's layer alone is about 10% faster
 than LayerNorm's (one numba kernel does both; RMSNorm skips the mean), the
 whole step 2–12% in our runs (the parts timed alone predict about 4%),
 around the paper's lower bound of 7%, and a good part of that saving is
-Adam's: RMSNorm has no bias, so each layer has one vector fewer to update. Which side of 7% a run lands on, and which model
+Adam's: RMSNorm has no bias, so each layer has one vector fewer to update.
+Which side of 7% a run lands on, and which model
 reaches a loss first in seconds, moves with the load of a shared machine:
 the timing verdicts are recorded, not expected. --quick trains too briefly
 to compare: its verdicts are recorded, not expected either.
@@ -53,18 +54,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, run_alone
-from lessons._training import (
-    STYLE,
-    expect,
-    interleaved_medians,
-    one_blas_thread,
-    plot_race,
-    race,
-    report,
-    saving_verdict,
-    seed_mean,
-    warm_up,
-)
+from lessons._training import (STYLE, accuracy, expect, interleaved_medians, one_blas_thread, plot_costs, plot_race,
+                               plot_regions, pm, race, report, saving_verdict, seed_mean, shortfall_verdict, spirals,
+                               time_to, warm_up)
 from scratchnorm import Linear, nn
 
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
@@ -73,44 +65,10 @@ BATCH, LR = 128, 1e-3
 SEEDS = (0, 1, 2)    # --quick: the first two
 
 
-def spirals(n, rng, turns=2.0, noise=0.03):
-    """n points on CLASSES interleaved spirals; the label is the arm."""
-    arm = rng.integers(0, CLASSES, n)
-    r = np.sqrt(rng.uniform(0.02, 1.0, n))                    # uniform over the disc
-    theta = 2 * np.pi * (turns * r + arm / CLASSES)
-    x = r[:, None] * np.c_[np.cos(theta), np.sin(theta)] + noise * rng.standard_normal((n, 2))
-    return 2 * x, arm
-
-
 def models(seed):
     runs = {norm: nn.mlp([2] + [WIDTH] * DEPTH + [CLASSES], norm=norm, seed=seed) for norm in NORMS}
     runs["shallow"] = nn.mlp([2, WIDTH, WIDTH, CLASSES], norm="layernorm", seed=seed)
     return runs
-
-
-def accuracy(model, x, y):
-    model.eval()
-    acc = float(np.mean(model.forward(x).argmax(axis=1) == y))
-    model.train()
-    return acc
-
-
-def time_to(seconds, loss, target):
-    """The first time the curve reaches ``target`` (linear between evaluations), inf if never."""
-    below = np.flatnonzero(loss <= target)
-    if below.size == 0:
-        return np.inf
-    i = below[0]
-    if i == 0:
-        return float(seconds[0])
-    f = (loss[i - 1] - target) / (loss[i - 1] - loss[i])
-    return float(seconds[i - 1] + f * (seconds[i] - seconds[i - 1]))
-
-
-def shortfall_verdict(short, spread):
-    """'As good as' within the seed spread (at least 1 point), roughly within 3 spreads, or not."""
-    tol = max(spread, 0.01)
-    return HOLDS if short <= tol else APPROX if short <= 3 * tol else FAILS
 
 
 def train_all(lesson, xtr, ytr, xte, yte):
@@ -154,8 +112,8 @@ def update_costs(lesson, x, y):
 def run(lesson):
     with one_blas_thread():
         rng = np.random.default_rng(10)
-        xtr, ytr = spirals(4000, rng)
-        xte, yte = spirals(2000, rng)
+        xtr, ytr = spirals(4000, rng, CLASSES)
+        xte, yte = spirals(2000, rng, CLASSES)
         curves, acc, seed0 = train_all(lesson, xtr, ytr, xte, yte)
         layer_t, update_t = layer_costs(lesson, rng), update_costs(lesson, xtr[:BATCH], ytr[:BATCH])
         step_t = {name: float(np.median([c.step_time for c in runs])) for name, runs in curves.items()}
@@ -173,10 +131,6 @@ def run(lesson):
             check(max(acc[n].mean() for n in NORMS) > 0.85, f"the best {DEPTH}-layer model fits the spirals")
         claims(lesson, acc, step_t, layer_t, update_t, curves)
         figures(lesson, curves, acc, step_t, layer_t, update_t, seed0, xte, yte)
-
-
-def pm(a):
-    return f"{a.mean():.3f} ± {a.std():.3f}"
 
 
 def claims(lesson, acc, step_t, layer_t, update_t, curves):
@@ -252,44 +206,8 @@ def figures(lesson, curves, acc, step_t, layer_t, update_t, seed0, xte, yte):
     fig.suptitle(f"Spirals, MLP of {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, batch {BATCH}")
     lesson.save(fig, "loss")
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
-    names = list(NORMS)
-    steps_ms = np.array([step_t[n] for n in names]) * 1e3
-    colors = [STYLE[n][0] for n in names]
-    ticks = [STYLE[n][1].split(" (")[0] for n in names]
-    update_ms = np.array([update_t[n] for n in names]) * 1e3
-    ax1.bar(ticks, update_ms, color=colors, alpha=0.45, hatch="//", edgecolor="w", label="Adam's update (timed alone)")
-    ax1.bar(ticks, steps_ms - update_ms, bottom=update_ms, color=colors, label="forward and backward (the rest)")
-    ax1.axhline(steps_ms[0], color="0.3", lw=0.8, ls="--")
-    ax1.scatter(ticks[1:], [steps_ms[0] + DEPTH * layer_t[n] * 1e3 for n in names[1:]], marker="_", s=900, lw=2,
-                color="k", zorder=3, label=f"no-norm step + {DEPTH} x the layer alone (right)")
-    for i, v in enumerate(steps_ms):
-        ax1.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
-    ax1.set(ylabel="median ms per training step", title="One training step (forward, backward, Adam)",
-            ylim=(0, 1.25 * steps_ms.max()))
-    ax1.legend(loc="upper left", fontsize=8, ncol=2, markerscale=0.35)
-    keys = ["linear", "relu"] + names[1:]
-    ax2.bar(["Linear", "ReLU"] + ticks[1:], [layer_t[k] * 1e6 for k in keys], color=["0.6", "0.75"] + colors[1:])
-    for i, k in enumerate(keys):
-        ax2.text(i, layer_t[k] * 1e6, f"{layer_t[k] * 1e6:.1f}", ha="center", va="bottom", fontsize=9)
-    ax2.set(ylabel="median µs, forward + backward", title=f"One layer alone at ({BATCH}, {WIDTH}), numba backend")
-    fig.suptitle("Where the time of a step goes: in the network the norms cost far more than their calls alone")
-    lesson.save(fig, "cost")
-
-    grid = np.linspace(-2.3, 2.3, lesson.pick(60, 160))
-    points = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2)
-    fig, axes = plt.subplots(2, 3, figsize=(12, 8.2), constrained_layout=True)
-    for ax, name in zip(axes.ravel(), list(NORMS) + ["shallow"]):
-        model = seed0[name]
-        model.eval()
-        region = model.forward(points).argmax(axis=1).reshape(len(grid), len(grid))
-        model.train()
-        ax.imshow(region, origin="lower", extent=(grid[0], grid[-1], grid[0], grid[-1]), cmap="Pastel1",
-                  vmin=0, vmax=8, interpolation="nearest")
-        ax.scatter(*xte[:600].T, c=yte[:600], cmap="Set1", vmin=0, vmax=8, s=3)
-        ax.set(title=f"{STYLE[name][1]}: {acc[name][0]:.1%}", aspect="equal", xticks=[], yticks=[])
-    fig.suptitle("Decision regions after training (seed 0; test accuracy in the titles)")
-    lesson.save(fig, "regions")
+    plot_costs(lesson, list(NORMS), step_t, update_t, layer_t, DEPTH, (BATCH, WIDTH))
+    plot_regions(lesson, {n: seed0[n] for n in list(NORMS) + ["shallow"]}, {n: acc[n][0] for n in acc}, xte, yte)
 
 
 if __name__ == "__main__":

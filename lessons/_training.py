@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import APPROX, FAILS, HOLDS, VERDICTS
@@ -186,3 +187,87 @@ def plot_race(ax_steps, ax_seconds, curves: dict, ylabel: str) -> None:
         ax_seconds.plot(seconds, mean, color=color, ls=ls, label=label)
     ax_steps.set(xlabel="training step", ylabel=ylabel)
     ax_seconds.set(xlabel="wall-clock seconds of training (sum of the model's own steps)", ylabel=ylabel)
+
+
+# -- shared by the training lessons: data, accuracy, time to a loss, and two figures --
+def spirals(n, rng, classes=3, turns=2.0, noise=0.03):
+    """n points on ``classes`` interleaved spirals; the label is the arm."""
+    arm = rng.integers(0, classes, n)
+    r = np.sqrt(rng.uniform(0.02, 1.0, n))                    # uniform over the disc
+    theta = 2 * np.pi * (turns * r + arm / classes)
+    x = r[:, None] * np.c_[np.cos(theta), np.sin(theta)] + noise * rng.standard_normal((n, 2))
+    return 2 * x, arm
+
+
+def accuracy(model, x, y):
+    model.eval()
+    acc = float(np.mean(model.forward(x).argmax(axis=1) == y))
+    model.train()
+    return acc
+
+
+def time_to(seconds, loss, target):
+    """The first time the curve reaches ``target`` (linear between evaluations), inf if never."""
+    below = np.flatnonzero(loss <= target)
+    if below.size == 0:
+        return np.inf
+    i = below[0]
+    if i == 0:
+        return float(seconds[0])
+    f = (loss[i - 1] - target) / (loss[i - 1] - loss[i])
+    return float(seconds[i - 1] + f * (seconds[i] - seconds[i - 1]))
+
+
+def shortfall_verdict(short, spread):
+    """'As good as' within the seed spread (at least 1 point), roughly within 3 spreads, or not."""
+    tol = max(spread, 0.01)
+    return HOLDS if short <= tol else APPROX if short <= 3 * tol else FAILS
+
+
+def pm(a):
+    return f"{a.mean():.3f} ± {a.std():.3f}"
+
+
+def plot_costs(lesson, names, step_t, update_t, layer_t, depth, shape):
+    """Left: one training step per model, Adam's update hatched; the no-norm step plus ``depth`` times the layer
+    alone marked. Right: each layer's forward + backward alone at ``shape``."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
+    steps_ms = np.array([step_t[n] for n in names]) * 1e3
+    colors = [STYLE[n][0] for n in names]
+    ticks = [STYLE[n][1].split(" (")[0] for n in names]
+    update_ms = np.array([update_t[n] for n in names]) * 1e3
+    ax1.bar(ticks, update_ms, color=colors, alpha=0.45, hatch="//", edgecolor="w", label="Adam's update (timed alone)")
+    ax1.bar(ticks, steps_ms - update_ms, bottom=update_ms, color=colors, label="forward and backward (the rest)")
+    ax1.axhline(steps_ms[0], color="0.3", lw=0.8, ls="--")
+    ax1.scatter(ticks[1:], [steps_ms[0] + depth * layer_t[n] * 1e3 for n in names[1:]], marker="_", s=900, lw=2,
+                color="k", zorder=3, label=f"no-norm step + {depth} x the layer alone (right)")
+    for i, v in enumerate(steps_ms):
+        ax1.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+    ax1.set(ylabel="median ms per training step", title="One training step (forward, backward, Adam)",
+            ylim=(0, 1.25 * steps_ms.max()))
+    ax1.legend(loc="upper left", fontsize=8, ncol=2, markerscale=0.35)
+    keys = ["linear", "relu"] + names[1:]
+    ax2.bar(["Linear", "ReLU"] + ticks[1:], [layer_t[k] * 1e6 for k in keys], color=["0.6", "0.75"] + colors[1:])
+    for i, k in enumerate(keys):
+        ax2.text(i, layer_t[k] * 1e6, f"{layer_t[k] * 1e6:.1f}", ha="center", va="bottom", fontsize=9)
+    ax2.set(ylabel="median µs, forward + backward", title=f"One layer alone at {shape}, numba backend")
+    fig.suptitle("Where the time of a step goes: in the network the norms cost far more than their calls alone")
+    lesson.save(fig, "cost")
+
+
+def plot_regions(lesson, models, acc, x, y):
+    """The decision regions of each model on the plane, with test points; ``acc``: the accuracy per model."""
+    grid = np.linspace(-2.3, 2.3, lesson.pick(60, 160))
+    points = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2)
+    fig, axes = plt.subplots(2, 3, figsize=(12, 8.2), constrained_layout=True)
+    for ax, name in zip(axes.ravel(), list(models)):
+        model = models[name]
+        model.eval()
+        region = model.forward(points).argmax(axis=1).reshape(len(grid), len(grid))
+        model.train()
+        ax.imshow(region, origin="lower", extent=(grid[0], grid[-1], grid[0], grid[-1]), cmap="Pastel1",
+                  vmin=0, vmax=8, interpolation="nearest")
+        ax.scatter(*x[:600].T, c=y[:600], cmap="Set1", vmin=0, vmax=8, s=3)
+        ax.set(title=f"{STYLE[name][1]}: {acc[name]:.1%}", aspect="equal", xticks=[], yticks=[])
+    fig.suptitle("Decision regions after training (seed 0; test accuracy in the titles)")
+    lesson.save(fig, "regions")
