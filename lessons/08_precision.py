@@ -51,62 +51,9 @@ import numpy as np
 
 import scratchnorm as sn
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, run_alone
+from lessons._precision import F16, dev_err, err, library, naive_layer_norm, naive_rms_norm, variance_errors
 
-F16 = np.float16
 D = 256
-
-
-def to_bf16(x):
-    """Round to bfloat16 (8 significant bits, nearest even), kept in a float32 array."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32)
-    u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return u.view(np.float32)
-
-
-def f16_sum(a):
-    """A float16 running sum over the last axis: every addition rounded to float16."""
-    return np.add.accumulate(a, axis=-1, dtype=F16)[..., -1:]
-
-
-def naive_rms_norm(x, eps=1e-6):
-    x = x.astype(F16)
-    ms = f16_sum(x * x) / F16(x.shape[-1])                 # x*x overflows for |x| > 256
-    return x / np.sqrt(ms + F16(eps))
-
-
-def naive_layer_norm(x, eps=1e-5):
-    x = x.astype(F16)
-    xm = x - f16_sum(x) / F16(x.shape[-1])
-    return xm / np.sqrt(f16_sum(xm * xm) / F16(x.shape[-1]) + F16(eps))
-
-
-def library(fmt, forward, x):
-    """The library's path: the input rounded to fmt, statistics in float64, the output rounded to fmt."""
-    if fmt == "bfloat16":
-        return to_bf16(forward(to_bf16(x))[0])
-    return forward(x.astype(fmt))[0]
-
-
-def err(y, ref):
-    """Worst row's RMS error, on the scale of the output (RMS 1); inf if the output has NaN or inf."""
-    if not np.all(np.isfinite(y)):
-        return np.inf
-    return np.max(np.sqrt(np.mean((y.astype(np.float64) - ref) ** 2, axis=-1)))
-
-
-def dev_err(y, ref):
-    """The error of the part that varies across features, relative to its size."""
-    dev = lambda a: a.astype(np.float64) - a.astype(np.float64).mean(axis=-1, keepdims=True)  # noqa: E731
-    return np.max(np.sqrt(np.mean((dev(y) - dev(ref)) ** 2, axis=-1)) / np.std(ref, axis=-1))
-
-
-def welford_var(x):
-    mean, m2 = np.zeros(len(x), x.dtype), np.zeros(len(x), x.dtype)
-    for j in range(x.shape[1]):
-        delta = x[:, j] - mean
-        mean += delta / x.dtype.type(j + 1)
-        m2 += delta * (x[:, j] - mean)
-    return m2 / x.dtype.type(x.shape[1])
 
 
 def dtype_sweep(lesson, z):
@@ -154,7 +101,8 @@ def run(lesson):
     naive_fails = {name: means[np.argmax(c[(name, "naive float16")] > 0.1)] for name in ("LayerNorm", "RMSNorm")}
     check(all(c[(name, "naive float16")][-1] > 0.1 for name in naive_fails), "naive float16 breaks at large means")
     verdict = FAILS if not (never_worse and ratio_out > 3) else HOLDS if ratio_dev < 1.5 else APPROX
-    lesson.claim("RMSNorm is numerically more stable than LayerNorm in FP16/BF16", source=explainer("003", "§2.5 table"),
+    lesson.claim("RMSNorm is numerically more stable than LayerNorm in FP16/BF16",
+                 source=explainer("003", "§2.5 table"),
                  measured=f"mean/std = {means.max():g}: output error LN/RMS {ratio_out:.0f}× (fp16), bf16 "
                           f"{c[('LayerNorm', 'bfloat16')][big][0]:.2f} vs {c[('RMSNorm', 'bfloat16')][big][0]:.3f}; "
                           f"but the varying part of RMSNorm's fp16 output is {ratio_dev:.1f}× less precise; "
@@ -188,19 +136,7 @@ def run(lesson):
     # The variance: one pass, two passes, Welford, in float32.
     ratios = np.logspace(0, 6, lesson.pick(7, 13))
     rows = z[: lesson.pick(50, 200)]
-    var = {"one pass E[x²]−E[x]²": [], "two passes": [], "Welford": [], "RMSNorm's mean of squares": []}
-    negative = []
-    for r in ratios:
-        x32 = (rows + r).astype(np.float32)
-        ref = x32.astype(np.float64).var(axis=1)
-        one = np.mean(x32 * x32, axis=1) - np.mean(x32, axis=1) ** 2
-        two = np.mean((x32 - np.mean(x32, axis=1, keepdims=True)) ** 2, axis=1)
-        ms_ref = np.mean(x32.astype(np.float64) ** 2, axis=1)
-        for key, v, rf in [("one pass E[x²]−E[x]²", one, ref), ("two passes", two, ref),
-                           ("Welford", welford_var(x32), ref), ("RMSNorm's mean of squares", np.mean(x32 * x32, axis=1), ms_ref)]:
-            var[key].append(np.max(np.abs(v - rf) / rf))
-        negative.append(np.mean(one <= 0))
-    var = {k: np.array(v) for k, v in var.items()}
+    var, negative = variance_errors(rows, ratios)
     at = ratios == 1e3
     fig, ax = plt.subplots(figsize=(7, 4.4))
     for (key, v), style in zip(var.items(), ("o-", "s-", "^-", "d:")):
@@ -215,9 +151,11 @@ def run(lesson):
     lesson.claim("E[x²] − E[x]² cancels catastrophically when the mean is large against the spread",
                  source=f"{COMMON} (users' bug reports)",
                  measured=f"float32, mean/std = 1e3: relative error {one_err:.1e} (two passes {two_err:.1e}); "
-                          f"variance ≤ 0 in {max(negative):.0%} of rows at mean/std = {ratios[np.argmax(negative)]:.0e}",
+                          f"variance ≤ 0 in {max(negative):.0%} of rows at mean/std = "
+                          f"{ratios[np.argmax(negative)]:.0e}",
                  verdict=HOLDS if one_err > 1e-2 else APPROX if one_err > 1e3 * two_err else FAILS, expect=HOLDS)
-    lesson.claim("RMSNorm needs one pass over the data for its statistic, LayerNorm two", source=explainer("000", "§2.2, §10.1"),
+    lesson.claim("RMSNorm needs one pass over the data for its statistic, LayerNorm two",
+                 source=explainer("000", "§2.2, §10.1"),
                  measured=f"float32, mean/std = 1e3: RMSNorm's one-pass mean of squares {ms_err:.1e}; LayerNorm in one "
                           f"pass with Welford {w_err:.1e} (a division per element), two passes {two_err:.1e}",
                  verdict=APPROX if w_err < 1e-2 else HOLDS, expect=APPROX)
@@ -253,7 +191,8 @@ def run(lesson):
     spread_1 = max(out_at_1.values()) - min(out_at_1.values())
     differ_small = max(out_at.values()) / min(out_at.values()) > 2
     lesson.claim("Where eps goes does not matter; it only prevents division by zero", source=COMMON,
-                 measured=f"at RMS(x) = 1 the modes differ by {spread_1:.0e}; at RMS(x) = 1e-4 the output RMS is {out_at['inside']:.2f} (inside), "
+                 measured=f"at RMS(x) = 1 the modes differ by {spread_1:.0e}; at RMS(x) = 1e-4 the output RMS is "
+                          f"{out_at['inside']:.2f} (inside), "
                           f"{out_at['outside']:.2f} (outside), {out_at['clamp']:.2f} (clamp); gradient gain near 0: "
                           f"{gain_at_zero['inside']:.0e}, {gain_at_zero['outside']:.0e}, {gain_at_zero['clamp']:.0e}",
                  verdict=HOLDS if not differ_small else APPROX if spread_1 < 1e-3 else FAILS, expect=APPROX)

@@ -1,0 +1,80 @@
+"""Numerical helpers of the precision lesson (08): formats, naive half-precision norms, error measures."""
+from __future__ import annotations
+
+import numpy as np
+
+F16 = np.float16
+
+
+def to_bf16(x):
+    """Round to bfloat16 (8 significant bits, nearest even), kept in a float32 array."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32)
+    u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return u.view(np.float32)
+
+
+def f16_sum(a):
+    """A float16 running sum over the last axis: every addition rounded to float16."""
+    return np.add.accumulate(a, axis=-1, dtype=F16)[..., -1:]
+
+
+def naive_rms_norm(x, eps=1e-6):
+    x = x.astype(F16)
+    ms = f16_sum(x * x) / F16(x.shape[-1])                 # x*x overflows for |x| > 256
+    return x / np.sqrt(ms + F16(eps))
+
+
+def naive_layer_norm(x, eps=1e-5):
+    x = x.astype(F16)
+    xm = x - f16_sum(x) / F16(x.shape[-1])
+    return xm / np.sqrt(f16_sum(xm * xm) / F16(x.shape[-1]) + F16(eps))
+
+
+def library(fmt, forward, x):
+    """The library's path: the input rounded to fmt, statistics in float64, the output rounded to fmt."""
+    if fmt == "bfloat16":
+        return to_bf16(forward(to_bf16(x))[0])
+    return forward(x.astype(fmt))[0]
+
+
+def err(y, ref):
+    """Worst row's RMS error, on the scale of the output (RMS 1); inf if the output has NaN or inf."""
+    if not np.all(np.isfinite(y)):
+        return np.inf
+    return np.max(np.sqrt(np.mean((y.astype(np.float64) - ref) ** 2, axis=-1)))
+
+
+def dev_err(y, ref):
+    """The error of the part that varies across features, relative to its size."""
+    dev = lambda a: a.astype(np.float64) - a.astype(np.float64).mean(axis=-1, keepdims=True)  # noqa: E731
+    return np.max(np.sqrt(np.mean((dev(y) - dev(ref)) ** 2, axis=-1)) / np.std(ref, axis=-1))
+
+
+def welford_var(x):
+    mean, m2 = np.zeros(len(x), x.dtype), np.zeros(len(x), x.dtype)
+    for j in range(x.shape[1]):
+        delta = x[:, j] - mean
+        mean += delta / x.dtype.type(j + 1)
+        m2 += delta * (x[:, j] - mean)
+    return m2 / x.dtype.type(x.shape[1])
+
+
+def variance_errors(rows, ratios):
+    """For rows shifted to mean/std = r, in float32: the max relative error of the variance by one pass
+    E[x²]−E[x]², by two passes, by Welford, and of RMSNorm's mean of squares (each against float64); and the
+    share of rows whose one-pass variance is <= 0."""
+    var = {"one pass E[x²]−E[x]²": [], "two passes": [], "Welford": [], "RMSNorm's mean of squares": []}
+    negative = []
+    for r in ratios:
+        x32 = (rows + r).astype(np.float32)
+        ref = x32.astype(np.float64).var(axis=1)
+        one = np.mean(x32 * x32, axis=1) - np.mean(x32, axis=1) ** 2
+        two = np.mean((x32 - np.mean(x32, axis=1, keepdims=True)) ** 2, axis=1)
+        ms_ref = np.mean(x32.astype(np.float64) ** 2, axis=1)
+        for key, v, rf in [("one pass E[x²]−E[x]²", one, ref), ("two passes", two, ref),
+                           ("Welford", welford_var(x32), ref),
+                           ("RMSNorm's mean of squares", np.mean(x32 * x32, axis=1), ms_ref)]:
+            var[key].append(np.max(np.abs(v - rf) / rf))
+        negative.append(np.mean(one <= 0))
+    var = {k: np.array(v) for k, v in var.items()}
+    return var, negative
