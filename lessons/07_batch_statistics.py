@@ -42,22 +42,13 @@ if __package__ in (None, ""):  # run as a script: python lessons/07_batch_statis
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, HOLDS, check, explainer, grade, run_alone
+from lessons._common import APPROX, HOLDS, check, explainer, grade, run_alone, ticks_at
+from lessons._stats import channel_affine_residual, fit_slope, normalize_over, rms
 from scratchnorm import BatchNorm, GroupNorm, LayerNorm, RMSNorm, batch_norm_forward
 
 D = 16                       # features; GroupNorm sees them as (C, L) = (4, 4)
 C_GN, L_GN = 4, 4
 KW = dict(backend="numpy")
-
-
-def rms(a):
-    return float(np.sqrt(np.mean(np.square(a))))
-
-
-def fit_slope(sizes, values, smallest):
-    keep = sizes >= smallest
-    slope, intercept = np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)
-    return float(slope), float(np.exp(intercept))
 
 
 class Data:
@@ -115,12 +106,6 @@ def train_eval_gap(data, sizes, steps, test_batches):
     return np.array(gap)
 
 
-def normalize_over(x, axes, eps=1e-5):
-    """The definition, written out: (x - mean) / sqrt(var + eps) with the statistics over `axes`."""
-    xm = x - x.mean(axis=axes, keepdims=True)
-    return xm / np.sqrt((xm * xm).mean(axis=axes, keepdims=True) + eps)
-
-
 def groupnorm_spectrum(rng, n, C, L):
     """RMS difference of GroupNorm(G, C) (weight 1, bias 0) from the definitions of InstanceNorm
     (statistics per example and channel, over L) and of LayerNorm over (C, L) (per example, over C and L)."""
@@ -149,12 +134,7 @@ def groupnorm_one_group_affine(rng, x):
     y_ln = ln.forward(x.reshape(n, -1)).reshape(x.shape)
     # The closest per-channel affine to it, by least squares on x_hat (both layers share x_hat):
     x_hat = GroupNorm(1, C, affine=False, **KW).forward(x)
-    resid = []
-    for c in range(C):
-        A = np.c_[x_hat[:, c].ravel(), np.ones(n * L)]
-        coef = np.linalg.lstsq(A, y_ln[:, c].ravel(), rcond=None)[0]
-        resid.append(y_ln[:, c].ravel() - A @ coef)
-    return same, rms(np.array(resid)) / rms(y_ln)
+    return same, channel_affine_residual(x_hat, y_ln)
 
 
 def run(lesson):
@@ -169,7 +149,7 @@ def run(lesson):
     x0_hat = (data.x0 - data.mean) / data.std
     predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
     gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
-    gap_slope, gap_amp = fit_slope(sizes, gap, 8)
+    gap_slope = fit_slope(sizes, gap, 8)[0]
     noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
              f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
              f"{amp:.2f}/√B, predicted {predicted:.2f}/√B)")
@@ -181,15 +161,13 @@ def run(lesson):
                  verdict=HOLDS if abs(slope + 0.5) < 0.1 and abs(gap_slope + 0.5) < 0.15 and gap[0] > 0.3
                  else APPROX, expect=HOLDS)
 
-    worst = max(other_change.values())
     lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", source=explainer("002",
                  "§1.3.1 (2) and (4)"),
                  measured="largest change of a fixed example's output over random batches of B = 2.."
                           f"{sizes[-1]}: " + ", ".join(f"{k} {v:g}" for k, v in other_change.items()),
-                 verdict=grade(worst, 0.0, 1e-12), expect=HOLDS)
+                 verdict=grade(max(other_change.values()), 0.0, 1e-12), expect=HOLDS)
 
-    n = lesson.pick(16, 64)
-    C, L = 16, 8
+    n, C, L = lesson.pick(16, 64), 16, 8
     x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
     check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
     check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
@@ -219,8 +197,7 @@ def run(lesson):
     ax2.loglog(sizes, gap, "s-", color="tab:orange", label=f"train/eval gap, slope {gap_slope:.2f}")
     ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
     for ax in (ax1, ax2):
-        ax.set_xticks(sizes, [str(B) for B in sizes])
-        ax.minorticks_off()
+        ticks_at(ax, sizes)
     ax2.set(xlabel="batch size B", ylabel="RMS over features",
             title="Both shrink like 1/√B; LayerNorm, RMSNorm, GroupNorm: exactly 0")
     ax2.legend()

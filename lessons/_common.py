@@ -60,6 +60,12 @@ def grade(error: float, holds_below: float, approx_below: float) -> str:
     return APPROX if error <= approx_below else FAILS
 
 
+def ticks_at(ax, values) -> None:
+    """Label the x axis at ``values`` (a log axis otherwise labels only powers of ten), no minor ticks."""
+    ax.set_xticks(values, [f"{v:g}" for v in values])
+    ax.minorticks_off()
+
+
 def check(condition, message: str) -> None:
     """A lesson's sanity check; unlike ``assert`` it also runs under ``python -O``."""
     if not condition:
