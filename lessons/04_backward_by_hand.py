@@ -94,7 +94,8 @@ def jacobians(lesson, rng):
     for ax, (name, M) in zip(axes, off.items()):
         lim = np.abs(M).max()
         im = ax.imshow(M, cmap="RdBu_r", vmin=-lim, vmax=lim)
-        ax.set(title=f"{name}: J − rstd·I = {formula[name]}", xlabel="input index j (x sorted)", ylabel="output index i")
+        ax.set(title=f"{name}: J − rstd·I = {formula[name]}", xlabel="input index j (x sorted)",
+               ylabel="output index i")
         fig.colorbar(im, ax=ax, shrink=0.8)
     k = np.arange(1, d + 1)
     axes[2].semilogy(k, s_rms, "o-", label="RMSNorm: 1 zero (direction x)")
@@ -148,7 +149,8 @@ def run(lesson):
     shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d - 1))
     check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
     verdict = HOLDS if less_noise > 0.2 else APPROX if less_noise > 0.05 else FAILS
-    lesson.claim("RMSNorm's gradients are more stable: free of the noise the mean brings", source=explainer("000", "§8.1"),
+    lesson.claim("RMSNorm's gradients are more stable: free of the noise the mean brings",
+                 source=explainer("000", "§8.1"),
                  measured=f"mean 0: ‖dx‖ ratio RMS/LN {ratio0:.3f} (= √((d−1)/(d−2))); relative spread over rows "
                           f"{spread['RMSNorm'].mean():.3f} vs {spread['LayerNorm'].mean():.3f}; with a mean m the "
                           f"RMSNorm gradient only shrinks by 1/√(1+m²/s²) ({shrink[-1]:.3f} at m/s = {ratios[-1]:g})",

@@ -172,7 +172,8 @@ def run(lesson):
         ax.plot(PS, times[1:, j], "o-", color=color, label=f"PartialRMSNorm {part}")
         ax.axhline(times[0, j], color=color, linestyle="--", label=f"RMSNorm {part}")
     ax.set(xscale="log", ylim=(0, None), xlabel="p (fraction of features in the statistic)",
-           ylabel=f"time (ms, best of {rounds})", title=f"float32, {n_rows} × {d}, backend {layers[0].backend}, 1 thread")
+           ylabel=f"time (ms, best of {rounds})",
+           title=f"float32, {n_rows} × {d}, backend {layers[0].backend}, 1 thread")
     ax.legend(fontsize=8)
     lesson.save(fig, "speed")
     check(np.all(np.isfinite(times)) and np.all(times > 0), "timings are measured")

@@ -54,9 +54,10 @@ if __package__ in (None, ""):  # run as a script: python lessons/11_pre_vs_post_
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, FAILS, HOLDS, check, explainer, run_alone
+from lessons._common import APPROX, FAILS, HOLDS, check, explainer, run_alone, ticks_at
 from lessons._corpus import char_data
-from lessons._training import STYLE, expect, one_blas_thread, race, report, warm_up
+from lessons._training import (STYLE, expect, gradient_profile, one_blas_thread, race, report, top_over_bottom,
+                               warm_up)
 from scratchnorm import nn
 
 NORMS = ("layernorm", "rmsnorm")
@@ -69,32 +70,6 @@ LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there 
 
 def transformer(vocab, norm, placement, layers, seed=0):
     return nn.Transformer(vocab, D, HEADS, layers, T, norm=norm, placement=placement, seed=seed)
-
-
-FFN_WEIGHTS = ("mlp.f.0.weight", "mlp.f.2.weight")
-
-
-def block_grad_norms(model, layers):
-    """The norm of the gradient of each block's two feed-forward weight matrices, block 0 at the input."""
-    return np.array([np.sqrt(sum(np.sum(np.square(model.grads[f"blocks.{i}.{w}"])) for w in FFN_WEIGHTS))
-                     for i in range(layers)])
-
-
-def gradient_profile(vocab, norm, placement, layers, batch, seeds):
-    """Mean over ``seeds`` (initializations) of ``block_grad_norms`` after one forward and backward."""
-    ce, profiles = nn.SoftmaxCrossEntropy(), []
-    for seed in seeds:
-        model = transformer(vocab, norm, placement, layers, seed)
-        ce.forward(model.forward(batch[:, :-1]), batch[:, 1:])
-        model.backward(ce.backward())
-        profiles.append(block_grad_norms(model, layers))
-    return np.mean(profiles, axis=0)
-
-
-def top_over_bottom(profile):
-    """Mean gradient norm of the top quarter of the blocks over that of the bottom quarter (>= 1 block)."""
-    q = max(1, len(profile) // 4)
-    return float(np.mean(profile[-q:]) / np.mean(profile[:q]))
 
 
 def sweep(lesson, data, rng):
@@ -123,17 +98,15 @@ def sweep(lesson, data, rng):
 
 
 def run(lesson):
-    data = char_data()
-    unigram = data.unigram_loss()
-    rng = np.random.default_rng(11)
-    batch = data.windows("train", BATCH, T + 1, rng)
+    data, rng = char_data(), np.random.default_rng(11)
+    unigram, batch = data.unigram_loss(), data.windows("train", BATCH, T + 1, rng)
     depth, depths, seeds = lesson.pick(6, 12), lesson.pick((2, 4), (2, 4, 8, 16)), lesson.pick((0,), (0, 1, 2))
     with one_blas_thread():
         warm_up([transformer(data.vocab_size, n, "pre", 1) for n in NORMS], batch[:, :-1], batch[:, 1:])
-        profiles = {(n, p): gradient_profile(data.vocab_size, n, p, depth, batch, seeds)
-                    for n in NORMS for p in PLACEMENTS}
-        ratios = {(n, p): [top_over_bottom(gradient_profile(data.vocab_size, n, p, L, batch, seeds))
-                           for L in depths] for n in NORMS for p in PLACEMENTS}
+        profile = lambda n, p, L: gradient_profile(lambda s: transformer(data.vocab_size, n, p, L, s), L,  # noqa: E731
+                                                   batch, seeds)
+        profiles = {(n, p): profile(n, p, depth) for n in NORMS for p in PLACEMENTS}
+        ratios = {(n, p): [top_over_bottom(profile(n, p, L)) for L in depths] for n in NORMS for p in PLACEMENTS}
         lrs, final = sweep(lesson, data, rng)
     for key, prof in profiles.items():
         check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")
@@ -221,8 +194,7 @@ def figures(lesson, profiles, ratios, depths, lrs, final, unigram):
     ax2.axhline(1, color="k", lw=0.8)
     ax2.set(xscale="log", yscale="log", xlabel="number of blocks", ylabel="top quarter / bottom quarter",
             title="How uneven the profile gets with depth")
-    ax2.minorticks_off()
-    ax2.set_xticks(depths, [str(d) for d in depths])
+    ticks_at(ax2, depths)
     ax2.legend(fontsize=8)
     fig.suptitle("Gradient per block: Pre-Norm gives the lower blocks more, Post-Norm the upper blocks")
     lesson.save(fig, "gradients")
@@ -245,8 +217,7 @@ def figures(lesson, profiles, ratios, depths, lrs, final, unigram):
         ax.text(lrs[-1], unigram - 0.012, "unigram baseline: the plateau of a model that ignores the context",
                 fontsize=8, ha="right", va="top")
         ax.set(xscale="log", xlabel="Adam learning rate", title=f"{STYLE[norm][1]}, {SWEEP_LAYERS} blocks")
-        ax.minorticks_off()
-        ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
+        ticks_at(ax, lrs)
     axes[0].set_ylabel("validation loss at the end (nats)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=9)
     fig.suptitle("Short runs on the same batches (one seed): where training stalls on the plateau")

@@ -106,7 +106,7 @@ def train(lesson, data):
                   every=lesson.pick(15, 25))
     x, dy = rng.standard_normal((BATCH, T, D)), rng.standard_normal((BATCH, T, D))
     layers = {norm: nn.make_norm(norm, D) for norm in NORMS}
-    layer_t = interleaved_medians({n: (lambda l=l: (l.forward(x), l.backward(dy))) for n, l in layers.items()},
+    layer_t = interleaved_medians({n: (lambda m=m: (m.forward(x), m.backward(dy))) for n, m in layers.items()},
                                   lesson.pick(200, 1000))
     return models, curves, layer_t
 

@@ -51,6 +51,15 @@ docstring is the lesson's text; its first line is the title. It reads::
     if __name__ == "__main__":
         sys.exit(run_alone(__file__))
 
+Size: a lesson is prose in its docstring plus about 100, at most 150, lines of
+code (``_common.code_lines``: blank lines, comments and docstrings don't count;
+tests/lessons/test_budget.py enforces it). Helpers that more than one lesson
+could use, or that would push a lesson over its budget, go in a helper module
+named for what it holds (``_speed.py``, ``_training.py``, ``_precision.py``,
+``_stats.py``, ``_corpus.py``), never in a lesson; a helper module stays under
+400 lines. An appendix lesson takes what its main lesson cannot hold
+(13_speed_past_the_cache.py is lesson 09's).
+
 Rules: ``run(lesson)`` raises (any exception) when the lesson fails; a claim
 found false is not a failure, but a verdict different from ``expect`` (what
 the text says) is. Sources: ``paper("§4.2")``, ``explainer("000", "§8.1")``

@@ -14,9 +14,12 @@ so ``python -m lessons 05`` does not erase the rows of the other lessons.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
+import io
 import json
 import time
+import tokenize
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +32,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
 BUDGET_SECONDS = {True: 10.0, False: 60.0}   # per lesson: quick, full
+CODE_LINES = 150                              # per lesson (code_lines; lessons/__init__.py)
+HELPER_LINES = 400                            # per helper module lessons/_*.py
 
 HOLDS, APPROX, FAILS = "holds", "holds only approximately", "does not hold"
 VERDICTS = (HOLDS, APPROX, FAILS)
@@ -58,6 +63,28 @@ def grade(error: float, holds_below: float, approx_below: float) -> str:
     if error <= holds_below:
         return HOLDS
     return APPROX if error <= approx_below else FAILS
+
+
+def code_lines(source: str) -> int:
+    """Lines of code in ``source``: lines holding a token other than a comment or a docstring.
+
+    A docstring is the first statement of the module, a function or a class when it is a string.
+    Blank lines and comment lines do not count; a statement spread over three lines counts three.
+    """
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                docstrings.update(range(first.lineno, first.end_lineno + 1))
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type not in skip:
+            lines.update(n for n in range(tok.start[0], tok.end[0] + 1) if n not in docstrings)
+    return len(lines)
 
 
 def ticks_at(ax, values) -> None:

@@ -271,3 +271,31 @@ def plot_regions(lesson, models, acc, x, y):
         ax.set(title=f"{STYLE[name][1]}: {acc[name]:.1%}", aspect="equal", xticks=[], yticks=[])
     fig.suptitle("Decision regions after training (seed 0; test accuracy in the titles)")
     lesson.save(fig, "regions")
+
+
+# -- gradients per block of a Transformer (lesson 11) --
+FFN_WEIGHTS = ("mlp.f.0.weight", "mlp.f.2.weight")
+
+
+def block_grad_norms(model, layers):
+    """The norm of the gradient of each block's two feed-forward weight matrices, block 0 at the input."""
+    return np.array([np.sqrt(sum(np.sum(np.square(model.grads[f"blocks.{i}.{w}"])) for w in FFN_WEIGHTS))
+                     for i in range(layers)])
+
+
+def gradient_profile(make_model, layers, batch, seeds):
+    """Mean over ``seeds`` (initializations) of ``block_grad_norms`` after one forward and backward of the
+    Transformer ``make_model(seed)`` (``layers`` blocks) on the token windows ``batch``."""
+    ce, profiles = nn.SoftmaxCrossEntropy(), []
+    for seed in seeds:
+        model = make_model(seed)
+        ce.forward(model.forward(batch[:, :-1]), batch[:, 1:])
+        model.backward(ce.backward())
+        profiles.append(block_grad_norms(model, layers))
+    return np.mean(profiles, axis=0)
+
+
+def top_over_bottom(profile):
+    """Mean gradient norm of the top quarter of the blocks over that of the bottom quarter (>= 1 block)."""
+    q = max(1, len(profile) // 4)
+    return float(np.mean(profile[-q:]) / np.mean(profile[:q]))
