@@ -17,9 +17,26 @@
 * ``n_chunks``: the row chunks of a reduction over rows depend only on the
   number of rows, never on the thread count, so the per-chunk partial sums and
   their fixed-order total are the same for NUMBA_NUM_THREADS=1, 2 or 64.
+* ``run_twin``: calls the serial or the parallel twin, safely from threads and
+  from forked children (below). The twins give the same bits, so which one
+  runs never changes a result.
+
+Threads and fork. numba's parallel region runs on one pool per process, and
+its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
+TBB is there) aborts the process when two Python threads launch parallel
+regions at once, and GNU OpenMP ("omp", the default here) kills a child made by
+``fork`` that launches one after its parent did. So a parallel twin runs only
+under a process-wide lock taken without waiting: a thread that finds the pool
+busy runs the serial twin instead, at the same time, rather than queueing. And a
+forked child (``os.register_at_fork``) always runs the serial twins: data-loader
+workers and ``multiprocessing`` pools with the "fork" start method then work on
+every threading layer, one core each. ("spawn" and "forkserver" children are
+fresh processes and use the pool as usual.)
 """
 from __future__ import annotations
 
+import os
+import threading
 import types
 
 from numba import njit
@@ -68,6 +85,34 @@ def n_chunks(rows: int) -> int:
     return min(MAX_CHUNKS, -(-rows // ROWS_PER_CHUNK))
 
 
+_POOL = threading.Lock()        # held while a parallel twin runs (module docstring)
+_forked = False                 # True in a child made by fork: serial twins only
+
+
+def _after_fork_in_child() -> None:
+    global _forked, _POOL
+    _forked = True
+    _POOL = threading.Lock()    # a lock held by a parent thread at the fork would stay held here
+
+
+if hasattr(os, "register_at_fork"):                 # (not on Windows, which has no fork)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def pick_twin(twins, elements: int, rows: int):
-    """The serial twin for small inputs or a single row, else the parallel one."""
-    return twins[1] if rows > 1 and elements >= PARALLEL_MIN else twins[0]
+    """The serial twin for small inputs, a single row, or a forked child, else the parallel one."""
+    return twins[1] if rows > 1 and elements >= PARALLEL_MIN and not _forked else twins[0]
+
+
+def run_twin(twins, elements: int, rows: int, *args):
+    """Call ``pick_twin``'s choice with ``args``; the parallel twin only while this thread holds the
+    pool's lock, else (another thread is in a parallel region) the serial twin. Same bits either way."""
+    twin = pick_twin(twins, elements, rows)
+    if twin is twins[0]:
+        return twin(*args)
+    if not _POOL.acquire(blocking=False):
+        return twins[0](*args)
+    try:
+        return twin(*args)
+    finally:
+        _POOL.release()

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._op_checks import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import n_chunks, pick_twin
+from ._jit import n_chunks, run_twin
 from .channels import SLAB_MIN, gn_backward, gn_forward, layout
 
 _KIND = "groupnorm"
@@ -48,7 +48,7 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     xk, y2, y_new = forward_rows(x, out, N)
     w, b = _affine(weight, bias, C, S)
     stats = np.empty((N, G, 2))                                  # mean, rstd
-    pick_twin(gn_forward, x.size, N * G)(xk, w, b, y2, stats, eps, S)
+    run_twin(gn_forward, x.size, N * G, xk, w, b, y2, stats, eps, S)
     cache = {"fast": _KIND, "x": xk, "stats": stats, "w": w, "weight": weight,
              "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
@@ -62,6 +62,6 @@ def group_norm_backward(dy, cache, *, dx_out=None):
     chunks = sample_chunks(N, S)
     part = np.empty((chunks, 2, w.shape[0]))                     # per-chunk dweight, dbias
     dwb = np.empty((2, cache["shape"][1]))
-    pick_twin(gn_backward, xk.size, chunks * G)(dyk, xk, w, stats, dx2, part, dwb, S)
+    run_twin(gn_backward, xk.size, chunks * G, dyk, xk, w, stats, dx2, part, dwb, S)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}

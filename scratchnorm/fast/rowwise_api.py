@@ -19,7 +19,7 @@ import numpy as np
 from .._checks import EPS_MODES, fail
 from .._op_checks import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
-from ._jit import n_chunks, pick_twin
+from ._jit import n_chunks, run_twin
 from ._stream import AFFINE_MIN_ROW_BYTES, streams
 from .rowwise import INSIDE, TWINS
 
@@ -49,7 +49,7 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
         auto = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
         stream = (_stream_choice(stream, auto)
                   and w.dtype == b.dtype == xk.dtype)    # (a float64 weight for float32 x: plain stores)
-        pick_twin(TWINS[center, stream][0], x.size, rows)(xk, w, b, y2, stats, k, eps, mode)
+        run_twin(TWINS[center, stream][0], x.size, rows, xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
     cache = {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
@@ -68,7 +68,7 @@ def _backward(dy, cache, dx_out, fn, stream=None):
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
         stream = _stream_choice(stream, streams(dyk.nbytes + xk.nbytes + dx2.nbytes))
-        pick_twin(TWINS[cache["center"], stream][1], xk.size, rows)(dyk, xk, w, cache["stats"], dx2, part, dwb,
+        run_twin(TWINS[cache["center"], stream][1], xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb,
                                                                     deps, cache["k"], cache["eps"], cache["mode"],
                                                                     chunks)
     else:
