@@ -121,7 +121,8 @@ def test_sources_md_records_the_translation_errors():
     findings = SOURCES_TEXT.split('<a id="paper-translation-errors"></a>')[1].split("\n---\n")[0]
     for what in ("eq. 10", "RMS(a)²", "eq. 9", "variance analysis", "invariance analysis"):
         assert what in findings, f"the translation's errors should mention {what!r}"
-    assert "no §4.3" in SOURCES_TEXT.split('<a id="paper-prmsnorm"></a>')[1].split("\n- ")[0].split("<a id=")[0]
+    prmsnorm = " ".join(SOURCES_TEXT.split('<a id="paper-prmsnorm"></a>')[1].split("<a id=")[0].split())
+    assert "no §4.3" in prmsnorm, "SOURCES.md should say that the translation has no §4.3, and what it means"
 
 
 def test_sources_md_names_no_file_outside_the_repository_and_no_unrecorded_url():
