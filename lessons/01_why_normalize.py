@@ -48,13 +48,15 @@ if __package__ in (None, ""):  # run as a script: python lessons/01_why_normaliz
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, run_alone
+from lessons._grading import below
 from scratchnorm import Linear, RMSNorm, nn
 
 SCALES = (0.5, 1.0, 2.0)
 NORMS = {"none": None, "LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}
 STYLES = {"none": "-", "LayerNorm": "--", "RMSNorm": ":"}
 COLORS = {0.5: "tab:blue", 1.0: "tab:green", 2.0: "tab:red"}
+WIDTHS = {0.5: 5.0, 1.0: 3.0, 2.0: 1.2}     # nested stripes: coinciding lines keep every colour visible
 
 
 def rms(a):
@@ -111,7 +113,7 @@ def run(lesson):
                           + ", ".join(f"{factor[s]:.3f} for s = {s:g}" for s in SCALES)
                           + "; RMS after the last layer " + ", ".join(f"{res['none', s]['act'][-1]:.1e} (s = {s:g})"
                                                                       for s in SCALES) + " (input RMS 1)",
-                 verdict=grade(worst, 0.1, 0.3), expect=HOLDS)
+                 value=worst, **below(0.1, approx=0.3), expect=HOLDS)
 
     # Normalized networks: flat activations and gradients, whatever s.
     def spread(key, names):
@@ -125,7 +127,7 @@ def run(lesson):
                  "depth, whatever the initial scale", source=explainer("002", "§1.2 作用 (point 5)"),
                  measured=f"max/min of the block-output RMS over {depth} layers and s in {SCALES}: "
                           f"{act_spread:.2f} (plain, s = 0.5 and 2: {spread('act', ['none']):.1e})",
-                 verdict=HOLDS if act_spread < 2 else APPROX, expect=HOLDS)
+                 value=act_spread, **below(2, approx=4), expect=HOLDS)
     same = max(np.max(np.abs(res[nm, s]["grad_in"] / res[nm, 1.0]["grad_in"] - 1)) for nm in normed for s in SCALES)
     check(same < 1e-3, "with normalization the gradient at the activations does not depend on s")
     lesson.claim("Normalization prevents vanishing and exploding gradients", source=explainer("002", "§1.2 作用 "
@@ -133,13 +135,13 @@ def run(lesson):
                  measured=f"max/min of the RMS of dL/dh over the {depth} block inputs: LayerNorm and RMSNorm "
                           f"{grad_spread:.1f} for every s (a finite-width drift, no factor s per layer); "
                           "plain " + ", ".join(f"{plain_grad[s]:.1e} (s = {s:g})" for s in SCALES),
-                 verdict=HOLDS if grad_spread < 10 else APPROX, expect=HOLDS)
+                 value=grad_spread, **below(10, approx=100), expect=HOLDS)
 
     rms_dev = max(res["RMSNorm", s]["rms_dev"] for s in SCALES)
     lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
                  measured=f"every row of all {depth} RMSNorm layers, s in {SCALES}, eps = 1e-6: "
                           f"max |RMS − 1| = {rms_dev:.1e}",
-                 verdict=grade(rms_dev, 1e-12, 1e-3), expect=APPROX)
+                 value=rms_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
     # Paper §4.1-4.2 through the whole network: output invariant to s, dL/dW proportional to 1/s.
     out_dev, grad_dev = 0.0, 0.0
@@ -153,7 +155,7 @@ def run(lesson):
                  measured=f"all {depth} hidden layers scaled at once, LayerNorm and RMSNorm (layer eps): "
                           f"output change {out_dev:.1e} (relative RMS); max |s·RMS(dW(s))/RMS(dW(1)) − 1| = "
                           f"{grad_dev:.1e}",
-                 verdict=grade(max(out_dev, grad_dev), 1e-12, 1e-3), expect=APPROX)
+                 value=max(out_dev, grad_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), layout="constrained")
     panels = [("act", "RMS of block output $h_l$", "Forward: activations"),
@@ -162,15 +164,16 @@ def run(lesson):
     for row, shown in enumerate([res, {k: m for k, m in res.items() if k[0] != "none" or k[1] == 1.0}]):
         for ax, (key, ylabel, title) in zip(axes[row], panels):
             for (name, s), m in shown.items():
-                ax.semilogy(layers, m[key], STYLES[name], color=COLORS[s], linewidth=1.8,
+                ax.semilogy(layers, m[key], STYLES[name], color=COLORS[s], linewidth=WIDTHS[s],
                             label=f"{name}, s = {s:g}" if (row, key) == (0, "act") else None)
             ax.set(xlabel="hidden layer l", ylabel=ylabel,
                    title=title if row == 0 else "zoom")
     fig.legend(loc="outside lower center", ncol=9, fontsize=9)
     fig.suptitle(f"ReLU MLP at initialization, {depth} hidden layers of width {d}, weights N(0, s²·2/fan_in)\n"
-                 "solid: no normalization, dashed: LayerNorm, dotted: RMSNorm; colour: s. Bottom row: the normalized "
-                 "nets and the plain one with s = 1.\nIn the first two columns the normalized lines for the three s "
-                 "coincide.")
+                 "solid: no normalization, dashed: LayerNorm, dotted: RMSNorm; colour and width: s. Bottom row: the "
+                 "normalized nets and the plain one with s = 1.\nIn the first two columns the normalized lines for the "
+                 "three s "
+                 "coincide: they show as nested stripes (wide blue, green, thin red).")
     lesson.save(fig, "depth")
 
 

@@ -34,7 +34,8 @@ if __package__ in (None, ""):  # run as a script: python lessons/02_geometry.py
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, grade, paper, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, run_alone
+from lessons._grading import below
 from scratchnorm import layer_norm_forward, rms_norm_forward
 
 EPS = 1e-6          # the RMSNorm layer's default (LLaMA-1)
@@ -104,7 +105,7 @@ def run(lesson):
     sphere_err = np.max(np.abs(np.linalg.norm(rms_norm(x, eps=0.0), axis=1) / np.sqrt(d) - 1))
     lesson.claim("RMSNorm (no eps) puts every nonzero vector on the sphere of radius √d",
                  source=paper("§4"), measured=f"max |‖y‖/√d − 1| = {sphere_err:.1e} (eps = 0)",
-                 verdict=grade(sphere_err, 1e-12, 1e-3), expect=HOLDS)
+                 value=sphere_err, **below(1e-12, approx=1e-3), expect=HOLDS)
 
     rms_out = rms(rms_norm(x))
     typical_dev = np.max(np.abs(rms_out - 1))
@@ -113,7 +114,7 @@ def run(lesson):
     lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
                  measured=f"eps = 1e-6, RMS(x) in [0.1, 10]: max |RMS(y) − 1| = {typical_dev:.1e}; "
                           f"RMS(x) = √eps: RMS(y) = {tiny:.3f}",
-                 verdict=grade(typical_dev, 1e-12, 1e-3), expect=APPROX)
+                 value=typical_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
     ks = np.logspace(-6, 6, 25)
     exact = max(np.max(np.abs(rms_norm(k * x, eps=0.0) - rms_norm(x, eps=0.0))) for k in ks)
@@ -123,14 +124,14 @@ def run(lesson):
     lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
                  measured=f"eps = 0: max |Δy| = {exact:.1e} for k in 1e-6..1e6; eps = 1e-6, RMS(x) = 1: "
                           f"RMS(Δy) ≤ {mid:.1e} for k in [0.1, 10], {small:.2f} at k = 1e-3",
-                 verdict=grade(mid, 1e-12, 1e-3), expect=APPROX)
+                 value=mid, **below(1e-12, approx=1e-3), expect=APPROX)
 
     # LayerNorm's output statistics, and RMSNorm = LayerNorm at mean 0.
     y_ln = layer_norm_forward(x1, eps=1e-5)[0]
     mean_dev, var_dev = np.max(np.abs(y_ln.mean(axis=1))), np.max(np.abs(y_ln.var(axis=1) - 1))
     lesson.claim("LayerNorm's output has mean 0 and variance 1 (γ = 1, β = 0)", source=COMMON,
                  measured=f"max |mean| = {mean_dev:.1e}; variance = var/(var + eps): max |var − 1| = {var_dev:.1e}",
-                 verdict=grade(max(mean_dev, var_dev), 1e-12, 1e-3), expect=APPROX)
+                 value=max(mean_dev, var_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
     ratios = np.linspace(0, 5, 26)
     z = x1 - x1.mean(axis=1, keepdims=True)
@@ -141,7 +142,7 @@ def run(lesson):
     check(np.allclose(dist[1:], theory[1:], rtol=1e-4), "the distance follows sqrt(2 - 2/sqrt(1 + (m/s)^2))")
     lesson.claim("When mean(x) = 0, RMSNorm equals LayerNorm", source=paper("§4"),
                  measured=f"max |RMSNorm − LayerNorm| = {at_zero:.1e} (same eps, {len(z)} rows, d = {d})",
-                 verdict=grade(at_zero, 1e-12, 1e-3), expect=HOLDS)
+                 value=at_zero, **below(1e-12, approx=1e-3), expect=HOLDS)
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     ax.plot(ratios, theory, color="0.3", label=r"theory $\sqrt{2-2/\sqrt{1+(m/s)^2}}$")

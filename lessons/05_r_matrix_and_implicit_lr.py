@@ -38,7 +38,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import HOLDS, check, grade, paper, run_alone
+from lessons._grading import below
+from lessons._common import HOLDS, check, paper, run_alone
 
 NORMS = {"RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward),
          "LayerNorm": (sn.layer_norm_forward, sn.layer_norm_backward)}
@@ -89,7 +90,7 @@ def run(lesson):
     r_err /= np.max(np.abs(sn.rms_norm_jacobian(a)))
     lesson.claim("R(δa) = R(a)/δ", source=paper("§4.2, eq. 10"),
                  measured=f"max relative deviation {r_err:.1e} for δ in 1e-3..1e3",
-                 verdict=grade(r_err, 1e-12, 1e-6), expect=HOLDS)
+                 value=r_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
     # The paper's formula against the fast path (Linear, then RMSNorm, then backward).
     a_all, lin_cache = sn.linear_forward(x, W)
@@ -99,7 +100,7 @@ def run(lesson):
     formula_err = np.max(np.abs(fast - via_r)) / np.max(np.abs(fast))
     lesson.claim("dL/dW = Σ xᵀ ⊗ (diag(g ⊙ dL/dv) × R)", source=paper("§4.2, eq. 9"),
                  measured=f"formula vs backward pass: max relative difference {formula_err:.1e}",
-                 verdict=grade(formula_err, 1e-12, 1e-6), expect=HOLDS)
+                 value=formula_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
     # Scaling the input leaves dL/dW alone.
     base = weight_grad(x, W, g, target, "RMSNorm")
@@ -110,7 +111,7 @@ def run(lesson):
     lesson.claim("dL/dW is invariant to scaling the input x", source=paper("§4.2"),
                  measured=f"max relative change {x_err:.1e} for δ in 1e-3..1e3 (eps = 0); "
                           f"{x_err_eps:.1e} for δ in 0.1..10 with eps = 1e-6",
-                 verdict=grade(x_err, 1e-12, 1e-6), expect=HOLDS)
+                 value=x_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
     # ||dL/dW|| against the weight scale.
     deltas = np.logspace(-2, 2, lesson.pick(9, 17))
@@ -132,7 +133,7 @@ def run(lesson):
     lesson.claim("dL/dW is inversely proportional to the weight scale (slope −1 on log-log axes)",
                  source=paper("§4.2"), measured=f"fitted slopes: RMSNorm {slopes['RMSNorm']:.4f}, LayerNorm "
                  f"{slopes['LayerNorm']:.4f}, no normalization {slopes['no normalization']:+.2f}",
-                 verdict=grade(worst, 1e-9, 1e-2), expect=HOLDS)
+                 value=worst, **below(1e-9, approx=1e-2), expect=HOLDS)
 
     # A short training run: the weight norm grows, the relative step shrinks.
     X = rng.standard_normal((2048, n_in))
@@ -148,7 +149,7 @@ def run(lesson):
                  measured=f"SGD, lr {lr:g}: ‖W‖ {h1[0, 0]:.2f} → {h1[-1, 0]:.2f}; relative step "
                           f"{h1[0, 1]:.2e} → {h1[-1, 1]:.2e}; 4× larger start: step {first_ratio:.2f}× smaller "
                           f"(δ² = 16); max |cos(dW, W)| = {np.abs(h1[:, 3]).max():.1e}",
-                 verdict=grade(abs(first_ratio - 16) / 16, 1e-3, 1e-1), expect=HOLDS)
+                 value=abs(first_ratio - 16) / 16, **below(1e-3, approx=1e-1), expect=HOLDS)
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), constrained_layout=True)
     t = np.arange(1, steps + 1)

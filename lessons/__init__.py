@@ -15,8 +15,13 @@ failed. A lesson run on its own also prints its claims.
 The claims ledger
 -----------------
 Every claim a lesson checks goes to ``<out>/CLAIMS.md`` (and ``<out>/claims.json``):
-the claim in words, its source, the measured number and the verdict, one of
-"holds", "holds only approximately", "does not hold". Running all lessons
+the claim in words, its source, what was measured, the number it is graded on
+(``value``), the bounds that grade it (``holds_if``, ``approx_if``) and the
+verdict, one of "holds", "holds only approximately", "does not hold", computed
+from those three by one function (``lessons/_grading.py``), so that anyone can
+recompute it from claims.json. A lesson never chooses a verdict: it declares
+bounds beside the claim and measures. The ledger opens with a summary: each
+source claim once, with the lessons' rows that bear on it. Running all lessons
 rewrites the ledger; running some lessons replaces only their sections, so
 other lessons' rows survive.
 
@@ -34,7 +39,8 @@ docstring is the lesson's text; its first line is the title. It reads::
 
     if __package__ in (None, ""):                 # run as a script
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lessons._common import HOLDS, APPROX, FAILS, check, explainer, grade, paper, run_alone
+    from lessons._common import HOLDS, APPROX, FAILS, check, explainer, paper, run_alone
+    from lessons._grading import below
 
 
     def run(lesson):
@@ -43,7 +49,8 @@ docstring is the lesson's text; its first line is the title. It reads::
         ...
         check(np.isfinite(err), "the measurement is sane")     # sanity: raises AssertionError
         lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
-                     measured=f"max deviation {err:.1e}", verdict=grade(err, 1e-12, 1e-3), expect=APPROX)
+                     measured=f"max deviation {err:.1e}", value=err, **below(1e-12, approx=1e-3),
+                     expect=APPROX)
         fig, ax = plt.subplots(); ...
         lesson.save(fig, "sphere")                # -> <out>/NN_name_sphere.png
 

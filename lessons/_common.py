@@ -29,40 +29,34 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lessons._grading import APPROX, FAILS, HOLDS, VERDICTS, grading, verdict_of  # noqa: E402,F401
+from lessons._sources import SOURCES_MD, cite  # noqa: E402,F401
+
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
 BUDGET_SECONDS = {True: 10.0, False: 60.0}   # per lesson: quick, full
 CODE_LINES = 150                              # per lesson (code_lines; lessons/__init__.py)
 HELPER_LINES = 400                            # per helper module lessons/_*.py
 
-HOLDS, APPROX, FAILS = "holds", "holds only approximately", "does not hold"
-VERDICTS = (HOLDS, APPROX, FAILS)
-
-# Where a claim comes from; cite sections, never quote.
-PAPER = "RMSNorm paper (Zhang & Sennrich 2019)"
-COMMON = "common wisdom"
+# Where a claim comes from: the source's own section number, looked up in lessons/_sources.py, which gives the
+# ledger an English name and an anchor of lessons/SOURCES.md. Cite sections, never quote.
+COMMON = cite("common")
 
 
 def paper(section: str) -> str:
-    return f"{PAPER} {section}"
+    """The RMSNorm paper, e.g. paper("§4.2")."""
+    return cite("paper", section)
 
 
 def explainer(seed: str, section: str) -> str:
-    """An explainer in /work/shared/seeds, e.g. explainer("000", "§8.1")."""
-    return f"explainer seeds/{seed}_* {section}"
+    """One of the four explainers described in lessons/SOURCES.md, e.g. explainer("000", "§8.1")."""
+    return cite(seed, section)
 
 
 plt.rcParams.update({
     "figure.dpi": 100, "savefig.dpi": 130, "font.size": 11, "axes.titlesize": 12,
     "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 9, "legend.framealpha": 0.9,
 })
-
-
-def grade(error: float, holds_below: float, approx_below: float) -> str:
-    """The verdict for a measured deviation from what a claim states."""
-    if error <= holds_below:
-        return HOLDS
-    return APPROX if error <= approx_below else FAILS
 
 
 def code_lines(source: str) -> int:
@@ -104,14 +98,18 @@ class Claim:
     claim: str
     source: str
     measured: str
+    value: float
+    holds_if: list
+    approx_if: list | None
     verdict: str
 
 
 class Lesson:
     """The context one lesson runs in: its sizes, its figures, its claims."""
 
-    def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False):
+    def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None):
         self.path = Path(path)
+        self.seeds = seeds or (1 if quick else 3)          # training lessons: independent runs, paired
         self.verbose = verbose
         self.stem = self.path.stem                       # "02_geometry"
         self.number = self.stem.split("_", 1)[0]         # "02"
@@ -132,20 +130,27 @@ class Lesson:
         self.figures.append(path)
         return path
 
-    def claim(self, claim: str, *, source: str, measured: str, verdict: str, expect) -> str:
-        """Record a claim with its measurement and verdict; fail if the verdict is not ``expect``.
+    def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
+              expect) -> str:
+        """Grade a claim, record it, and return its verdict; fail if the verdict is not ``expect``.
 
-        ``expect`` (a verdict, or a tuple of acceptable ones) is what the
-        lesson's text says. A claim that does not hold is a result: it is
-        recorded as such. Only a verdict that contradicts the text is an error.
+        ``value`` is the measured number; ``holds_if``/``approx_if`` the bounds that grade it (see
+        lessons/_grading.py; ``**below(1e-12, approx=1e-3)`` writes both). The verdict is computed here, by
+        ``verdict_of``, never passed in. ``expect`` (a verdict, or a tuple of acceptable ones) is what the
+        lesson's text says. A claim that does not hold is a result: it is recorded as such. Only a verdict
+        that contradicts the text is an error.
         """
         expect = (expect,) if isinstance(expect, str) else tuple(expect)
-        for v in (verdict, *expect):
+        for v in expect:
             check(v in VERDICTS, f"unknown verdict {v!r}; use one of {VERDICTS}")
-        self.claims.append(Claim(claim, source, measured, verdict))
+        bounds = grading(holds_if, approx_if)
+        verdict = verdict_of(float(value), **bounds)
+        self.claims.append(Claim(claim, source, measured, float(value), bounds["holds_if"], bounds["approx_if"],
+                                 verdict))
         if self.verbose:
-            print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict}")
-        check(verdict in expect, f"claim {claim!r}: measured verdict {verdict!r} ({measured}), "
+            print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict} (value {value:.3g}, "
+                  f"holds if {bounds['holds_if']}, approximately if {bounds['approx_if']})")
+        check(verdict in expect, f"claim {claim!r}: measured verdict {verdict!r} ({measured}; value {value:.3g}), "
                                  f"but the lesson's text says {' or '.join(map(repr, expect))}")
         return verdict
 
@@ -181,8 +186,8 @@ class Result:
     claims: list[dict] = field(default_factory=list)
 
 
-def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False) -> Result:
-    lesson = Lesson(path, quick=quick, out=out, verbose=verbose)
+def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None) -> Result:
+    lesson = Lesson(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
     t0 = time.perf_counter()
     title, status, error = path.stem, "ok", ""
     try:
@@ -246,11 +251,20 @@ def write_ledger(out: Path, results: list[Result], *, replace_all: bool) -> Path
 
 # -- the command line ----------------------------------------------------------------------
 
+def _seed_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of seeds, at least 1; received {text!r}. "
+                                         f"Fix: --seeds 3 (a confidence interval needs 2 or more).")
+    return int(text)
+
+
 def parse_args(argv, *, prog: str, allow_numbers: bool):
     ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
     if allow_numbers:
         ap.add_argument("numbers", nargs="*", help="lesson numbers to run, e.g. 03 05 (default: all)")
     ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
+    ap.add_argument("--seeds", type=_seed_count, default=None,
+                    help="independent runs of each training lesson (default: 3, or 1 with --quick)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
                                                                     f"(default: {DEFAULT_OUT})")
     return ap.parse_args(argv)
@@ -290,10 +304,11 @@ def print_summary(results: list[Result], ledger: Path) -> None:
     print(f"claims ledger: {ledger}")
 
 
-def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False) -> int:
+def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
+                seeds: int | None = None) -> int:
     results = []
     for path in paths:
-        r = run_one(path, quick=quick, out=out, verbose=verbose)
+        r = run_one(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
         print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
               f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
         results.append(r)
@@ -303,15 +318,15 @@ def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool,
 
 
 def main(argv=None) -> int:
-    """``python -m lessons [NN ...] [--quick] [--out DIR]``."""
+    """``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]``."""
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
-    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers)
+    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds)
 
 
 def run_alone(path: str, argv=None) -> int:
     """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
     path = Path(path).resolve()
     args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
-    return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True)
+    return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True, seeds=args.seeds)

@@ -24,6 +24,16 @@ def naive_rms_norm(x, eps=1e-6):
     return x / np.sqrt(ms + F16(eps))
 
 
+def half_square_rms_norm(x, eps=1e-6):
+    """How frameworks and explainers write it: x*x in float16, then the mean accumulated in float32.
+
+    The accumulation no longer overflows, but the square already has: any |x| >= 256 gives inf.
+    """
+    x = x.astype(F16)
+    ms = np.mean((x * x).astype(np.float32), axis=-1, keepdims=True)   # (x*x) is float16: inf for |x| >= 256
+    return (x.astype(np.float32) / np.sqrt(ms + np.float32(eps))).astype(F16)
+
+
 def naive_layer_norm(x, eps=1e-5):
     x = x.astype(F16)
     xm = x - f16_sum(x) / F16(x.shape[-1])

@@ -324,13 +324,15 @@ def held_bytes(impl, norm, n, d, torch):
 
 def plot_pages(lesson, ds, n, fresh, impls, norms):
     fig, ax = plt.subplots(figsize=(8, 5.2), layout="constrained")
+    x_mib = n * ds * np.dtype(DTYPE).itemsize / 2**20                    # (len(ds),) the size of x
     for (impl, norm, s), mib in fresh.items():
         if s == "fwd+bwd":
             marker, line = STYLES[impl]
-            ax.semilogx(ds, mib / (n * ds * 8 / 2**20), marker=marker, linestyle=line, color=COLORS[norm], ms=4)
-    top = max(1.0, 1.1 * max(np.max(v / (n * ds * 8 / 2**20)) for v in fresh.values()))
-    ax.set(ylim=(-0.03 * top, top), xlabel="d (N fixed)", ylabel=f"fresh pages per call, in {n} × d float64 arrays",
-           title="fwd+bwd: memory first touched at each call (page faults)")
+            ax.semilogx(ds, mib / x_mib, marker=marker, linestyle=line, color=COLORS[norm], ms=4)
+    top = max(1.0, 1.1 * max(np.max(v / x_mib) for v in fresh.values()))
+    ax.set(ylim=(-0.03 * top, top), xlabel=f"d (N = {n}; x is {x_mib[0]:.2g} to {x_mib[-1]:.3g} MiB)",
+           ylabel=f"memory first touched per call, in units of x ({n} × d {DTYPE})",
+           title="fwd+bwd: page faults per call (zero: the allocator reused freed memory)")
     d_axis(ax, ds)
     legend_entries(fig, impls, norms=norms)
     lesson.save(fig, "pages")

@@ -30,3 +30,29 @@ def channel_affine_residual(x_hat, y):
         coef = np.linalg.lstsq(A, y[:, c].ravel(), rcond=None)[0]
         resid.append(y[:, c].ravel() - A @ coef)
     return rms(np.array(resid)) / rms(y)
+
+
+# Two-sided 95% quantiles of Student's t, by degrees of freedom (from any t table); 1.96 beyond 30.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (the next smaller df listed)."""
+    if df < 1:
+        raise ValueError(f"df: expected at least 1 (two seeds or more); received {df}. Fix: run more seeds.")
+    return _T95[max(k for k in _T95 if k <= df)] if df <= 30 else 1.96
+
+
+def mean_interval(values) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of paired differences (one per seed) and its 95% t interval.
+
+    With one value (a --quick run, one seed) the interval is the point itself: nothing to average over.
+    """
+    v = np.asarray(values, dtype=float)
+    m = float(v.mean())
+    if v.size < 2:
+        return m, m, m
+    half = t95(v.size - 1) * float(v.std(ddof=1)) / np.sqrt(v.size)
+    return m, m - half, m + half
