@@ -6,38 +6,36 @@ Where the normalization sits in a residual block (``nn.Residual``):
     Post-Norm   Norm(x + F(x))      every block's output is normalized; the original Transformer
 
 x + F(Norm(x)) is Pre-Norm: the norm comes before the sublayer, inside the
-branch. (One explainer, seeds/003, swaps the names and calls
+branch. (One explainer, 003 in lessons/SOURCES.md, swaps the names and calls
 ``x + Sublayer(LayerNorm(x))`` Post-Norm; the ledger records that.)
 
 Gradients at initialization. A stack of Transformer blocks (d = 32, 2 heads,
 contexts of 16 characters of Python's docstrings, ``lessons/_corpus.py``),
 one forward and backward, and the norm of the gradient of each block's two
-feed-forward weight matrices, block 1 at the input (mean of 3 initializations). In Post-Norm the gradient of block i
-passes through the norms of every block above it, and the profile rises
-toward the output; in Pre-Norm the skip path carries the output's gradient
-down unchanged, each block adds to the stream, and the profile falls toward
-the output (the lower blocks get the larger gradients). These are the
-profiles reported for Pre-LN and Post-LN Transformers (Xiong et al. 2020;
-Shleifer et al. 2021). RMSNorm gives the same profiles as LayerNorm.
+feed-forward weight matrices, block 1 at the input (mean of 3
+initializations). In Post-Norm the gradient of block i passes through the
+norms of every block above it, and the profile rises toward the output.
+Xiong et al. (2020, arXiv 2002.04745) prove and plot that for Post-LN, and
+report that Pre-LN's gradient norm stays about the same across layers. Here
+the Pre-Norm profile is not flat: the skip path carries the output's
+gradient down unchanged and each block adds to the stream, so the lower
+blocks get the larger gradients and the profile falls toward the output.
+The ledger grades both statements of Xiong et al. on this model. RMSNorm
+gives the same profiles as LayerNorm.
 
-Stability. Short runs (80 steps, one seed, all on the same batches) of a
-4-block model at three learning rates of Adam without warm-up, Post-Norm
-also with a linear warm-up over the first 30% of the steps at the middle
-rate, and an 8-block model of each placement at the smallest rate. The measure is the validation
-loss at the end against the unigram baseline: a model that ignores the
-context sits on that plateau, so a run that ends on it has stalled.
-
-What it found here: at the smallest rate both placements learn, and Post-Norm
-learns faster; one step up, Pre-Norm still learns and Post-Norm stalls; at
-the largest rate both stall. The 8-block Post-Norm model stalls even at the
-smallest rate, where the 8-block Pre-Norm one learns. Without warm-up
-RMSNorm and LayerNorm behave alike in both placements: their losses differ
-by hundredths of a nat, with no pattern, so no advantage of RMSNorm shows
-in Pre-Norm. The one difference is in Post-Norm with warm-up: here it let
-the RMSNorm model leave the plateau and not the LayerNorm one; in runs of
-other lengths both stalled or both learned, so it is fragile. Short runs of
-small models, one seed: a trend, not a law. --quick runs too briefly to
-compare: its verdicts are recorded, not expected.
+Stability. Short runs (80 steps, all on the same batches) of a 4-block model
+at three learning rates of Adam without warm-up, Post-Norm also with a
+linear warm-up over the first 30% of the steps at the middle rate, and an
+8-block model of each placement at the smallest rate, repeated for every
+seed (``--seeds N``, default 3). The measure is the validation loss at the
+end against the unigram baseline: a model that ignores the context sits on
+that plateau, so a run that ends on it has stalled. Each comparison is
+paired (Pre-Norm and Post-Norm on the same seed, data and rate) and graded
+on the end of its 95% interval nearest the bound, so a verdict of "holds"
+needs every seed to agree well enough. The numbers are in the ledger; these
+are short runs of small models, and a learning-rate sweep of three points
+is a coarse measure of stability. --quick runs too briefly to compare: its
+verdicts are recorded, not expected.
 
 Figures
 * 11_pre_vs_post_norm_gradients.png: gradient norm per block at
@@ -54,9 +52,11 @@ if __package__ in (None, ""):  # run as a script: python lessons/11_pre_vs_post_
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, FAILS, HOLDS, check, explainer, run_alone, ticks_at
+from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, explainer, run_alone, ticks_at
+from lessons._grading import above, within
+from lessons._stats import mean_interval
 from lessons._corpus import char_data
-from lessons._training import (STYLE, expect, gradient_profile, one_blas_thread, race, report, top_over_bottom,
+from lessons._training import (STYLE, gradient_profile, interval, one_blas_thread, race, report, top_over_bottom,
                                warm_up)
 from scratchnorm import nn
 
@@ -66,13 +66,15 @@ LINE = {"pre": "-", "post": "--"}
 D, HEADS, T, BATCH = 32, 2, 16, 16
 SWEEP_LAYERS, DEEP_LAYERS, BETAS, WARMUP = 4, 8, (0.9, 0.99), 0.3
 LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there uses the context
+SIGNED = "{:+.3f}"
+XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
 
 
 def transformer(vocab, norm, placement, layers, seed=0):
     return nn.Transformer(vocab, D, HEADS, layers, T, norm=norm, placement=placement, seed=seed)
 
 
-def sweep(lesson, data, rng):
+def sweep(lesson, data, rng, seed):
     """Final validation loss of small runs on the same batches: {(norm, placement, blocks, lr, warm-up): loss}.
 
     Every norm and placement at every learning rate without warm-up; Post-Norm also with warm-up at the
@@ -87,7 +89,7 @@ def sweep(lesson, data, rng):
     runs, schedules = {}, {}
     for key in keys:
         norm, placement, layers, lr, warmup = key
-        model = transformer(data.vocab_size, norm, placement, layers)
+        model = transformer(data.vocab_size, norm, placement, layers, seed)
         runs[key] = (model, nn.Adam(model, lr=lr, betas=BETAS))
         schedules[key] = (lambda s, lr=lr: lr * min(1.0, s / warm)) if warmup else (lambda s, lr=lr: lr)
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
@@ -107,80 +109,86 @@ def run(lesson):
                                                    batch, seeds)
         profiles = {(n, p): profile(n, p, depth) for n in NORMS for p in PLACEMENTS}
         ratios = {(n, p): [top_over_bottom(profile(n, p, L)) for L in depths] for n in NORMS for p in PLACEMENTS}
-        lrs, final = sweep(lesson, data, rng)
+        sweeps = [sweep(lesson, data, np.random.default_rng(110 + seed), seed) for seed in range(lesson.seeds)]
+        lrs, final = sweeps[0][0], [f for _, f in sweeps]              # final: one {key: loss} per seed
     for key, prof in profiles.items():
         check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")
         report(lesson, f"  {key[1]:>4}-{STYLE[key[0]][1]:<10} FFN gradient norm per block (input -> output): "
                        + " ".join(f"{g:.2f}" for g in prof) + f"; top/bottom quarter for {depths} blocks: "
                        + " ".join(f"{r:.2f}" for r in ratios[key]))
-    for (norm, placement, layers, lr, warmup), loss in final.items():
+    for (norm, placement, layers, lr, warmup) in final[0]:
         report(lesson, f"  sweep {placement:>4}-{STYLE[norm][1]:<10} {layers:2d} blocks, lr {lr:<6g} "
-                       f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss {loss:.3f} "
-                       f"(unigram {unigram:.3f})")
+                       f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss per seed "
+                       + ", ".join(f"{f[norm, placement, layers, lr, warmup]:.3f}" for f in final)
+                       + f" (unigram {unigram:.3f})")
     claims(lesson, profiles, depth, lrs, final, unigram)
-    figures(lesson, profiles, ratios, depths, lrs, final, unigram)
+    mean_final = {key: float(np.mean([f[key] for f in final])) for key in final[0]}
+    figures(lesson, profiles, ratios, depths, lrs, mean_final, unigram, len(final))
 
 
 def claims(lesson, profiles, depth, lrs, final, unigram):
     pre, post = top_over_bottom(profiles["layernorm", "pre"]), top_over_bottom(profiles["layernorm", "post"])
-    check(pre < 1 < post, f"the Pre-LN profile falls toward the output ({pre:.2f}) and the Post-LN one rises "
-                          f"({post:.2f})")
     lesson.claim("x = x + Sublayer(LayerNorm(x)) is Post-Norm (and x = x + LayerNorm(Sublayer(x)) is Pre-Norm)",
                  source=explainer("003", "Transformer 中的归一化位置"),
                  measured=f"by definition x + F(Norm(x)) is Pre-Norm and Norm(x + F(x)) Post-Norm (the original "
-                          f"Transformer); measured at init, {depth} blocks: with x + F(LN(x)) the top quarter's "
-                          f"FFN gradient is {pre:.2f}x the bottom quarter's (falls toward the output: the Pre-LN "
-                          f"profile), with LN(x + F(x)) {post:.2f}x (rises: the Post-LN profile)",
-                 verdict=FAILS, expect=FAILS)
+                          f"Transformer). Measured at init, {depth} blocks: the top quarter's FFN gradient over the "
+                          f"bottom quarter's is {pre:.2f} with x + F(LN(x)) (the value; Post-LN's profile rises, "
+                          f"> 1) and {post:.2f} with LN(x + F(x))",
+                 value=pre, **above(1.0), expect=FAILS)
+    lesson.claim("At initialization Post-LN's gradient norm grows toward the output layer", source=XIONG,
+                 measured=f"{depth} blocks, top quarter / bottom quarter of the FFN gradient norms: {post:.2f} "
+                          "(holds: at least 1.2)",
+                 value=post, **above(1.2, approx=1.0), expect=HOLDS)
+    lesson.claim("At initialization Pre-LN's gradient norm is about the same in every layer", source=XIONG,
+                 measured=f"{depth} blocks, top quarter / bottom quarter: {pre:.2f} (holds within a factor 1.5)",
+                 value=pre, **within(1 / 1.5, 1.5, approx=(0.5, 2.0)), expect=VERDICTS)
 
     def below(norm, placement, lr, warmup=False, layers=SWEEP_LAYERS):
-        """How far the run ends below the unigram baseline, in nats (0 or less: stalled on the plateau)."""
-        return unigram - final[norm, placement, layers, lr, warmup]
+        """Per seed, how far the run ends below the unigram baseline, in nats (0 or less: stalled)."""
+        return np.array([unigram - f[norm, placement, layers, lr, warmup] for f in final])
 
-    def largest_lr(norm, placement):
-        """The largest learning rate (no warm-up) whose run leaves the plateau, 0 if none does."""
-        return max([lr for lr in lrs if below(norm, placement, lr) > LEFT_PLATEAU], default=0.0)
-
-    wins = sum(largest_lr(n, "pre") > largest_lr(n, "post") for n in NORMS)
-    losses = sum(largest_lr(n, "pre") < largest_lr(n, "post") for n in NORMS)
+    k, mid, deep = len(final), lrs[len(lrs) // 2], DEEP_LAYERS
+    pre_gain = mean_interval(np.concatenate([below(n, "pre", mid) - below(n, "post", mid) for n in NORMS]))
     lesson.claim("Pre-Norm is more stable than Post-Norm: it keeps learning at larger learning rates",
                  source=explainer("001", "§6"),
-                 measured=f"{SWEEP_LAYERS}-block Transformers, Adam without warm-up, nats below the unigram "
-                          "baseline at the end, pre / post: "
-                          + "; ".join(f"{STYLE[n][1]} lr {lr:g}: {below(n, 'pre', lr):.2f} / {below(n, 'post', lr):.2f}"
-                                      for n in NORMS for lr in lrs)
-                          + f"; largest lr that leaves the plateau (> {LEFT_PLATEAU} nats below), pre / post: "
-                          + "; ".join(f"{STYLE[n][1]} {largest_lr(n, 'pre'):g} / {largest_lr(n, 'post'):g}"
-                                      for n in NORMS) + " (one seed)",
-                 verdict=HOLDS if wins == len(NORMS) else APPROX if wins > losses else FAILS,
-                 expect=expect(lesson, HOLDS))
+                 measured=f"{SWEEP_LAYERS}-block Transformers, Adam without warm-up, nats below the unigram baseline "
+                          "at the end, pre / post (mean over seeds): "
+                          + "; ".join(f"{STYLE[n][1]} lr {lr:g}: {below(n, 'pre', lr).mean():.2f} / "
+                                      f"{below(n, 'post', lr).mean():.2f}" for n in NORMS for lr in lrs)
+                          + f". At lr {mid:g}, pre minus post, paired per seed and norm: "
+                          f"{interval(*pre_gain, n=k)}; value: the interval's lower end (holds: at least "
+                          f"{LEFT_PLATEAU} nats, the plateau's width)",
+                 value=pre_gain[1], **above(LEFT_PLATEAU, approx=0.0), expect=VERDICTS)
 
-    deep = max(k[2] for k in final)
-    gap = below("layernorm", "pre", lrs[0], layers=deep) - below("layernorm", "post", lrs[0], layers=deep)
+    gap = mean_interval(below("layernorm", "pre", lrs[0], layers=deep) - below("layernorm", "post", lrs[0],
+                                                                                 layers=deep))
     lesson.claim("Pre-Norm trains deeper models than Post-Norm", source=explainer("001", "§6"),
                  measured=f"LayerNorm, Adam lr {lrs[0]:g} without warm-up, nats below the unigram baseline at the "
-                          f"end, pre / post: {SWEEP_LAYERS} blocks {below('layernorm', 'pre', lrs[0]):.2f} / "
-                          f"{below('layernorm', 'post', lrs[0]):.2f}; {deep} blocks "
-                          f"{below('layernorm', 'pre', lrs[0], layers=deep):.2f} / "
-                          f"{below('layernorm', 'post', lrs[0], layers=deep):.2f} (one seed, short runs)",
-                 verdict=HOLDS if gap > LEFT_PLATEAU else APPROX if gap > 0 else FAILS,
-                 expect=expect(lesson, (HOLDS, APPROX)))
+                          f"end, pre / post (mean over seeds): {SWEEP_LAYERS} blocks "
+                          f"{below('layernorm', 'pre', lrs[0]).mean():.2f} / "
+                          f"{below('layernorm', 'post', lrs[0]).mean():.2f}; {deep} blocks "
+                          f"{below('layernorm', 'pre', lrs[0], layers=deep).mean():.2f} / "
+                          f"{below('layernorm', 'post', lrs[0], layers=deep).mean():.2f}; at {deep} blocks pre minus "
+                          f"post, paired: {interval(*gap, n=k)}; value: the interval's lower end",
+                 value=gap[1], **above(LEFT_PLATEAU, approx=0.0), expect=VERDICTS)
 
     def advantage(placement):
-        """Mean over the learning rates of LayerNorm's final loss minus RMSNorm's (> 0: RMSNorm better)."""
-        return float(np.mean([below("rmsnorm", placement, lr) - below("layernorm", placement, lr) for lr in lrs]))
+        """Per seed, mean over the learning rates of LayerNorm's final loss minus RMSNorm's (> 0: RMSNorm better)."""
+        return np.mean([below("rmsnorm", placement, lr) - below("layernorm", placement, lr) for lr in lrs], axis=0)
 
-    adv_pre, adv_post = advantage("pre"), advantage("post")
+    more = mean_interval(advantage("pre") - advantage("post"))
+    warm = below("rmsnorm", "post", lrs[1], True) - below("layernorm", "post", lrs[1], True)
     lesson.claim("RMSNorm's advantage over LayerNorm shows more in Pre-Norm", source=explainer("001", "§6"),
                  measured=f"final validation loss, LayerNorm minus RMSNorm, mean over the learning rates without "
-                          f"warm-up: Pre-Norm {adv_pre:+.3f}, Post-Norm {adv_post:+.3f} nats (one seed); Post-Norm "
-                          f"with warm-up at lr {lrs[1]:g}: "
-                          f"{below('rmsnorm', 'post', lrs[1], True) - below('layernorm', 'post', lrs[1], True):+.3f}",
-                 verdict=HOLDS if adv_pre > 0.03 and adv_pre > adv_post + 0.03 else APPROX if adv_pre > 0.03
-                 else FAILS, expect=expect(lesson, FAILS))
+                          f"warm-up: Pre-Norm {advantage('pre').mean():+.3f}, Post-Norm "
+                          f"{advantage('post').mean():+.3f} nats; Pre minus Post, paired per seed: "
+                          f"{interval(*more, SIGNED, k)}; value: the "
+                          f"interval's lower end (holds: at least 0.03 nats). Post-Norm with warm-up at lr {lrs[1]:g}: "
+                          f"{warm.mean():+.3f}",
+                 value=more[1], **above(0.03, approx=0.0), expect=VERDICTS)
 
 
-def figures(lesson, profiles, ratios, depths, lrs, final, unigram):
+def figures(lesson, profiles, ratios, depths, lrs, final, unigram, n_seeds):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     for (norm, placement), prof in profiles.items():
         name = "x + F(Norm(x))" if placement == "pre" else "Norm(x + F(x))"
@@ -195,6 +203,11 @@ def figures(lesson, profiles, ratios, depths, lrs, final, unigram):
     ax2.set(xscale="log", yscale="log", xlabel="number of blocks", ylabel="top quarter / bottom quarter",
             title="How uneven the profile gets with depth")
     ticks_at(ax2, depths)
+    for ax, values in ((ax1, list(profiles.values())), (ax2, list(ratios.values()))):
+        lo, hi = min(np.min(v) for v in values), max(np.max(v) for v in values)
+        ticks = [t for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10) if lo / 1.15 <= t <= hi * 1.15]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
     ax2.legend(fontsize=8)
     fig.suptitle("Gradient per block: Pre-Norm gives the lower blocks more, Post-Norm the upper blocks")
     lesson.save(fig, "gradients")
@@ -214,13 +227,15 @@ def figures(lesson, profiles, ratios, depths, lrs, final, unigram):
         ax.axhspan(unigram - LEFT_PLATEAU, max(final.values()) + 0.02, color="0.92", zorder=0,
                    label=f"stalled: less than {LEFT_PLATEAU} nats below the baseline")
         ax.axhline(unigram, color="k", lw=0.8, ls=":")
-        ax.text(lrs[-1], unigram - 0.012, "unigram baseline: the plateau of a model that ignores the context",
-                fontsize=8, ha="right", va="top")
+        ax.annotate("unigram baseline: the plateau\nof a model that ignores the context", xy=(lrs[0], unigram),
+                    xytext=(0.02, 0.97), textcoords="axes fraction", fontsize=8, va="top",
+                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6))
         ax.set(xscale="log", xlabel="Adam learning rate", title=f"{STYLE[norm][1]}, {SWEEP_LAYERS} blocks")
         ticks_at(ax, lrs)
     axes[0].set_ylabel("validation loss at the end (nats)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=9)
-    fig.suptitle("Short runs on the same batches (one seed): where training stalls on the plateau")
+    fig.suptitle(f"Short runs on the same batches (mean of {n_seeds} seed{'s' * (n_seeds > 1)}): where training "
+                 "stalls on the plateau")
     lesson.save(fig, "stability")
 
 

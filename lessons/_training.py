@@ -33,7 +33,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, FAILS, HOLDS, VERDICTS
+from lessons._common import VERDICTS
+from lessons._stats import mean_interval
 from scratchnorm import nn
 
 #: colour, label and line style of each run, the same in every figure (RMSNorm blue, LayerNorm orange as in 02)
@@ -78,10 +79,16 @@ def one_blas_thread():
         setter(before)
 
 
-def saving_verdict(ratio: float) -> str:
-    """RMSNorm's time over LayerNorm's against the paper's "7%–64% less": at least 7% less holds,
-    2–7% less holds only approximately, less than 2% (or slower) does not hold."""
-    return HOLDS if ratio <= 0.93 else APPROX if ratio <= 0.98 else FAILS
+def paired(a, b) -> tuple[float, float, float]:
+    """(mean, low, high) of the per-seed differences a[s] - b[s] (same seed, same data): a 95% interval."""
+    return mean_interval(np.subtract(a, b))
+
+
+def interval(m, lo, hi, fmt="{:.3f}", n=None) -> str:
+    """'0.012 [−0.004, 0.028], 3 seeds' (one seed: just the value)."""
+    if lo == hi:
+        return fmt.format(m) + " (1 seed: no interval)"
+    return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]" + (f", {n} seeds" if n else "")
 
 
 def report(lesson, line: str) -> None:
@@ -216,12 +223,6 @@ def time_to(seconds, loss, target):
         return float(seconds[0])
     f = (loss[i - 1] - target) / (loss[i - 1] - loss[i])
     return float(seconds[i - 1] + f * (seconds[i] - seconds[i - 1]))
-
-
-def shortfall_verdict(short, spread):
-    """'As good as' within the seed spread (at least 1 point), roughly within 3 spreads, or not."""
-    tol = max(spread, 0.01)
-    return HOLDS if short <= tol else APPROX if short <= 3 * tol else FAILS
 
 
 def pm(a):
