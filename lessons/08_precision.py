@@ -52,50 +52,17 @@ import numpy as np
 import scratchnorm as sn
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, check, explainer, run_alone
 from lessons._grading import above, below, exactly
-from lessons._precision import (F16, dev_err, err, half_square_rms_norm, library, naive_layer_norm, naive_rms_norm,
-                                variance_errors)
+from lessons._precision import (F16, dtype_sweep, err, half_square_rms_norm, library, naive_layer_norm,
+                                naive_rms_norm, variance_errors)
 
 D = 256
-
-
-def dtype_sweep(lesson, z):
-    forwards = {"LayerNorm": sn.layer_norm_forward, "RMSNorm": sn.rms_norm_forward}
-    naive = {"LayerNorm": naive_layer_norm, "RMSNorm": naive_rms_norm}
-    means = np.r_[0, np.logspace(-1, 3, lesson.pick(9, 17))]
-    curves = {}
-    for name, fwd in forwards.items():
-        for m in means:
-            x = z + m
-            ref = fwd(x)[0]
-            for fmt in ("float16", "bfloat16", "float32"):
-                curves.setdefault((name, fmt), []).append(err(library(fmt, fwd, x), ref))
-            with np.errstate(over="ignore", invalid="ignore"):   # the naive float16 path overflows on purpose
-                curves.setdefault((name, "naive float16"), []).append(err(naive[name](x), ref))
-            curves.setdefault((name, "float16, varying part"), []).append(dev_err(library("float16", fwd, x), ref))
-    curves = {k: np.array(v) for k, v in curves.items()}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
-    x_axis = np.maximum(means, 0.05)
-    for ax, name in zip(axes, forwards):
-        for fmt, style in [("float32", "o-"), ("float16", "s-"), ("bfloat16", "^-"), ("naive float16", "x--")]:
-            ax.loglog(x_axis, np.clip(curves[(name, fmt)], 1e-9, 10), style, ms=4, label=fmt)
-        ax.set(title=f"{name}: output error (NaN/inf drawn at 10)", xlabel="mean(x) / std(x)  (0 drawn at 0.05)",
-               ylabel="worst row's RMS error of y", ylim=(1e-9, 20))
-        ax.legend()
-    for name, color in zip(forwards, ("tab:orange", "tab:blue")):
-        axes[2].loglog(x_axis, curves[(name, "float16, varying part")], "o-", color=color, ms=4, label=name)
-    axes[2].set(title="float16: the part that varies across features", xlabel="mean(x) / std(x)  (0 drawn at 0.05)",
-                ylabel="worst row's RMS error of y − mean(y), over std(y)")
-    axes[2].legend()
-    fig.suptitle(f"Against float64, d = {D}; library: input and output rounded, statistics in float64")
-    lesson.save(fig, "dtypes")
-    return means, curves
 
 
 def run(lesson):
     rng = np.random.default_rng(8)
     z = rng.standard_normal((lesson.pick(100, 1000), D))
 
-    means, c = dtype_sweep(lesson, z)
+    means, c = dtype_sweep(lesson, z, D)
     check(np.all(c[("RMSNorm", "float32")] < 1e-6), "float32 with float64 statistics is accurate")
     big = means == means.max()
     ratio_out = (c[("LayerNorm", "float16")] / c[("RMSNorm", "float16")])[big][0]

@@ -56,8 +56,8 @@ from lessons._common import COMMON, VERDICTS, check, paper, run_alone
 from lessons._grading import above, below, nearest_end
 from lessons._stats import mean_interval
 from lessons._training import (STYLE, accuracy, interleaved_medians, interval, one_blas_thread, paired,
-                               plot_costs, plot_race, plot_regions, pm, race, report, seed_mean, spirals, time_to,
-                               warm_up)
+                               per_seed_time_to, plot_costs, plot_race, plot_regions, pm, race, report, seed_mean,
+                               spirals, warm_up)
 from scratchnorm import Linear, nn
 
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
@@ -92,10 +92,9 @@ def train_all(lesson, xtr, ytr, xte, yte):
 def layer_costs(lesson, rng):
     """Median seconds of one forward + backward of each layer at the step's shape (BATCH, WIDTH)."""
     x, dy = rng.standard_normal((BATCH, WIDTH)), rng.standard_normal((BATCH, WIDTH))
-    layers = {norm: nn.make_norm(norm, WIDTH) for norm in NORMS[1:]}
-    layers |= {"linear": Linear(WIDTH, WIDTH), "relu": nn.ReLU()}
-    fns = {name: (lambda layer=layer: (layer.forward(x), layer.backward(dy))) for name, layer in layers.items()}
-    return interleaved_medians(fns, lesson.pick(300, 2000))
+    layers = {**{n: nn.make_norm(n, WIDTH) for n in NORMS[1:]}, "linear": Linear(WIDTH, WIDTH), "relu": nn.ReLU()}
+    return interleaved_medians({name: (lambda m=m: (m.forward(x), m.backward(dy))) for name, m in layers.items()},
+                               lesson.pick(300, 2000))
 
 
 def update_costs(lesson, x, y):
@@ -123,8 +122,6 @@ def run(lesson):
             report(lesson, f"  {STYLE[name][1]:<28} test accuracy {pm(acc[name])} (seeds: "
                            f"{', '.join(f'{a:.3f}' for a in acc[name])}), final test loss {final[name]:.3f}, "
                            f"{step_t[name] * 1e3:.2f} ms/step")
-        report(lesson, f"  one layer, forward + backward at ({BATCH}, {WIDTH}): "
-                       + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in layer_t.items()))
         check(all(final[n] < np.log(CLASSES) for n in ("batchnorm", "layernorm", "rmsnorm")),
               "the normalized MLPs learn")
         if not lesson.quick:
@@ -134,20 +131,6 @@ def run(lesson):
 
 
 SAVING = above(0.07, approx=0.02)        # the paper's "7%–64% less time", at its lower end; 2–7% approximately
-
-
-def per_seed_time_to(curves, names, axis):
-    """{name: [steps or seconds to reach each target loss, per seed]} and the targets: four losses from 90% of
-    the starting loss down to just above the worst final loss of the runs. A run that never reaches a target
-    is counted as reaching it at the end of its training (censored: its true time is longer)."""
-    start = min(c.loss[0] for n in names for c in curves[n])             # no run starts below a target
-    worst = max(min(c.loss) for n in names for c in curves[n])           # the worst best loss of any run
-    targets = np.geomspace(0.9 * start, max(1.05 * worst, 0.3 * start), 4)
-
-    def reach(c, t):
-        when = time_to(np.array(getattr(c, axis)), np.array(c.loss), t)
-        return when if np.isfinite(when) else getattr(c, axis)[-1]
-    return {n: np.array([[reach(c, t) for t in targets] for c in curves[n]]) for n in names}, targets
 
 
 def claims(lesson, acc, step_t, layer_t, update_t, curves):

@@ -56,47 +56,13 @@ from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, explainer, ru
 from lessons._grading import above, within
 from lessons._stats import mean_interval
 from lessons._corpus import char_data
-from lessons._training import (STYLE, gradient_profile, interval, one_blas_thread, race, report, top_over_bottom,
-                               warm_up)
-from scratchnorm import nn
+from lessons._placement import BATCH, DEEP_LAYERS, NORMS, PLACEMENTS, SWEEP_LAYERS, T, sweep, transformer
+from lessons._training import STYLE, gradient_profile, interval, one_blas_thread, report, top_over_bottom, warm_up
 
-NORMS = ("layernorm", "rmsnorm")
-PLACEMENTS = ("pre", "post")
 LINE = {"pre": "-", "post": "--"}
-D, HEADS, T, BATCH = 32, 2, 16, 16
-SWEEP_LAYERS, DEEP_LAYERS, BETAS, WARMUP = 4, 8, (0.9, 0.99), 0.3
 LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there uses the context
 SIGNED = "{:+.3f}"
 XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
-
-
-def transformer(vocab, norm, placement, layers, seed=0):
-    return nn.Transformer(vocab, D, HEADS, layers, T, norm=norm, placement=placement, seed=seed)
-
-
-def sweep(lesson, data, rng, seed):
-    """Final validation loss of small runs on the same batches: {(norm, placement, blocks, lr, warm-up): loss}.
-
-    Every norm and placement at every learning rate without warm-up; Post-Norm also with warm-up at the
-    second rate; and a deeper model of each placement at the smallest rate.
-    """
-    steps = lesson.pick(20, 80)
-    lrs = lesson.pick((3e-3, 3e-2), (3e-3, 1e-2, 3e-2))
-    keys = [(n, p, SWEEP_LAYERS, lr, False) for n in NORMS for p in PLACEMENTS for lr in lrs]
-    keys += [(n, "post", SWEEP_LAYERS, lrs[1], True) for n in NORMS]
-    keys += [("layernorm", p, DEEP_LAYERS, lrs[0], False) for p in PLACEMENTS]
-    warm = max(1, round(WARMUP * steps))
-    runs, schedules = {}, {}
-    for key in keys:
-        norm, placement, layers, lr, warmup = key
-        model = transformer(data.vocab_size, norm, placement, layers, seed)
-        runs[key] = (model, nn.Adam(model, lr=lr, betas=BETAS))
-        schedules[key] = (lambda s, lr=lr: lr * min(1.0, s / warm)) if warmup else (lambda s, lr=lr: lr)
-    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
-    val = data.windows("val", 128, T + 1, rng)
-    ce = nn.SoftmaxCrossEntropy()
-    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), steps, schedules)
-    return lrs, {key: c.loss[-1] for key, c in curves.items()}
 
 
 def run(lesson):

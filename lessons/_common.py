@@ -18,6 +18,7 @@ import ast
 import importlib.util
 import io
 import json
+import re
 import time
 import tokenize
 import traceback
@@ -30,7 +31,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lessons._grading import APPROX, FAILS, HOLDS, VERDICTS, grading, verdict_of  # noqa: E402,F401
-from lessons._sources import SOURCES_MD, cite  # noqa: E402,F401
+from lessons._sources import SOURCES_MD, cite  # noqa: E402
+from lessons._summary import summary_lines  # noqa: E402
 
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
@@ -109,7 +111,8 @@ class Lesson:
 
     def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None):
         self.path = Path(path)
-        self.seeds = seeds or (1 if quick else 3)          # training lessons: independent runs, paired
+        self._seeds = seeds or (1 if quick else 3)         # training lessons: independent runs, paired
+        self.used_seeds = False
         self.verbose = verbose
         self.stem = self.path.stem                       # "02_geometry"
         self.number = self.stem.split("_", 1)[0]         # "02"
@@ -117,6 +120,12 @@ class Lesson:
         self.out = Path(out)
         self.figures: list[Path] = []
         self.claims: list[Claim] = []
+
+    @property
+    def seeds(self) -> int:
+        """How many independent seeds a training lesson runs (``--seeds``; 3, or 1 with --quick)."""
+        self.used_seeds = True
+        return self._seeds
 
     def pick(self, quick_value, full_value):
         return quick_value if self.quick else full_value
@@ -182,6 +191,7 @@ class Result:
     seconds: float
     status: str                      # "ok" or "FAILED"
     error: str = ""
+    seeds: int = 0                   # independent runs of the training lessons
     figures: list[str] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
 
@@ -200,13 +210,26 @@ def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds:
     finally:
         plt.close("all")
     return Result(lesson.number, lesson.stem, title, quick, time.perf_counter() - t0, status, error,
-                  [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims])
+                  lesson.seeds if lesson.used_seeds else 0, [p.name for p in lesson.figures],
+                  [asdict(c) for c in lesson.claims])
 
 
 # -- the ledger ------------------------------------------------------------------------------
 
 def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def graded_by(holds_if, approx_if) -> str:
+    """'holds if ≤ 1e-12; approximately if ≤ 0.001' for the ledger."""
+    def cond(pairs):
+        return " and ".join(f"{op.replace('<=', '≤').replace('>=', '≥')} {bound:.3g}" for op, bound in pairs)
+    return f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+
+
+def _linked(source: str) -> str:
+    """The source cell: each "(lessons/SOURCES.md#anchor)" becomes a link that works from figures/CLAIMS.md."""
+    return re.sub(re.escape(SOURCES_MD) + r"#([a-z0-9-]+)", r"[source](../" + SOURCES_MD + r"#\1)", source)
 
 
 def write_ledger(out: Path, results: list[Result], *, replace_all: bool) -> Path:
@@ -222,26 +245,33 @@ def write_ledger(out: Path, results: list[Result], *, replace_all: bool) -> Path
     for r in results:
         entries[r.stem] = {k: v for k, v in asdict(r).items() if k != "seconds"}  # keep the file stable
     entries = dict(sorted(entries.items()))
-    store.write_text(json.dumps(entries, indent=1) + "\n")
+    store.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
 
     lines = ["# Claims ledger", "",
-             "Each lesson measures the claims below and gives a verdict: *holds*, *holds only approximately* "
-             "or *does not hold*. A claim that does not hold is a result, not an error. Sources are cited by "
-             "section (the explainers are in `seeds/`, see REFERENCE.md); nothing is quoted.", "",
+             "Each lesson measures the claims below. A claim is graded on one measured number, its *value*, "
+             "against bounds declared beside it in the lesson: it *holds* when every `holds_if` bound holds, "
+             "*holds only approximately* when every `approx_if` bound holds, and *does not hold* otherwise "
+             "(`lessons/_grading.py`; `claims.json` has the same fields, so every verdict can be recomputed). "
+             "A claim that does not hold is a result, not an error. Sources are cited by section; each link "
+             f"leads to [{SOURCES_MD}](../{SOURCES_MD}), which describes the sources in English and says where "
+             "to read them. Nothing is quoted.", "",
              "Written by `python -m lessons` (see `lessons/__init__.py`). Running some lessons replaces only "
              "their sections; `claims.json` holds the same data.", ""]
+    lines += summary_lines(entries, _md_cell)
     counts = {v: 0 for v in VERDICTS}
     for e in entries.values():
         mode = "quick run" if e["quick"] else "full run"
-        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}, {e['status']}*", ""]
+        seeds = f", {e['seeds']} seed{'s' * (e['seeds'] > 1)} for training" if e.get("seeds") else ""
+        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}*", ""]
         if e["status"] != "ok":
             lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
         if e["claims"]:
-            lines += ["| claim | source | measured | verdict |", "|---|---|---|---|"]
+            lines += ["| claim | source | measured | value | graded | verdict |", "|---|---|---|---|---|---|"]
             for c in e["claims"]:
                 counts[c["verdict"]] += 1
-                lines.append("| " + " | ".join(_md_cell(c[k]) for k in ("claim", "source", "measured", "verdict"))
-                             + " |")
+                cells = (c["claim"], _linked(c["source"]), c["measured"], f"{c['value']:.4g}",
+                         graded_by(c["holds_if"], c["approx_if"]), c["verdict"])
+                lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")
             lines.append("")
     lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]
     path = out / "CLAIMS.md"

@@ -1,7 +1,10 @@
 """Numerical helpers of the precision lesson (08): formats, naive half-precision norms, error measures."""
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+
+import scratchnorm as sn
 
 F16 = np.float16
 
@@ -88,3 +91,37 @@ def variance_errors(rows, ratios):
         negative.append(np.mean(one <= 0))
     var = {k: np.array(v) for k, v in var.items()}
     return var, negative
+
+
+def dtype_sweep(lesson, z, D):
+    """Lesson 08's first figure: output error against mean/std per format; returns the means and the curves."""
+    forwards = {"LayerNorm": sn.layer_norm_forward, "RMSNorm": sn.rms_norm_forward}
+    naive = {"LayerNorm": naive_layer_norm, "RMSNorm": naive_rms_norm}
+    means = np.r_[0, np.logspace(-1, 3, lesson.pick(9, 17))]
+    curves = {}
+    for name, fwd in forwards.items():
+        for m in means:
+            x = z + m
+            ref = fwd(x)[0]
+            for fmt in ("float16", "bfloat16", "float32"):
+                curves.setdefault((name, fmt), []).append(err(library(fmt, fwd, x), ref))
+            with np.errstate(over="ignore", invalid="ignore"):   # the naive float16 path overflows on purpose
+                curves.setdefault((name, "naive float16"), []).append(err(naive[name](x), ref))
+            curves.setdefault((name, "float16, varying part"), []).append(dev_err(library("float16", fwd, x), ref))
+    curves = {k: np.array(v) for k, v in curves.items()}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    x_axis = np.maximum(means, 0.05)
+    for ax, name in zip(axes, forwards):
+        for fmt, style in [("float32", "o-"), ("float16", "s-"), ("bfloat16", "^-"), ("naive float16", "x--")]:
+            ax.loglog(x_axis, np.clip(curves[(name, fmt)], 1e-9, 10), style, ms=4, label=fmt)
+        ax.set(title=f"{name}: output error (NaN/inf drawn at 10)", xlabel="mean(x) / std(x)  (0 drawn at 0.05)",
+               ylabel="worst row's RMS error of y", ylim=(1e-9, 20))
+        ax.legend()
+    for name, color in zip(forwards, ("tab:orange", "tab:blue")):
+        axes[2].loglog(x_axis, curves[(name, "float16, varying part")], "o-", color=color, ms=4, label=name)
+    axes[2].set(title="float16: the part that varies across features", xlabel="mean(x) / std(x)  (0 drawn at 0.05)",
+                ylabel="worst row's RMS error of y − mean(y), over std(y)")
+    axes[2].legend()
+    fig.suptitle(f"Against float64, d = {D}; library: input and output rounded, statistics in float64")
+    lesson.save(fig, "dtypes")
+    return means, curves

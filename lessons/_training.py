@@ -300,3 +300,17 @@ def top_over_bottom(profile):
     """Mean gradient norm of the top quarter of the blocks over that of the bottom quarter (>= 1 block)."""
     q = max(1, len(profile) // 4)
     return float(np.mean(profile[-q:]) / np.mean(profile[:q]))
+
+
+def per_seed_time_to(curves, names, axis):
+    """{name: [steps or seconds to reach each target loss, per seed]} and the targets: four losses from 90% of
+    the starting loss down to just above the worst final loss of the runs. A run that never reaches a target
+    is counted as reaching it at the end of its training (censored: its true time is longer)."""
+    start = min(c.loss[0] for n in names for c in curves[n])             # no run starts below a target
+    worst = max(min(c.loss) for n in names for c in curves[n])           # the worst best loss of any run
+    targets = np.geomspace(0.9 * start, max(1.05 * worst, 0.3 * start), 4)
+
+    def reach(c, t):
+        when = time_to(np.array(getattr(c, axis)), np.array(c.loss), t)
+        return when if np.isfinite(when) else getattr(c, axis)[-1]
+    return {n: np.array([[reach(c, t) for t in targets] for c in curves[n]]) for n in names}, targets

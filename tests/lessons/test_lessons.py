@@ -2,30 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
 
 from lessons._common import VERDICTS, discover, run_lessons  # noqa: E402
-
-ENV = {**os.environ, "MPLBACKEND": "Agg"}
-
-
-def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("figures")
-    proc = run("-m", "lessons", "--quick", "--out", str(out))
-    return proc, out
 
 
 def test_every_lesson_passes_quick(quick_run):
@@ -58,12 +42,12 @@ def test_claims_md_lists_every_claim(quick_run):
             assert claim["measured"].replace("|", "\\|") in text
 
 
-def test_a_lesson_runs_alone_and_merges_into_the_ledger(tmp_path):
-    proc = run("lessons/02_geometry.py", "--quick", "--out", str(tmp_path))
+def test_a_lesson_runs_alone_and_merges_into_the_ledger(tmp_path, python):
+    proc = python("lessons/02_geometry.py", "--quick", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "02_geometry_sphere.png").exists()
     assert "claim:" in proc.stdout                              # alone, it prints its claims
-    proc = run("-m", "lessons", "05", "--quick", "--out", str(tmp_path))
+    proc = python("-m", "lessons", "05", "--quick", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ledger = json.loads((tmp_path / "claims.json").read_text())
     assert sorted(ledger) == ["02_geometry", "05_r_matrix_and_implicit_lr"]   # 05 did not erase 02
@@ -71,24 +55,25 @@ def test_a_lesson_runs_alone_and_merges_into_the_ledger(tmp_path):
     assert "## 02 " in text and "## 05 " in text
 
 
-def test_a_lesson_runs_alone_from_another_folder(tmp_path):
-    proc = run(str(ROOT / "lessons" / "04_backward_by_hand.py"), "--quick", "--out", str(tmp_path), cwd=tmp_path)
+def test_a_lesson_runs_alone_from_another_folder(tmp_path, python):
+    proc = python(str(ROOT / "lessons" / "04_backward_by_hand.py"), "--quick", "--out", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "04_backward_by_hand_jacobians.png").exists()
 
 
-def test_unknown_lesson_number_is_an_error(tmp_path):
-    proc = run("-m", "lessons", "77", "--out", str(tmp_path))
+def test_unknown_lesson_number_is_an_error(tmp_path, python):
+    proc = python("-m", "lessons", "77", "--out", str(tmp_path))
     assert proc.returncode != 0
     assert "77" in proc.stderr and "Fix:" in proc.stderr
 
 
 LESSON_TEMPLATE = '''"""{title}"""
 from lessons._common import FAILS, HOLDS
+from lessons._grading import exactly
 
 
 def run(lesson):
-    lesson.claim("two plus two is five", source="test", measured="4", verdict=FAILS, expect={expect})
+    lesson.claim("two plus two is five", source="test", measured="4", value=2 + 2, **exactly(5), expect={expect})
 '''
 
 

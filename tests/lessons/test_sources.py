@@ -132,7 +132,6 @@ def test_sources_md_names_no_file_outside_the_repository_and_no_unrecorded_url()
     assert urls <= RECORDED_URLS, f"addresses not recorded by the sources: {sorted(urls - RECORDED_URLS)}"
 
 
-@pytest.mark.xfail(strict=True, reason="until lessons/_common.py cites through lessons._sources (then drop this mark)")
 def test_the_ledger_cites_through_sources_md():
     from lessons import _common
     for key in FOUND:

@@ -1,0 +1,39 @@
+"""Lesson 11's models and its learning-rate sweep: Pre-Norm and Post-Norm Transformers raced on the same batches."""
+from __future__ import annotations
+
+from lessons._training import race
+from scratchnorm import nn
+
+NORMS = ("layernorm", "rmsnorm")
+PLACEMENTS = ("pre", "post")
+D, HEADS, T, BATCH = 32, 2, 16, 16
+SWEEP_LAYERS, DEEP_LAYERS, BETAS, WARMUP = 4, 8, (0.9, 0.99), 0.3
+
+
+def transformer(vocab, norm, placement, layers, seed=0):
+    return nn.Transformer(vocab, D, HEADS, layers, T, norm=norm, placement=placement, seed=seed)
+
+
+def sweep(lesson, data, rng, seed):
+    """Final validation loss of small runs on the same batches: {(norm, placement, blocks, lr, warm-up): loss}.
+
+    Every norm and placement at every learning rate without warm-up; Post-Norm also with warm-up at the
+    second rate; and a deeper model of each placement at the smallest rate.
+    """
+    steps = lesson.pick(20, 80)
+    lrs = lesson.pick((3e-3, 3e-2), (3e-3, 1e-2, 3e-2))
+    keys = [(n, p, SWEEP_LAYERS, lr, False) for n in NORMS for p in PLACEMENTS for lr in lrs]
+    keys += [(n, "post", SWEEP_LAYERS, lrs[1], True) for n in NORMS]
+    keys += [("layernorm", p, DEEP_LAYERS, lrs[0], False) for p in PLACEMENTS]
+    warm = max(1, round(WARMUP * steps))
+    runs, schedules = {}, {}
+    for key in keys:
+        norm, placement, layers, lr, warmup = key
+        model = transformer(data.vocab_size, norm, placement, layers, seed)
+        runs[key] = (model, nn.Adam(model, lr=lr, betas=BETAS))
+        schedules[key] = (lambda s, lr=lr: lr * min(1.0, s / warm)) if warmup else (lambda s, lr=lr: lr)
+    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
+    val = data.windows("val", 128, T + 1, rng)
+    ce = nn.SoftmaxCrossEntropy()
+    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), steps, schedules)
+    return lrs, {key: c.loss[-1] for key, c in curves.items()}

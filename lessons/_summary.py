@@ -1,0 +1,103 @@
+"""The ledger's summary: each claim of a source once, where the source made it, and the rows that bear on it.
+
+A source claim can be tested by several lessons under different conditions: the paper's "7%–64% less
+running time" is about whole models on GPUs, and lessons 09, 10 and 12 measure one layer and two small
+models on a CPU. The ledger's rows keep those measurements apart; the summary puts them side by side under
+the claim as the source states it, so that a reader sees every verdict the claim received and why they can
+differ. A row belongs to an entry when its claim text contains one of the entry's ``rows`` phrases;
+tests/lessons/test_grading.py checks that every row citing the paper or an explainer belongs to exactly one
+entry, and that every entry has a row.
+
+This module imports nothing from ``lessons._common`` so that ``_common`` can import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    claim: str          # the source's claim, in our words
+    source: str         # who makes it (the rows carry the exact section and its link)
+    there: str          # the conditions under which the source made it
+    here: str           # the conditions under which the lessons test it
+    rows: tuple         # phrases of the lessons' claim texts that belong here
+
+
+PAPER, E000, E001, E002, E003 = "the paper", "explainer 000", "explainer 001", "explainer 002", "explainer 003"
+ONE_LAYER = "one layer, float32/float64, this CPU"
+SMALL_MODELS = "small models trained on this CPU, several seeds"
+
+SUMMARY = (
+    Entry("RMSNorm runs 7%–64% faster than LayerNorm", PAPER, "the running time of whole models (RNNs among them)",
+          f"{ONE_LAYER} (09, 10); {SMALL_MODELS} (10, 12)",
+          ("7%–64%", "costs less than LayerNorm's", "sooner in wall-clock time")),
+    Entry("RMSNorm trains as well as LayerNorm", PAPER, "machine translation, image classification, image-caption "
+          "retrieval and question answering", SMALL_MODELS, ("trains as well as LayerNorm", "reaches LayerNorm's")),
+    Entry("pRMSNorm (p = 6.25%) is competitive with RMSNorm, and cheaper", PAPER, "the same models, p = 6.25%",
+          f"the estimate at d = 1024 (06); {SMALL_MODELS} (10, 12); one layer (06)",
+          ("pRMSNorm with p = 6.25%", "prefix RMS is a good estimate", "pRMSNorm is faster", "k from the released",
+           "pRMSNorm at p = 6.25%")),
+    Entry("Re-scaling invariance, not re-centering invariance (Table 1)", PAPER, "derived (§4.1)",
+          "measured on random layers (03) and a deep MLP (01)", ("is invariant (Y) or not (N)", "Scaling the weights")),
+    Entry("RMSNorm puts vectors on a sphere of radius √d and equals LayerNorm at mean 0", PAPER, "derived (§4)",
+          "random vectors (02)", ("sphere of radius", "When mean(x) = 0")),
+    Entry("The gradient analysis: R, and an implicit learning rate", PAPER, "derived (§4.2)",
+          "finite differences and small networks (04, 05)",
+          ("R(δa)", "dL/dW =", "dL/dW is", "Large weights get smaller", "backward is R applied",
+           "Jacobian R has rank")),
+    Entry("LayerNorm needs fewer steps than no normalization but each costs more (Figure 1)", PAPER,
+          "the introduction's illustration", SMALL_MODELS + " (10)", ("fewer steps than without", "each of its steps")),
+    Entry("RMSNorm halves the computation; it needs one pass where LayerNorm needs two", E000, "stated",
+          f"{ONE_LAYER} (09); float32 statistics (08)", ("halves the computation", "needs one pass")),
+    Entry("RMSNorm's gradients are more stable", E000, "stated", "gradient noise over minibatches (04)",
+          ("more stable: free of the noise",)),
+    Entry("RMSNorm is scale invariant: RMSNorm(kx) = RMSNorm(x)", E000, "stated", "random vectors (02)",
+          ("RMSNorm(kx)",)),
+    Entry("A 'convergence analysis' by adding noise to an input", E000, "a script that never trains",
+          "the same procedure, and real training (12)", ("Adding noise to a fixed input",)),
+    Entry("rsqrt makes RMSNorm faster", E000, "stated", f"{ONE_LAYER} (13)", ("rsqrt",)),
+    Entry("RMSNorm saves memory: it stores no mean", f"{E000}, {E003}", "stated",
+          "the bytes each implementation keeps (13)", ("saves memory",)),
+    Entry("The RMS of RMSNorm's output is about 1", E001, "a demo's printed output", "deep MLP (01), random "
+          "vectors (02)", ("output is about 1",)),
+    Entry("RMSNorm is 7%–10% faster than LayerNorm", E001, "stated", ONE_LAYER + " (09)", ("7%–10% faster",)),
+    Entry("Pre-Norm is more stable, trains deeper, and favours RMSNorm", E001, "stated",
+          SMALL_MODELS + " (11)", ("Pre-Norm is more stable", "Pre-Norm trains deeper", "shows more in Pre-Norm")),
+    Entry("Normalization keeps activations and gradients from vanishing or exploding", E002, "stated",
+          "a deep MLP at initialization (01)", ("stays about constant", "vanishing and exploding")),
+    Entry("BatchNorm depends on the batch; LayerNorm, RMSNorm and GroupNorm do not", E002, "stated",
+          "a fixed example in random batches (07)",
+          ("BatchNorm does badly", "BatchNorm behaves differently", "do not depend on the batch",
+           )),
+    Entry("GroupNorm with one group is LayerNorm, with one channel per group InstanceNorm", E002, "stated",
+          "the definitions, with and without the affine (07)", ("GroupNorm with G = 1",)),
+    Entry("RMSNorm is numerically more stable in FP16/BF16", E003, "its summary table",
+          "rounded inputs against float64 (08)", ("numerically more stable", "carries the input's variation")),
+    Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "the definition, and gradient profiles (11)",
+          ("is Post-Norm",)),
+)
+
+
+def entry_of(claim_text: str) -> list[int]:
+    """The indices of the summary entries a ledger row belongs to (normally one)."""
+    return [i for i, e in enumerate(SUMMARY) if any(p in claim_text for p in e.rows)]
+
+
+def summary_lines(entries: dict, md_cell) -> list[str]:
+    """The summary section of CLAIMS.md for the ledger ``entries`` {lesson stem: entry}."""
+    found = {i: [] for i in range(len(SUMMARY))}
+    for e in entries.values():
+        for c in e["claims"]:
+            for i in entry_of(c["claim"]):
+                found[i].append(f"{e['number']}: {c['verdict']} ({c['value']:.3g})")
+    lines = ["## Summary", "",
+             "Each claim of a source once, with where the source made it, where the lessons test it, and the "
+             "verdict of every row below that bears on it (lesson: verdict (value)), in the order of the rows. "
+             "Verdicts differ when the conditions do: one layer is not a whole model, and this CPU is not the "
+             "source's machine.", "",
+             "| source claim | source | made for | tested here on | rows |", "|---|---|---|---|---|"]
+    for i, s in enumerate(SUMMARY):
+        rows = "; ".join(found[i]) or "not run"
+        lines.append("| " + " | ".join(md_cell(v) for v in (s.claim, s.source, s.there, s.here, rows)) + " |")
+    return lines + [""]
