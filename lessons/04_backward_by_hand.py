@@ -209,7 +209,8 @@ def run(lesson):
                      cellLoc="left", bbox=[0, 0, 1, 1], colWidths=[0.55, 0.17, 0.17, 0.11])
     table.auto_set_font_size(False)
     table.set_fontsize(9)
-    ax.set_title(f"gradcheck against central differences: float64, random dy, tolerance 1e-6, {len(rows)} cases",
+    ax.set_title(f"gradcheck against central differences: float64, random dy, tolerance "
+                 f"{report.checks[0].tol:g}, {len(rows)} cases",
                  fontsize=10)
     lesson.save(fig, "gradcheck")
 

@@ -149,7 +149,7 @@ def run(lesson):
     lesson.save(fig, "estimate")
     iid, worst = at_paper_p["iid"], max(v for k, v in at_paper_p.items() if k != "iid")
     lesson.claim("With p = 6.25% the prefix RMS is a good estimate of the full RMS (iid inputs)",
-                 source=paper("§4.3"), measured=f"d = {d}, k = 64: mean output distance {iid:.1%}",
+                 source=paper("abstract, §1"), measured=f"d = {d}, k = 64: mean output distance {iid:.1%}",
                  value=iid, **below(0.01, approx=0.2), expect=APPROX)
     lesson.claim("pRMSNorm at p = 6.25% can stand in for RMSNorm on real features, which need not be iid "
                  "(an extrapolation: the paper's estimate assumes iid features)", source=COMMON,
@@ -181,7 +181,7 @@ def run(lesson):
     lesson.save(fig, "speed")
     check(np.all(np.isfinite(times)) and np.all(times > 0), "timings are measured")
     check(lesson.quick or speedup > 0.5, f"pRMSNorm should not be much slower than RMSNorm ({speedup:.2f}x)")
-    lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k features", source=paper("§4.3"),
+    lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k features", source=paper("abstract, §1"),
                  measured=f"forward + backward at p = 6.25%: {speedup:.2f}× the speed of RMSNorm "
                           f"(forward {times[0, 0] / times[1:][PS == 0.0625][0, 0]:.2f}×; {n_rows} × {d} float64, "
                           f"{layers[0].backend}, 1 thread; machine-dependent, not asserted)",

@@ -229,11 +229,43 @@ def _one_over_sqrt(v, one, out):
         out[i] = one / np.sqrt(v[i])
 
 
+def _rms_rows(x, eps, y, divide):
+    """A fused RMSNorm forward (no weight): per row, the mean square in float64, then y = x / rms (divide)
+    or y = x * (1 / rms). The explainer's "multiply instead of divide", inside the kernel where it could matter."""
+    n, d = x.shape
+    for r in range(n):
+        ms = 0.0
+        for j in range(d):
+            ms += np.float64(x[r, j]) * x[r, j]
+        rms = np.sqrt(ms / d + eps)
+        if divide:
+            rms32 = np.float32(rms)
+            for j in range(d):
+                y[r, j] = x[r, j] / rms32
+        else:
+            rstd = np.float32(1.0 / rms)
+            for j in range(d):
+                y[r, j] = x[r, j] * rstd
+
+
 def inverse_sqrt_kernels(numba):
-    """The loop above compiled twice: IEEE 1/sqrt, and with fastmath (LLVM may then emit the
-    approximate rsqrt instruction and a Newton step). Not cached: numba cannot reload a kernel
-    defined in a lesson (the runner loads lessons under a name that is not importable)."""
-    return numba.njit(_one_over_sqrt), numba.njit(fastmath=True)(_one_over_sqrt)
+    """The loop above compiled twice, both with NumPy's error model (no Python ZeroDivisionError check, which
+    would keep the loop from being vectorized, so the comparison is fair): IEEE 1/sqrt, and with fastmath
+    (LLVM may then emit the approximate rsqrt instruction and a Newton step). Not cached: numba cannot reload a
+    kernel defined in a lesson (the runner loads lessons under a name that is not importable)."""
+    return (numba.njit(error_model="numpy")(_one_over_sqrt),
+            numba.njit(error_model="numpy", fastmath=True)(_one_over_sqrt))
+
+
+def divide_vs_multiply(numba, shape, budget):
+    """Seconds of the fused forward dividing by the RMS over seconds multiplying by its inverse, float32."""
+    kernel = numba.njit(error_model="numpy")(_rms_rows)
+    x = np.random.default_rng(5).standard_normal(shape).astype(DTYPE)
+    y = np.empty_like(x)
+    kernel(x, 1e-6, y, True)
+    kernel(x, 1e-6, y, False)
+    return measure(lambda: kernel(x, 1e-6, y, True), budget).median_s / \
+        measure(lambda: kernel(x, 1e-6, y, False), budget).median_s
 
 
 def rsqrt_costs(m, budget, numba, torch):

@@ -17,6 +17,7 @@ CASES = all_cases()
 def test_every_layer_passes_gradcheck(case, backend):
     layer, report = case.check(backend)
     assert report.ok, str(report)
+    assert report.max_rel_err < report.checks[0].tol / 5, f"less than a factor 5 below the tolerance:\n{report}"
     assert {c.name for c in report.checks} == ({"x"} if case.check_x else set()) | set(layer.params)
 
 
