@@ -38,6 +38,12 @@ every seed: the ratio differs from seed to seed by more than the two norms
 differ on average, and the ledger says which way the interval falls
 (lessons/_gradnoise.py has the model).
 
+Try it yourself. ``python -m scratchnorm.exercises new layernorm`` writes a
+stub; fill in the backward and ``python -m scratchnorm.exercises check
+layernorm.py`` tells you whether it is right, and if not, which term of the
+derivation above went wrong (a missing -mean(g), a projection with the wrong
+factor, ...). RMSNorm, BatchNorm, pRMSNorm and GroupNorm have exercises too.
+
 Figures
 * 04_backward_by_hand_jacobians.png: J - rstd*I for d = 12 (what each Jacobian
   removes: x_hat x_hat^T / d, and for LayerNorm also 1 1^T / d), and the

@@ -1,0 +1,99 @@
+"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--json]``."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from . import check
+from .catalogue import EXERCISES
+from .report import Report
+from .stubs import stub_text
+
+
+class UsageError(Exception):
+    """A bad command line or file: printed as one message, exit code 2."""
+
+
+def load(path: Path):
+    """Import the student's file and return (module, exercise name from its EXERCISE)."""
+    if not path.is_file():
+        raise UsageError(f"FILE: expected a Python file; received {str(path)!r}, which does not exist. "
+                         f"Fix: write one with `python -m scratchnorm.exercises new NAME`.")
+    spec = importlib.util.spec_from_file_location(f"scratchnorm_exercise_{abs(hash(str(path.resolve())))}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the student's file does not import: say where, without a traceback
+        line = getattr(exc, "lineno", None) or _line_in(exc, path)
+        raise UsageError(f"{path} could not be imported: {type(exc).__name__}: {exc}"
+                         + (f" (line {line})" if line else "") + ". Fix it and check again.") from None
+    name = getattr(module, "EXERCISE", None)
+    if name not in EXERCISES:
+        raise UsageError(f"EXERCISE: expected {path} to set EXERCISE to one of {', '.join(map(repr, EXERCISES))}; "
+                         f"received {name!r}. Fix: keep the line EXERCISE = \"...\" of the stub.")
+    return module, name
+
+
+def _line_in(exc, path):
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def cmd_list(args) -> int:
+    for name, ex in EXERCISES.items():
+        print(f"{name:<10} {ex.title}  [write: {', '.join(ex.functions)}]")
+    return 0
+
+
+def cmd_new(args) -> int:
+    if args.name not in EXERCISES:
+        raise UsageError(f"NAME: expected one of {', '.join(EXERCISES)}; received {args.name!r}. "
+                         f"Fix: run `python -m scratchnorm.exercises list`.")
+    folder = Path(args.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{args.name}.py"
+    if path.exists() and not args.force:
+        raise UsageError(f"DIR: {path} already exists; it is not overwritten. Fix: check it, or pass --force "
+                         "to start again from the stub.")
+    path.write_text(stub_text(args.name), encoding="utf-8")
+    print(f"wrote {path}: fill in {' and '.join(EXERCISES[args.name].functions)}, then run\n"
+          f"  python -m scratchnorm.exercises check {path}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    path = Path(args.file)
+    module, name = load(path)
+    report: Report = check(name, module, source=str(path))
+    print(report.to_json() if args.json else report)
+    return 0 if report.ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scratchnorm.exercises",
+                                 description="Write a normalization's backward; the checker names the mistake.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the exercises, one line each").set_defaults(run=cmd_list)
+    new = sub.add_parser("new", help="write the stub NAME.py into DIR (default: the current folder)")
+    new.add_argument("name", metavar="NAME")
+    new.add_argument("dir", metavar="DIR", nargs="?", default=".")
+    new.add_argument("--force", action="store_true", help="overwrite an existing file")
+    new.set_defaults(run=cmd_new)
+    chk = sub.add_parser("check", help="check FILE (its EXERCISE names the exercise)")
+    chk.add_argument("file", metavar="FILE")
+    chk.add_argument("--json", action="store_true", help="print one JSON object on one line")
+    chk.set_defaults(run=cmd_check)
+    args = ap.parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        if getattr(args, "json", False):
+            print(Report("", error=str(exc)).to_json())
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

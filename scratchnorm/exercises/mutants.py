@@ -1,0 +1,150 @@
+r"""One normalization, written once, with knobs for every usual mistake: the checker's reference and its mutants.
+
+Every exercise normalizes x over a set A of its elements (a row of d features for LayerNorm and RMSNorm;
+for BatchNorm one channel over the batch and the positions; for GroupNorm one example's group of channels
+over the positions), then applies a weight and a bias that do not depend on the position in A's batch:
+
+    mu    = mean_A(x)                    (0 without centring: RMSNorm, pRMSNorm)
+    xm    = x - mu
+    var   = sum_S(xm^2) / (n_S - ddof)   S = A, or the first k features (pRMSNorm); ddof 0
+    rstd  = 1 / sqrt(var + eps)          (a mutant: 1 / (sqrt(var) + eps))
+    x_hat = xm * rstd
+    y     = x_hat * weight + bias
+
+Backward, g = dy * weight:
+
+    dx      = rstd * g - c_mean * rstd * mean_A(g) - c_proj * proj,
+    proj    = xm * [in S] * sum_A(g * xm) * (-2 drstd/dvar) / (n_S - ddof)
+            = rstd * x_hat * [in S] * sum_A(g * x_hat) / n_S            (eps inside, ddof 0)
+    dweight = sum over everything but the weight's axis of dy * x_hat,  dbias = the same sum of dy
+
+with c_mean = 1 when the forward centres (0 otherwise) and c_proj = 1. The mean term is what the mean
+mu contributes; the sum through mu of the projection vanishes because sum_A(xm) = 0. Each code of the
+catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, ...) or a forward with
+another variance (ddof = 1, eps outside the root) or other axes, whose exact gradient this same function
+gives. tests/exercises checks that the knobs at their defaults give the library's own gradients.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import combinations
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which elements one statistic covers. kind "row": the last axis; "batch": every axis but the channel
+    axis 1 (BatchNorm); "group": ``groups`` groups of channels with their positions, per example (GroupNorm;
+    groups = 1 is a LayerNorm over (C, *), groups = C an InstanceNorm)."""
+
+    kind: str
+    groups: int = 1
+
+    def view(self, a, channels):
+        """``a`` (x's shape) seen so that a statistic is a reduction over ``self.axes``."""
+        if self.kind == "group":
+            return a.reshape(a.shape[0], self.groups, channels // self.groups, *a.shape[2:])
+        return a
+
+    def axes(self, ndim):
+        """The axes of the view one statistic reduces over."""
+        return {"row": (ndim - 1,), "batch": (0, *range(2, ndim)), "group": tuple(range(2, ndim))}[self.kind]
+
+    def weight(self, w, view_shape, x_ndim):
+        """weight (d,) or (C,) broadcast against the view."""
+        if self.kind == "row":
+            return w
+        if self.kind == "batch":
+            return w.reshape((1, -1) + (1,) * (x_ndim - 2))
+        return w.reshape((1, self.groups, -1) + (1,) * (len(view_shape) - 3))
+
+    def param_axes(self, x_ndim):
+        """The axes of x a weight or bias gradient is summed over."""
+        return tuple(range(x_ndim - 1)) if self.kind == "row" else (0, *range(2, x_ndim))
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One computation: the defaults are the correct one."""
+
+    center: bool = True
+    k: int | None = None            # pRMSNorm: the statistic reads the first k features
+    ddof: int = 0                   # 1: the unbiased variance
+    eps_outside: bool = False       # rstd = 1 / (sqrt(var) + eps)
+    one_pass: bool = False          # var = E[x^2] - E[x]^2 (the same in exact arithmetic)
+    c_mean: float | None = None     # coefficient of -rstd * mean_A(g); None: 1 if centred else 0
+    c_proj: float = 1.0             # coefficient of the projection term
+    mask_all: bool = False          # pRMSNorm: the projection applied to all d features
+    n_stat: int | None = None       # pRMSNorm: the projection's divisor (k; a mutant uses d)
+    no_rstd: bool = False           # dx not multiplied by rstd
+    g_is_dy: bool = False           # g = dy, the weight forgotten
+    dweight_uses_x: bool = False    # dweight = sum dy * x
+
+    def with_(self, **changes) -> Knobs:
+        return replace(self, **changes)
+
+
+def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
+    """(view of x, axes, xm, mask of S, n_S, rstd, x_hat, sqrt(var)), in the view's shape."""
+    xv = layout.view(x, channels)
+    axes = layout.axes(xv.ndim)
+    n_a = int(np.prod([xv.shape[a] for a in axes]))
+    mask = np.ones(xv.shape[-1])
+    if kn.k is not None:
+        mask = (np.arange(xv.shape[-1]) < kn.k).astype(float)       # (d,) the prefix of S
+    n_s = kn.k if kn.k is not None else n_a
+    mu = xv.mean(axis=axes, keepdims=True) if kn.center else 0.0
+    xm = xv - mu
+    if kn.one_pass:
+        var = (xv * xv * mask).sum(axis=axes, keepdims=True) / n_s - np.square(mu)
+    else:
+        var = (xm * xm * mask).sum(axis=axes, keepdims=True) / (n_s - kn.ddof)
+    s = np.sqrt(var)
+    rstd = 1.0 / (s + eps) if kn.eps_outside else 1.0 / np.sqrt(var + eps)
+    return xv, axes, xm, mask, n_s, rstd, xm * rstd, s
+
+
+def forward(x, weight, bias, eps, layout: Layout, kn: Knobs = Knobs()):
+    """y of the computation ``kn``: x (N..., d) or (N, C, *), weight/bias (d,) or (C,) or None."""
+    xv, _, _, _, _, _, x_hat, _ = _statistics(x, eps, layout, kn, x.shape[1] if x.ndim > 1 else 1)
+    y = x_hat
+    if weight is not None:
+        y = y * layout.weight(weight, xv.shape, x.ndim)
+    if bias is not None:
+        y = y + layout.weight(bias, xv.shape, x.ndim)
+    return y.reshape(x.shape)
+
+
+def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
+    """{"x": dx, "weight": dweight, "bias": dbias} of the computation ``kn`` (dweight, dbias: the weight's shape)."""
+    channels = x.shape[1] if x.ndim > 1 else 1
+    xv, axes, xm, mask, n_s, rstd, x_hat, s = _statistics(x, eps, layout, kn, channels)
+    dyv = layout.view(dy, channels)
+    w = np.ones(x.shape[-1] if layout.kind == "row" else channels) if weight is None else weight
+    g = dyv if kn.g_is_dy else dyv * layout.weight(w, xv.shape, x.ndim)            # dL/dx_hat
+    if kn.eps_outside:
+        minus_2_drstd_dvar = rstd * rstd / s                                       # d/dvar of 1/(sqrt(var) + eps)
+    else:
+        minus_2_drstd_dvar = rstd ** 3
+    s_mask = np.ones_like(mask) if kn.mask_all else mask
+    n_div = kn.n_stat if kn.n_stat is not None else n_s
+    proj = xm * s_mask * (g * xm).sum(axis=axes, keepdims=True) * minus_2_drstd_dvar / (n_div - kn.ddof)
+    c_mean = (1.0 if kn.center else 0.0) if kn.c_mean is None else kn.c_mean
+    dx = rstd * g - c_mean * rstd * g.mean(axis=axes, keepdims=True) - kn.c_proj * proj
+    if kn.no_rstd:
+        dx = dx / rstd
+    by = layout.param_axes(x.ndim)
+    times = x if kn.dweight_uses_x else x_hat.reshape(x.shape)
+    return {"x": dx.reshape(x.shape), "weight": (dy * times).sum(axis=by), "bias": dy.sum(axis=by)}
+
+
+def partial_sums(a, layout: Layout):
+    """dy * x_hat (or dy) summed over every proper subset of the axes a parameter gradient sums over,
+    none included: the shapes of a dweight or dbias that was not reduced enough."""
+    axes = layout.param_axes(a.ndim)
+    out = []
+    for r in range(len(axes)):
+        for subset in combinations(axes, r):
+            out.append(a.sum(axis=subset) if subset else a)
+    return out

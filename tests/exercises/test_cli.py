@@ -1,0 +1,112 @@
+"""python -m scratchnorm.exercises: list, new, check, --json; the stub as written; bad files."""
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scratchnorm.exercises import EXERCISES
+
+sys.path.insert(0, str(Path(__file__).parent))
+import solutions as S  # noqa: E402
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "scratchnorm.exercises", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def student_file(folder: Path, exercise: str, *functions, name="mine.py") -> Path:
+    """A file with EXERCISE and the given functions (renamed forward/backward), as a student writes it."""
+    body = ["import numpy as np", "", f"EXERCISE = {exercise!r}", ""]
+    for role, fn in functions:
+        src = inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def {role}(", 1)
+        body += [src, ""]
+    path = folder / name
+    path.write_text("\n".join(body))
+    return path
+
+
+def test_list_names_every_exercise(tmp_path):
+    proc = cli("list", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert [ln.split()[0] for ln in proc.stdout.splitlines()] == list(EXERCISES)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_a_new_stub_checks_as_unfinished_without_a_traceback(tmp_path, name):
+    proc = cli("new", name, "ex", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    stub = tmp_path / "ex" / f"{name}.py"
+    text = stub.read_text()
+    assert f'EXERCISE = "{name}"' in text and "# region Hint" in text and "Questions" in text
+    for fname in EXERCISES[name].functions:
+        assert f"def {fname}(" in text
+    proc = cli("check", "ex/" + stub.name, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "not written yet" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    proc = cli("check", "ex/" + stub.name, "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.stdout.count("\n") == 1 and report["ok"] is False and report["unfinished"]
+
+
+def test_new_does_not_overwrite_and_rejects_unknown_names(tmp_path):
+    assert cli("new", "rmsnorm", cwd=tmp_path).returncode == 0
+    proc = cli("new", "rmsnorm", cwd=tmp_path)
+    assert proc.returncode == 2 and "already exists" in proc.stderr and "--force" in proc.stderr
+    proc = cli("new", "rms", cwd=tmp_path)
+    assert proc.returncode == 2 and "NAME: expected one of" in proc.stderr and "Fix:" in proc.stderr
+
+
+def test_check_reads_the_exercise_from_the_file_not_its_name(tmp_path):
+    path = student_file(tmp_path, "layernorm", ("forward", S.ln_forward), ("backward", S.ln_backward),
+                        name="rmsnorm.py")
+    proc = cli("check", path.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "'layernorm'" in proc.stdout and "diagnosis: correct" in proc.stdout and "Q." in proc.stdout
+
+
+def test_json_is_one_line_and_agrees_with_the_exit_code(tmp_path):
+    path = student_file(tmp_path, "layernorm", ("backward", S.ln_backward_no_mean))
+    proc = cli("check", path.name, "--json", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert len(proc.stdout.strip().splitlines()) == 1
+    report = json.loads(proc.stdout)
+    assert report["exercise"] == "layernorm" and report["ok"] is False
+    assert report["diagnoses"] == ["missing_mean_term"]
+    assert report["gradients"]["x"]["code"] == "missing_mean_term" and report["gradients"]["weight"]["ok"]
+    good = student_file(tmp_path, "layernorm", ("backward", S.ln_backward), name="good.py")
+    proc = cli("check", good.name, "--json", cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["diagnoses"] == ["correct"]
+
+
+def test_the_text_report_names_the_mistake_and_where(tmp_path):
+    path = student_file(tmp_path, "layernorm", ("backward", S.ln_backward_no_mean))
+    out = cli("check", path.name, cwd=tmp_path).stdout
+    assert "dx       WRONG" in out and "worst: index" in out and "missing_mean_term: dx lacks -rstd * mean(g)" in out
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("import numpy as np\n", "EXERCISE: expected"),
+    ('EXERCISE = "layer"\n', "EXERCISE: expected"),
+    ('EXERCISE = "layernorm"\ndef broken(:\n', "could not be imported: SyntaxError"),
+    ('EXERCISE = "layernorm"\nimport no_such_module_here\n', "could not be imported: ModuleNotFoundError"),
+])
+def test_bad_files_get_a_clear_message(tmp_path, content, expected):
+    (tmp_path / "bad.py").write_text(content)
+    proc = cli("check", "bad.py", cwd=tmp_path)
+    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_missing_file_and_a_raising_function(tmp_path):
+    proc = cli("check", "nowhere.py", cwd=tmp_path)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "raises.py").write_text('EXERCISE = "rmsnorm"\n\ndef backward(dy, x, weight, eps):\n'
+                                        '    return {"x": dy @ x}\n')
+    proc = cli("check", "raises.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "backward(...) raised ValueError" in proc.stdout and "raises.py, line 4" in \
+        proc.stdout and "Traceback" not in proc.stdout + proc.stderr

@@ -1,0 +1,155 @@
+"""The checker names a mistake only when it reproduces it, names every catalogued mistake, and passes
+correct solutions however they are written."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import scratchnorm as sn
+from scratchnorm.exercises import EXERCISES, MISTAKES, check
+from scratchnorm.exercises.diagnose import draws, mutants
+from scratchnorm.exercises.mutants import Knobs, Layout, backward, forward
+
+sys.path.insert(0, str(Path(__file__).parent))
+import solutions as S  # noqa: E402
+
+def flat(report) -> str:
+    """The text report with its line wrapping undone."""
+    return " ".join(str(report).split())
+
+
+CORRECT = {
+    "layernorm": {"forward": S.ln_forward, "backward": S.ln_backward},
+    "rmsnorm": {"forward": S.rms_forward, "backward": S.rms_backward},
+    "batchnorm": {"forward": S.bn_forward, "backward": S.bn_backward},
+    "prmsnorm": {"backward": S.prms_backward},
+    "groupnorm": {"backward": S.gn_backward},
+}
+
+
+def test_the_reference_is_the_librarys():
+    rng = np.random.default_rng(0)
+    x, w, b, dy = rng.standard_normal((3, 8)) + 0.5, rng.uniform(0.5, 2, 8), rng.standard_normal(8), \
+        rng.standard_normal((3, 8))
+    for fwd, bwd, kn, kw in [(sn.layer_norm_forward, sn.layer_norm_backward, Knobs(), {"bias": b}),
+                             (sn.rms_norm_forward, sn.rms_norm_backward, Knobs(center=False), {}),
+                             (sn.rms_norm_forward, sn.rms_norm_backward, Knobs(center=False, k=3), {"k": 3})]:
+        y, cache = fwd(x, w, eps=0.05, **kw)
+        ours = backward(dy, x, w, 0.05, Layout("row"), kn)
+        np.testing.assert_allclose(forward(x, w, kw.get("bias"), 0.05, Layout("row"), kn), y, rtol=1e-13)
+        for name in ("x", "weight"):
+            np.testing.assert_allclose(ours[name], bwd(dy, cache)[name], rtol=1e-12, atol=1e-13)
+    xc, wc, bc = rng.standard_normal((4, 6, 5)) + 1.0, rng.uniform(0.5, 2, 6), rng.standard_normal(6)
+    dyc = rng.standard_normal(xc.shape)
+    for (y, cache), bwd, layout in [(sn.batch_norm_forward(xc, wc, bc, eps=0.05), sn.batch_norm_backward,
+                                     Layout("batch")),
+                                    (sn.group_norm_forward(xc, wc, bc, num_groups=3, eps=0.05),
+                                     sn.group_norm_backward, Layout("group", 3))]:
+        np.testing.assert_allclose(forward(xc, wc, bc, 0.05, layout), y, rtol=1e-13, atol=1e-13)
+        ours = backward(dyc, xc, wc, 0.05, layout)
+        for name, grad in bwd(dyc, cache).items():
+            np.testing.assert_allclose(ours[name], grad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_correct_solutions_are_correct(name):
+    report = check(name, CORRECT[name])
+    assert report.ok and report.diagnoses == ["correct"], str(report)
+    assert "Questions" in str(report) and EXERCISES[name].questions[0][1] in flat(report)
+
+
+@pytest.mark.parametrize("backward", [S.ln_backward_staged, S.ln_backward_einsum, S.ln_backward_loop],
+                         ids=lambda f: f.__name__)
+def test_correct_solutions_written_differently_are_correct(backward):
+    report = check("layernorm", {"backward": backward})
+    assert report.ok, str(report)
+    assert not report.notes, report.notes
+
+
+def test_float32_inside_is_correct_with_a_note():
+    report = check("layernorm", {"backward": S.ln_backward_float32})
+    assert report.ok, str(report)
+    assert any("float32" in n for n in report.notes), report.notes
+
+
+def _mutant_student(ex, code, variant):
+    """A student whose functions are the checker's mutant number ``variant`` of ``code``."""
+    def backward_fn(*args):
+        kw = dict(zip(ex.functions["backward"], args))
+        _, layout, knobs = [m for m in mutants(ex, kw) if m[0] == code][variant]
+        grads = backward(kw["dy"], kw["x"], kw["weight"], kw["eps"], layout, knobs)
+        return {g: grads[g] for g in ex.grads}
+    return {"backward": backward_fn}
+
+
+CASES = sorted({(name, code, i) for name, ex in EXERCISES.items() for kw, _ in draws(ex)[:1]
+                for code in dict.fromkeys(c for c, _, _ in mutants(ex, kw))
+                for i in range(sum(c == code for c, _, _ in mutants(ex, kw)))})
+
+
+@pytest.mark.parametrize("name, code, variant", CASES, ids=[f"{n}-{c}-{i}" for n, c, i in CASES])
+def test_every_mutant_is_diagnosed_with_its_code_and_only_it(name, code, variant):
+    report = check(name, _mutant_student(EXERCISES[name], code, variant))
+    assert report.diagnoses == [code], str(report)
+    assert not report.ok
+
+
+def test_every_code_has_a_sentence_and_every_exercise_its_codes():
+    covered = {c for _, c, _ in CASES} | {"one_pass_variance", "mutates_dy", "wrong_shape", "dweight_not_reduced",
+                                          "correct", "unrecognized"}
+    assert covered == set(MISTAKES)
+    for ex in EXERCISES.values():
+        assert set(ex.codes) <= set(MISTAKES)
+
+
+@pytest.mark.parametrize("name, funcs, code", [
+    ("layernorm", {"backward": S.ln_backward_no_mean}, "missing_mean_term"),
+    ("layernorm", {"backward": S.ln_backward_scales_dy_in_place}, "mutates_dy"),
+    ("layernorm", {"backward": S.ln_backward_dweight_per_row}, "dweight_not_reduced"),
+    ("layernorm", {"backward": S.ln_backward_dbias_flat}, "wrong_shape"),
+    ("layernorm", {"forward": S.ln_forward_one_pass}, "one_pass_variance"),
+    ("rmsnorm", {"backward": S.rms_backward_with_layernorm_mean}, "spurious_mean_term"),
+    ("prmsnorm", {"backward": S.prms_backward_over_all}, "prefix_ignored"),
+    ("batchnorm", {"forward": S.bn_forward_unbiased}, "unbiased_variance"),
+    ("batchnorm", {"forward": S.bn_forward_per_example}, "reduced_over_wrong_axis"),
+    ("batchnorm", {"backward": S.bn_backward_dweight_over_batch_only}, "dweight_not_reduced"),
+    ("groupnorm", {"backward": S.gn_backward_instance}, "reduced_over_wrong_axis"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_hand_written_mistakes_are_named(name, funcs, code):
+    report = check(name, funcs)
+    assert report.diagnoses == [code], str(report)
+    assert MISTAKES[code] in flat(report)
+
+
+@pytest.mark.parametrize("backward", [S.ln_backward_rstd_squared, S.ln_backward_transposed_weight,
+                                      S.ln_backward_noisy], ids=lambda f: f.__name__)
+def test_mistakes_outside_the_catalogue_are_unrecognized(backward):
+    report = check("layernorm", {"backward": backward})
+    assert report.diagnoses == ["unrecognized"], str(report)
+    assert "along 1:" in str(report) and "along x_hat:" in str(report)
+
+
+def test_the_structure_of_an_unrecognized_error_points_at_the_term():
+    # rstd^2 in place of rstd scales the whole dx: its error lies along g's own directions, not along 1 alone
+    report = check("layernorm", {"backward": S.ln_backward_noisy})
+    share = report.results["x"].structure
+    assert share.startswith("along 1: ") and share.endswith("(of the squared error)")
+
+
+def test_the_large_mean_probe_tells_float32_from_one_pass():
+    def forward_float32(x, weight, bias, eps):
+        return S.ln_forward(x.astype(np.float32), weight.astype(np.float32), bias.astype(np.float32),
+                            np.float32(eps)).astype(np.float64)
+    report = check("layernorm", {"forward": forward_float32})
+    assert report.ok, str(report)
+    assert any("large" in n or "mean of 1e6" in n for n in report.notes), report.notes
+
+
+def test_unknown_exercise_and_missing_functions_are_clear_errors():
+    with pytest.raises(ValueError, match=r"name: expected one of 'layernorm'.*received 'layer_norm'.*Fix:"):
+        check("layer_norm", CORRECT["layernorm"])
+    with pytest.raises(ValueError, match=r"module_or_functions: expected callables named forward or backward.*Fix:"):
+        check("layernorm", {"fwd": S.ln_forward})
