@@ -207,7 +207,7 @@ def run(lesson):
     ds = np.array(lesson.pick((64, 256, 1024), tuple(2 ** np.arange(6, 14))))
     budget = lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200))   # per round
     with one_thread(numba, torch):
-        times, _, copy = sweep(ds, n, impls, NORMS, torch, budget, lesson.pick(2, 4), numba_ok and not lesson.quick)
+        times, copy = sweep(ds, n, impls, NORMS, torch, budget, lesson.pick(2, 4), numba_ok and not lesson.quick)
     for t in times.values():
         check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
     check(np.all(np.isfinite(copy)) and np.all(copy > 0), "copy bandwidth is measured")

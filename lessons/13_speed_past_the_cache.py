@@ -25,7 +25,10 @@ Page faults. In the NumPy code every operation is one more pass over an
 allocator hands freed blocks back to the operating system and the next call
 pays a page fault for each 4 KiB page again. The pages figure counts that
 memory per call; where it is large, the allocator, not the arithmetic, sets
-the time, and the RMSNorm / LayerNorm ratio moves from run to run.
+the time, and the RMSNorm / LayerNorm ratio moves from run to run. How much
+a call faults in depends on what the process allocated before (glibc raises
+its thresholds as it sees large blocks come and go), so the lesson measures
+it in a freshly started process.
 
 rsqrt. NumPy has no rsqrt: 1/np.sqrt(v) runs two passes (sqrt, then
 divide) and v ** -0.5 goes through pow. numba compiles the same loop two
@@ -67,8 +70,9 @@ import numpy as np
 
 from lessons._common import COMMON, VERDICTS, check, explainer, run_alone
 from lessons._grading import above, below
-from lessons._speed import (DTYPE, Budget, divide_vs_multiply, held_bytes, measure, one_thread, optional_torch,
-                            plot_bench_json, plot_pages, plot_streaming, rsqrt_costs, streaming_times, sweep)
+from lessons._speed import (DTYPE, Budget, divide_vs_multiply, fresh_per_call, held_bytes, measure, one_thread,
+                            optional_torch, plot_bench_json, plot_pages, plot_streaming, rsqrt_costs, streaming_times,
+                            sweep)
 
 NORMS = ("LayerNorm", "RMSNorm")
 
@@ -153,7 +157,7 @@ def run(lesson):
     ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096, 16384)))    # full: x up to 32 MiB
     rounds = lesson.pick(2, 3)
     with one_thread(numba, torch):
-        times, fresh, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
+        times, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
                                 rounds, False)
         m_values = lesson.pick(1 << 12, 1 << 20)
         op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
@@ -169,7 +173,7 @@ def run(lesson):
                         if numba_ok else None)
     for t in times.values():
         check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
-    plot_pages(lesson, ds, n, fresh, impls, NORMS)
+    plot_pages(lesson, ds, n, fresh_per_call(ds, n, impls, NORMS, torch is not None), impls, NORMS)
     rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
     memory_claim(lesson, impls, torch)
     if stream_times is not None:

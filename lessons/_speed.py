@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
@@ -114,24 +115,45 @@ def fresh_mib(fn):
 
 
 def sweep(ds, n, impls, norms, torch, budget, rounds, use_numba_copy, steps=STEPS):
-    """Median times and fresh MiB per call {(impl, norm, step): (len(ds),)}, and copy GB/s per d.
+    """Median times {(impl, norm, step): (len(ds),)} and copy GB/s per d.
 
     A time is the median over ``rounds`` of ``measure``'s median; in each round the norms are
     timed one after the other, so a change of load hits them alike and their ratios stay fair.
     """
     times = {(i, m, s): np.empty(len(ds)) for i in impls for m in norms for s in steps}
-    fresh = {key: np.empty(len(ds)) for key in times}
     copy = np.empty(len(ds))
     for j, d in enumerate(ds):
         copy[j] = copy_bandwidth((n, d), DTYPE, budget, use_numba_copy)["best_gbs"]
         for impl in impls:
             fns = {m: step_functions(impl, m, n, d, torch) for m in norms}
             for step in steps:
-                samples = np.array([[(measure(fns[m][step], budget).median_s, fresh_mib(fns[m][step]))
-                                     for m in norms] for _ in range(rounds)])            # (rounds, norms, 2)
-                for m, (t, mib) in zip(norms, np.median(samples, axis=0)):
-                    times[impl, m, step][j], fresh[impl, m, step][j] = t, mib
-    return times, fresh, copy
+                samples = np.array([[measure(fns[m][step], budget).median_s for m in norms]
+                                    for _ in range(rounds)])                               # (rounds, norms)
+                for m, t in zip(norms, np.median(samples, axis=0)):
+                    times[impl, m, step][j] = t
+    return times, copy
+
+
+def fresh_per_call(ds, n, impls, norms, with_torch):
+    """{(impl, norm, "fwd+bwd"): MiB first touched per call, per d}, measured in a freshly spawned process.
+
+    What a call faults in depends on the allocator's state, and that on everything the process allocated
+    before: after the other lessons, glibc has raised its thresholds and keeps freed memory, and a call
+    faults in nothing. A new process measures the call as a program that runs it on its own would see it.
+    """
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_fresh_child, (list(ds), n, list(impls), list(norms), with_torch))
+
+
+def _fresh_child(ds, n, impls, norms, with_torch):
+    torch = optional_torch() if with_torch else None
+    out = {(i, m, "fwd+bwd"): np.empty(len(ds)) for i in impls for m in norms}
+    for j, d in enumerate(ds):
+        for (impl, norm, step), v in out.items():
+            fn = step_functions(impl, norm, n, d, torch)[step]
+            fn()                                                           # compile, first touch of the inputs
+            v[j] = np.median([fresh_mib(fn) for _ in range(3)])
+    return out
 
 
 def moved_bytes(step, n, d):
@@ -178,7 +200,7 @@ def plot_time(lesson, ds, n, times, copy, impls):
 
 
 def plot_bandwidth(lesson, ds, n, pct_copy, copy, impls):
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained", sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), layout="constrained")
     for ax, step in zip(axes, STEPS):
         plot_lines(ax, ds, pct_copy, step)
         ax.axhline(100, color="0.4", linewidth=3, alpha=0.5)
@@ -186,7 +208,16 @@ def plot_bandwidth(lesson, ds, n, pct_copy, copy, impls):
                title=f"{step}, {n} × d {DTYPE}: copy {copy.min():.0f}–{copy.max():.0f} GB/s over d")
         d_axis(ax, ds)
         ax.set_yticks(PCT_TICKS, [f"{t:g}%" for t in PCT_TICKS])
+        ax.set_ylim(min(PCT_TICKS), 130)
+        right = ax.twinx()                  # the yardstick itself moves: small arrays copy from cache, fast
+        right.plot(ds, copy, ":", color="0.45", lw=1.5)
+        right.set_ylim(0, 1.1 * copy.max())
+        right.set_ylabel("copy GB/s at this d (dotted, right axis)", color="0.35")
+        right.grid(False)
     legend_entries(fig, impls, "copy (100%)")
+    fig.suptitle("Each point is a share of the copy bandwidth measured at the same d. The copy's own speed changes "
+                 "with d (dotted, right axis): call overhead at small d,\nthe arrays outgrowing the caches at large d. "
+                 "So the percentages compare like with like at every d", fontsize=10)
     lesson.save(fig, "bandwidth")
 
 
@@ -364,7 +395,7 @@ def plot_pages(lesson, ds, n, fresh, impls, norms):
     top = max(1.0, 1.1 * max(np.max(v / x_mib) for v in fresh.values()))
     ax.set(ylim=(-0.03 * top, top), xlabel=f"d (N = {n}; x is {x_mib[0]:.2g} to {x_mib[-1]:.3g} MiB)",
            ylabel=f"memory first touched per call, in units of x ({n} × d {DTYPE})",
-           title="fwd+bwd: page faults per call (zero: the allocator reused freed memory)")
+           title="fwd+bwd: memory faulted in at each call, in a fresh process")
     d_axis(ax, ds)
     legend_entries(fig, impls, norms=norms)
     lesson.save(fig, "pages")
