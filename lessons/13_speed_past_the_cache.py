@@ -70,9 +70,9 @@ import numpy as np
 
 from lessons._common import COMMON, VERDICTS, check, explainer, run_alone
 from lessons._grading import above, below
-from lessons._speed import (DTYPE, Budget, divide_vs_multiply, fresh_per_call, held_bytes, measure, one_thread,
-                            optional_torch, plot_bench_json, plot_pages, plot_streaming, rsqrt_costs, streaming_times,
-                            sweep)
+from lessons._past_the_cache import (divide_vs_multiply, fresh_per_call, held_bytes, plot_pages, plot_streaming,
+                                     rsqrt_costs, streaming_times)
+from lessons._speed import DTYPE, Budget, measure, one_thread, optional_torch, plot_bench_json, sweep
 
 NORMS = ("LayerNorm", "RMSNorm")
 

@@ -58,3 +58,12 @@ def mean_over_std(seed, n=4096, d_in=48):
     rng = np.random.default_rng(seed)
     h = np.maximum(rng.standard_normal((n, d_in)) @ rng.standard_normal((d_in, d_in)) / np.sqrt(d_in), 0.0)
     return float(np.mean(h.mean(axis=1) / h.std(axis=1)))
+
+
+def hidden_variance(seed, *, n=4096, d_in=48, d=64):
+    """{name: the variance across examples of each unit of y = Norm(h W), averaged over the units}."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((n, d_in))
+    h = np.maximum(u @ rng.standard_normal((d_in, d_in)) / np.sqrt(d_in), 0.0)
+    W = rng.standard_normal((d_in, d)) / np.sqrt(d_in)
+    return {name: float(np.mean(fwd(h @ W, eps=1e-5)[0].var(axis=0))) for name, (fwd, _) in NORMS.items()}
