@@ -184,6 +184,7 @@ def saving_claims(lesson, ds, span, ratios, pct_copy, impls):
 def computation_claim(lesson, ratios, impls):
     """Half the computation: the clock's answer, graded, beside the flop count of like against like."""
     counts = {s: (flops("RMSNorm", s), flops("LayerNorm", s)) for s in STEPS}
+    check(counts == {"forward": (4, 6), "fwd+bwd": (12, 16)}, f"the counts the docstring states: {counts}")
     flop_ratio = {s: r / ln for s, (r, ln) in counts.items()}
     graded = "numba" if "numba" in impls else "numpy"               # the fused kernel, when it runs
     lesson.claim("RMSNorm halves the computation of LayerNorm", source=explainer("000", "§2.2, §10.1"),
