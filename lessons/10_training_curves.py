@@ -56,7 +56,7 @@ from lessons._common import COMMON, VERDICTS, check, paper, run_alone
 from lessons._grading import above, below, nearest_end
 from lessons._stats import mean_interval
 from lessons._training import (STYLE, accuracy, interleaved_medians, interval, one_blas_thread, paired,
-                               per_seed_time_to, plot_costs, plot_race, plot_regions, pm, race, report, seed_mean,
+                               paired_time_ratio, plot_costs, plot_race, plot_regions, pm, race, report, seed_mean,
                                spirals, warm_up)
 from scratchnorm import Linear, nn
 
@@ -174,8 +174,7 @@ def claims(lesson, acc, step_t, layer_t, update_t, curves):
                           f"the parts timed alone predict a saving of {parts:.1%}",
                  value=saving[1], **SAVING, expect=VERDICTS)
 
-    seconds, targets = per_seed_time_to(curves, ("layernorm", "rmsnorm"), "seconds")
-    ratio = np.exp(mean_interval(np.log(np.median(seconds["rmsnorm"] / seconds["layernorm"], axis=1))))
+    ratio, targets = paired_time_ratio(curves, "rmsnorm", "layernorm", "seconds")
     bounds = below(0.95, approx=1.05)
     lesson.claim("RMSNorm reaches a given loss sooner in wall-clock time than LayerNorm",
                  source=paper("abstract, §1"),
@@ -186,8 +185,7 @@ def claims(lesson, acc, step_t, layer_t, update_t, curves):
                  value=nearest_end(ratio[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
 
     # The paper's Figure 1: LayerNorm against no normalization, in steps and in seconds.
-    steps, targets = per_seed_time_to(curves, ("layernorm", "none"), "steps")
-    fewer = np.exp(mean_interval(np.log(np.median(steps["layernorm"] / steps["none"], axis=1))))
+    fewer, targets = paired_time_ratio(curves, "layernorm", "none", "steps")
     bounds = below(0.8, approx=1.0)
     lesson.claim("A network with LayerNorm reaches a loss in fewer steps than without normalization",
                  source=paper("§1, Figure 1"),

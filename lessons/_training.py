@@ -314,3 +314,10 @@ def per_seed_time_to(curves, names, axis):
         when = time_to(np.array(getattr(c, axis)), np.array(c.loss), t)
         return when if np.isfinite(when) else getattr(c, axis)[-1]
     return {n: np.array([[reach(c, t) for t in targets] for c in curves[n]]) for n in names}, targets
+
+
+def paired_time_ratio(curves, a, b, axis):
+    """a's steps or seconds to each target loss over b's: the median over the targets per seed, then the geometric
+    mean over seeds with its 95% interval (mean, low, high); and the targets."""
+    times, targets = per_seed_time_to(curves, (a, b), axis)
+    return np.exp(mean_interval(np.log(np.median(times[a] / times[b], axis=1)))), targets
