@@ -114,6 +114,7 @@ def test_every_code_has_a_sentence_and_every_exercise_its_codes():
     ("rmsnorm", {"backward": S.rms_backward_with_layernorm_mean}, "spurious_mean_term"),
     ("prmsnorm", {"backward": S.prms_backward_over_all}, "prefix_ignored"),
     ("batchnorm", {"forward": S.bn_forward_unbiased}, "unbiased_variance"),
+    ("batchnorm", {"forward": S.bn_forward_one_pass}, "one_pass_variance"),
     ("batchnorm", {"forward": S.bn_forward_per_example}, "reduced_over_wrong_axis"),
     ("batchnorm", {"backward": S.bn_backward_dweight_over_batch_only}, "dweight_not_reduced"),
     ("groupnorm", {"backward": S.gn_backward_instance}, "reduced_over_wrong_axis"),
@@ -153,3 +154,34 @@ def test_unknown_exercise_and_missing_functions_are_clear_errors():
         check("layer_norm", CORRECT["layernorm"])
     with pytest.raises(ValueError, match=r"module_or_functions: expected callables named forward or backward.*Fix:"):
         check("layernorm", {"fwd": S.ln_forward})
+
+
+def _wrapped(name, change):
+    """The correct backward of ``name`` with ``change(kwargs, grads)`` applied to what it returns."""
+    ex, inner = EXERCISES[name], CORRECT[name]["backward"]
+
+    def backward_fn(*args):
+        kw = dict(zip(ex.functions["backward"], args))
+        grads = inner(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+        return change(ex, kw, grads)
+    return {"backward": backward_fn}
+
+
+def _unreduced(ex, kw, grads):
+    layout, knobs = ex.layout_for(kw), ex.knobs_for(kw)
+    x_hat = forward(kw["x"], None, None, kw["eps"], layout, knobs)
+    return {**grads, "weight": kw["dy"] * x_hat}                       # summed over nothing
+
+
+def _scale_dy(ex, kw, grads):
+    kw["dy"] *= 2.0
+    return grads
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.parametrize("change, code", [(_unreduced, "dweight_not_reduced"), (_scale_dy, "mutates_dy"),
+                                          (lambda ex, kw, g: {**g, "x": g["x"][..., :-1]}, "wrong_shape")],
+                         ids=["dweight_not_reduced", "mutates_dy", "wrong_shape"])
+def test_shape_and_dy_mistakes_are_named_on_every_exercise(name, change, code):
+    report = check(name, _wrapped(name, change))
+    assert report.diagnoses == [code], str(report)
