@@ -45,7 +45,7 @@ OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
 
 ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
 MAX_CHUNKS = 64         # ... and there are at most this many chunks
-PARALLEL_MIN = 1 << 17  # elements from which the parallel twin is used
+PARALLEL_MIN = 1 << 14  # elements from which the parallel twin is used (NOTES.md: measured on 2 cores)
 
 
 def jit(fn):
@@ -99,15 +99,17 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def pick_twin(twins, elements: int, rows: int):
-    """The serial twin for small inputs, a single row, or a forked child, else the parallel one."""
-    return twins[1] if rows > 1 and elements >= PARALLEL_MIN and not _forked else twins[0]
+def pick_twin(twins, elements: int, rows: int, min_factor: int = 1):
+    """The serial twin for small inputs (below ``min_factor * PARALLEL_MIN`` elements), a single row, or a
+    forked child, else the parallel one."""
+    return twins[1] if rows > 1 and elements >= min_factor * PARALLEL_MIN and not _forked else twins[0]
 
 
-def run_twin(twins, elements: int, rows: int, *args):
+def run_twin(twins, elements: int, rows: int, *args, min_factor: int = 1):
     """Call ``pick_twin``'s choice with ``args``; the parallel twin only while this thread holds the
-    pool's lock, else (another thread is in a parallel region) the serial twin. Same bits either way."""
-    twin = pick_twin(twins, elements, rows)
+    pool's lock, else (another thread is in a parallel region) the serial twin. Same bits either way.
+    ``min_factor`` raises the size from which a kernel runs in parallel (BatchNorm's: 8)."""
+    twin = pick_twin(twins, elements, rows, min_factor)
     if twin is twins[0]:
         return twin(*args)
     if not _POOL.acquire(blocking=False):

@@ -39,6 +39,7 @@ from .channels import (
 )
 
 _TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
+BN_MIN_FACTOR = 8          # BatchNorm gains from a second thread only from 8x the row-wise size (NOTES.md)
 
 
 def _forward(x, weight, bias, out, stats, eps, kind):
@@ -50,11 +51,13 @@ def _forward(x, weight, bias, out, stats, eps, kind):
     run = (xk, w, b, y2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))                   # per-chunk (mean, M2) of each channel
-        run_twin(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S), batch_stats)
+        run_twin(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S), batch_stats,
+                 min_factor=BN_MIN_FACTOR)
     else:
         part = np.empty((n_chunks(N), 2, C * S))               # per-chunk (mean, M2) of each column
         cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
-        run_twin(bn_forward_columns, x.size, N, *run, part, stats, cols, eps, S, batch_stats)
+        run_twin(bn_forward_columns, x.size, N, *run, part, stats, cols, eps, S, batch_stats,
+                 min_factor=BN_MIN_FACTOR)
     cache = {"fast": kind, "x": xk, "stats": stats, "w": w,
              "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     if batch_stats:
@@ -71,11 +74,13 @@ def _backward(dy, cache, dx_out, kind, fn):
     run = (dyk, xk, w, stats, dx2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy
-        run_twin(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S), kind == _TRAIN)
+        run_twin(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S), kind == _TRAIN,
+                 min_factor=BN_MIN_FACTOR)
     else:
         part = np.empty((n_chunks(N), 2, C * S))          # the same per column
         cols = np.empty((4, C * S))                       # mean and the coefficients per column
-        run_twin(bn_backward_columns, xk.size, N, *run, part, dwb, coef, cols, S, kind == _TRAIN)
+        run_twin(bn_backward_columns, xk.size, N, *run, part, dwb, coef, cols, S, kind == _TRAIN,
+                 min_factor=BN_MIN_FACTOR)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}
 
