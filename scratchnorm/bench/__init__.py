@@ -3,6 +3,7 @@ r"""python -m scratchnorm.bench: how fast is each normalization, against memory 
     python -m scratchnorm.bench                                   # everything available
     python -m scratchnorm.bench --norms layernorm,rmsnorm --shapes 4096x1024 --dtypes float32
     python -m scratchnorm.bench --quick --json bench.json         # tiny shapes, few repeats
+    python -m scratchnorm.bench --grid                            # only the grid against torch.nn
 
 A full run takes several minutes (the NumPy reference at 8192x4096 is slow); --quick takes
 seconds, about half a minute with torch and jax and the first-call subprocesses
@@ -18,7 +19,10 @@ What is measured, in one process, as medians of timed calls after a warm-up:
 * LayerNorm and RMSNorm through the layer classes against torch.nn (both allocating);
 * the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
 * the peak extra memory of a forward+backward (``memory.py``);
-* the targets (``targets.py``), as benchmark figures, never as tests.
+* the targets (``targets.py``), as benchmark figures, never as tests;
+* with ``--grid``, only the grid (``grid.py``): LayerNorm, RMSNorm, BatchNorm and GroupNorm through
+  the layer classes with default arguments against torch.nn's, forward, backward and both, at the
+  shapes of the performance issue, as the ratio torch time / ours at every point.
 
 The report (``report.py``, which also gives the JSON's shape) prints each figure's median, its
 effective bandwidth and its share of the copy's, and ratios against the numba time.

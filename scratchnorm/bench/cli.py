@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from .._checks import fail
 from .compare import COMPARE
 from .first_call import compile_report, probe_first_calls
+from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
 from .report import print_report
@@ -74,6 +76,8 @@ def parse_args(argv):
     ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
                     default=list(COMPARE), help="torch,jax (default, when importable) or none")
     ap.add_argument("--no-compile", action="store_true", help="skip the first-call subprocesses")
+    ap.add_argument("--grid", action="store_true",
+                    help="only the layer-class grid against torch.nn (bench/grid.py); needs torch")
     ap.add_argument("--json", metavar="PATH",
                     help="write the results as JSON (schema in the module docstring)")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
@@ -118,6 +122,21 @@ def run(args) -> dict:
     return report
 
 
+def run_grid_only(args, t0) -> int:
+    ctx = Context(args)
+    if not ctx.torch:
+        print("error: --grid compares with torch.nn, which is not installed here. Fix: "
+              "`.venv/bin/pip install -e '.[compare]'`.", file=sys.stderr)
+        return 2
+    rows = run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
+    print(f"\n{grid_table(rows)}\n({time.perf_counter() - t0:.1f} s, {ctx.threads} threads each)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"schema": "scratchnorm-bench-grid/1", "threads": ctx.threads, "rows": rows}, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.probe:
@@ -127,6 +146,8 @@ def main(argv=None) -> int:
         print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0
     t0 = time.perf_counter()
+    if args.grid:
+        return run_grid_only(args, t0)
     report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)
