@@ -34,9 +34,8 @@ grades the paired ratio RMSNorm/LayerNorm: "holds" needs its whole 95%
 interval at or below 0.9 (10% less noise), "approximately" at or below 1.
 It is graded twice: at the features' own mean, and with a constant 4 added
 to every hidden state (a mean far larger than the spread). The figure shows
-every seed: the ratio differs from seed to seed by more than the two norms
-differ on average, and the ledger says which way the interval falls
-(lessons/_gradnoise.py has the model).
+every seed, and the ledger says where the interval falls (lessons/_gradnoise.py
+has the model).
 
 Try it yourself. ``python -m scratchnorm.exercises new layernorm`` writes a
 stub; fill in the backward and ``python -m scratchnorm.exercises check
