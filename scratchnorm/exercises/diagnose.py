@@ -164,17 +164,22 @@ def check_functions(name, funcs, source="") -> Report:
         except NotImplementedError:
             report.unfinished.append(fname)
         except Exception as exc:  # the student's code: report it, never a traceback
-            report.error = describe(exc, fname)
+            report.error = describe(exc, fname, fn)
             return report
     return report
 
 
-def describe(exc, fname) -> str:
-    tb, where = exc.__traceback__, ""
+def describe(exc, fname, fn=None) -> str:
+    """What the student's code raised, and where: the deepest line in the student's own file."""
+    home = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    tb, where, last = exc.__traceback__, "", ""
     while tb is not None:
-        where = f"{tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno}"
+        here = f"{tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno}"
+        last = here
+        if tb.tb_frame.f_code.co_filename == home:
+            where = here
         tb = tb.tb_next
-    return f"{fname}(...) raised {type(exc).__name__}: {exc} ({where})"
+    return f"{fname}(...) raised {type(exc).__name__}: {exc} ({where or last})"
 
 
 def _check_forward(report, ex, fn, cases):

@@ -45,7 +45,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.diagnoses == ["correct"]
+        """True when nothing is wrong and nothing is left unwritten."""
+        return self.diagnoses == ["correct"] and not self.unfinished
 
     def as_dict(self) -> dict:
         return {"exercise": self.exercise, "ok": self.ok, "diagnoses": self.diagnoses,
@@ -77,7 +78,7 @@ class Report:
                          + (f"   worst: {r.worst}" if r.worst and not r.ok else ""))
         if self.unfinished:
             lines.append(f"  not checked (not written yet): {', '.join(self.unfinished)}")
-        lines.append("diagnosis:" if not self.ok else "diagnosis: correct")
+        lines.append("diagnosis: correct" if self.diagnoses == ["correct"] else "diagnosis:")
         for code in self.diagnoses:
             if code != "correct":
                 lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",

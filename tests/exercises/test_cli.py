@@ -110,3 +110,19 @@ def test_a_missing_file_and_a_raising_function(tmp_path):
     proc = cli("check", "raises.py", cwd=tmp_path)
     assert proc.returncode == 1 and "backward(...) raised ValueError" in proc.stdout and "raises.py, line 4" in \
         proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_an_error_inside_numpy_is_placed_on_the_students_line(tmp_path):
+    (tmp_path / "deep.py").write_text('import numpy as np\nEXERCISE = "rmsnorm"\n\ndef backward(dy, x, weight, eps):\n'
+                                      '    return {"x": np.mean(x, axis=7)}\n')
+    proc = cli("check", "deep.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "deep.py, line 5" in proc.stdout, proc.stdout
+
+
+def test_a_half_written_file_is_not_ok(tmp_path):
+    path = student_file(tmp_path, "layernorm", ("backward", S.ln_backward))
+    path.write_text(path.read_text() + '\n\ndef forward(x, weight, bias, eps):\n    raise NotImplementedError\n')
+    proc = cli("check", path.name, "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["ok"] is False and report["unfinished"] == ["forward"]
+    assert report["diagnoses"] == ["correct"] and report["gradients"]["x"]["ok"]
