@@ -62,8 +62,10 @@ Size: a lesson is prose in its docstring plus about 100, at most 150, lines of
 code (``_common.code_lines``: blank lines, comments and docstrings don't count;
 tests/lessons/test_budget.py enforces it). Helpers that more than one lesson
 could use, or that would push a lesson over its budget, go in a helper module
-named for what it holds (``_speed.py``, ``_training.py``, ``_precision.py``,
-``_stats.py``, ``_corpus.py``), never in a lesson; a helper module stays under
+named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
+``_placement.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``,
+``_corpus.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``),
+never in a lesson; a helper module stays under
 400 lines. An appendix lesson takes what its main lesson cannot hold
 (13_speed_past_the_cache.py is lesson 09's).
 
