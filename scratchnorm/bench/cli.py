@@ -17,7 +17,7 @@ from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import evaluate_targets
 
-DEFAULT_SHAPES = ("64x512", "4096x1024", "8192x4096")
+DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
 QUICK_SHAPES = ("64x512", "128x1024")
 DEFAULT_DTYPES = ("float32", "float64")
 
@@ -55,6 +55,15 @@ def parse_threads(s: str) -> int:
     return int(s)
 
 
+def parse_kernel(s: str):
+    """--kernel: "tuned", "readable", or comma-separated tricks (scratchnorm/fast/tricks.py)."""
+    from ..fast.tricks import TRICKS
+
+    if s in ("tuned", "readable"):
+        return s
+    return parse_list(s, tuple(TRICKS), "kernel")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m scratchnorm.bench",
                                  description="Time every normalization against the copy roofline, "
@@ -75,9 +84,14 @@ def parse_args(argv):
     ap.add_argument("--threads", type=parse_threads, help="numba threads, and torch's (default: numba's default)")
     ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
                     default=list(COMPARE), help="torch,jax (default, when importable) or none")
+    ap.add_argument("--kernel", type=parse_kernel, default="tuned",
+                    help="the numba kernels to time: tuned (default), readable (no trick), or the tricks to keep, "
+                         "comma-separated (scratchnorm/fast/tricks.py lists them)")
     ap.add_argument("--no-compile", action="store_true", help="skip the first-call subprocesses")
     ap.add_argument("--grid", action="store_true",
                     help="only the layer-class grid against torch.nn (bench/grid.py); needs torch")
+    ap.add_argument("--no-grid", action="store_true",
+                    help="skip the grid in a full run (it runs when torch is installed, not with --quick)")
     ap.add_argument("--json", metavar="PATH",
                     help="write the results as JSON (schema in the module docstring)")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
@@ -99,7 +113,7 @@ def run(args) -> dict:
               "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
                          "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
                          "threads": ctx.threads,
-                         "compare": args.compare},
+                         "compare": args.compare, "kernel": args.kernel},
               "environment": environment(ctx), "notes": ctx.notes, "copy": [], "results": [], "layers": []}
     for shape in args.shapes:
         for dtype in args.dtypes:
@@ -115,6 +129,8 @@ def run(args) -> dict:
                                                     for r in report["results"]):
                     report["layers"] += bench_layers(ctx, norm, shape, dtype)
     report["memory"] = ctx.memory
+    report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, progress=progress)
+                      if ctx.torch and not args.quick and not args.no_grid else None)
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
@@ -146,9 +162,12 @@ def main(argv=None) -> int:
         print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0
     t0 = time.perf_counter()
-    if args.grid:
-        return run_grid_only(args, t0)
-    report = run(args)
+    from ..fast import kernel
+
+    with kernel(args.kernel):
+        if args.grid:
+            return run_grid_only(args, t0)
+        report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)
     print(f"\n({report['wall_s']:.1f} s)")

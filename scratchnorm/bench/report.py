@@ -2,7 +2,7 @@
 GB/s (1e9 bytes), shapes [N, D]:
 
     schema       "scratchnorm-bench/2"
-    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare, kernel}
     environment  {python, numpy, numba, torch, jax, cpu, cpu_count, numba_threads, torch_threads,
                   jax_threads, openblas, last_level_cache_bytes, load_average, disable_jit}
     notes        [str]: what was skipped and why
@@ -12,7 +12,10 @@ GB/s (1e9 bytes), shapes [N, D]:
                    min_s, repeats, faults_per_call, bytes, gbs, pct_copy, copy_gbs,
                    pct_stream_copy, vs_numba}]
     layers       [{norm, shape, dtype, step: "fwd+bwd", impl: numba_layer|numba_out|torch_layer,
-                   median_s, min_s, repeats, faults_per_call, vs_numba}]
+                   median_s, min_s, repeats, faults_per_call, vs_numba}], and for float32 input
+                 step "forward" with impl numba_layer (float32 parameters) and
+                 numba_layer_f64_params (the default float64 ones)
+    grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
@@ -23,6 +26,7 @@ GB/s (1e9 bytes), shapes [N, D]:
 """
 from __future__ import annotations
 
+from .grid import grid_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
 
 
@@ -58,6 +62,9 @@ def print_report(report: dict) -> None:
     llc = f", last-level cache {env['last_level_cache_bytes'] >> 20} MiB" if env.get("last_level_cache_bytes") else ""
     print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); threads: numba {env['numba_threads']}, "
           f"torch {env['torch_threads']} (set equal to numba's), jax: {env['jax_threads']}")
+    kernel = report["config"].get("kernel", "tuned")
+    print(f"numba kernels: {kernel if isinstance(kernel, str) else 'tricks ' + ', '.join(kernel)} "
+          "(--kernel; scratchnorm/fast/tricks.py)")
     if env["openblas"]:
         print("environment (left as found): " + ", ".join(f"{k}={v}" for k, v in env["openblas"].items()))
     for note in report["notes"]:
@@ -90,7 +97,7 @@ def print_report(report: dict) -> None:
         print("\nLayer classes, fwd+bwd: scratchnorm layer (allocating), the functional with out=/dx_out=, "
               "torch.nn (allocating)")
         by = {}
-        for r in report["layers"]:
+        for r in (r for r in report["layers"] if r["step"] == "fwd+bwd"):
             by.setdefault((r["norm"], shape_str(r["shape"]), r["dtype"]), {})[r["impl"]] = r["median_s"]
         rows = []
         for (norm, shape, dtype), t in by.items():
@@ -101,6 +108,14 @@ def print_report(report: dict) -> None:
                          fmt(torch_t / t["numba_out"] if torch_t else None)])
         print(table(["norm", "shape", "dtype", "numba layer", "numba out=", "torch layer",
                      "torch/numba", "torch/numba out="], rows, left=3))
+        price = {(r["norm"], shape_str(r["shape"])): {} for r in report["layers"] if r["step"] == "forward"}
+        for r in (r for r in report["layers"] if r["step"] == "forward"):
+            price[r["norm"], shape_str(r["shape"])][r["impl"]] = r["median_s"]
+        if price:
+            print("\n  forward on float32 input, float64 (default) / float32 parameters: " + ", ".join(
+                f"{n} {sh} {fmt(t['numba_layer_f64_params'] / t['numba_layer'])}" for (n, sh), t in price.items()))
+    if report.get("grid"):
+        print(f"\n{grid_table(report['grid'])}")
     if report["rms_over_ln"]:
         print("\nRMSNorm time / LayerNorm time (below 1: RMSNorm is faster)")
         by = {}
@@ -136,7 +151,7 @@ def print_report(report: dict) -> None:
         if warm.get("scipy_loaded"):
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
-    print("\nTargets (issue 4; benchmark figures, not tests)")
+    print("\nTargets (issue \"Performance v2\"; benchmark figures, not tests)")
     print(table(["target", "where", "goal", "measured", "status"],
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]

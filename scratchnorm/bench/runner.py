@@ -209,6 +209,17 @@ def bench_layers(ctx: Context, norm: Norm, shape, dtype) -> list[dict]:
         progress(f"  {norm.layer} layer {shape_str(shape)} {np.dtype(dtype).name} fwd+bwd {impl}")
         records.append(record(norm, shape, dtype, "fwd+bwd", impl, measure(fn, ctx.budget)))
     attach_ratio(records, "numba_layer")
+    if np.dtype(dtype) == np.float32:                  # the price of the default (float64) parameters
+        wide = getattr(scratchnorm, norm.layer)(d, eps=norm.eps, backend="numba")
+        forwards = {"numba_layer": lambda: layer.forward(x), "numba_layer_f64_params": lambda: wide.forward(x)}
+        progress(f"  {norm.layer} layer {shape_str(shape)} float32 forward, float32 and float64 parameters")
+        times = {impl: [] for impl in forwards}
+        for _ in range(ctx.rounds):                     # interleaved: the ratio is the figure
+            for impl, fn in forwards.items():
+                times[impl].append(measure(fn, Budget(ctx.budget.seconds / ctx.rounds, 5, ctx.budget.max_repeats)))
+        for impl, ts in times.items():
+            t = Timing(statistics.median(t.median_s for t in ts), min(t.min_s for t in ts), sum(t.repeats for t in ts))
+            records.append(record(norm, shape, dtype, "forward", impl, t))
     return records
 
 

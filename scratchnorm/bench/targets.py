@@ -1,11 +1,15 @@
-"""The benchmark's targets: figures, not tests, graded met / not met / not measured."""
+"""The benchmark's targets (issue "Performance v2"): figures, not tests, graded met / not met / not measured.
+
+Every target is read off one run's report: the copy roofline of the same run, the
+NumPy/numba/torch figures of ``results`` and ``layers``, and the layer-class grid
+against torch.nn (``grid``, run when torch is installed; grid.py).
+"""
 from __future__ import annotations
 
-import math
-
+from .grid import MARGIN
 from .norms import shape_str
 
-IN_CACHE = (4096, 1024)
+IN_CACHE = (1024, 1024)      # all of a call's float32 arrays fit the last-level cache together
 LARGE = (8192, 4096)
 SMALL = (64, 512)
 COMPARISONS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, "<": lambda v, t: v < t}
@@ -19,16 +23,17 @@ def _find(rows, **key):
     return None
 
 
+def _ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
 def evaluate_targets(report: dict) -> list[dict]:
-    """Issue 4's targets against the measured figures. Missing figures: "not measured"."""
-    results, layers = report["results"], report["layers"]
+    """The targets against the measured figures. Missing figures: "not measured"."""
+    results, layers, grid = report["results"], report["layers"], report.get("grid") or []
     targets = []
 
     def add(name, op, threshold, unit, value, where):
-        if value is None:
-            status = "not measured"
-        else:
-            status = "met" if COMPARISONS[op](value, threshold) else "not met"
+        status = "not measured" if value is None else "met" if COMPARISONS[op](value, threshold) else "not met"
         targets.append({"name": name, "op": op, "threshold": threshold, "unit": unit, "value": value,
                         "status": status, "where": where})
 
@@ -37,67 +42,48 @@ def evaluate_targets(report: dict) -> list[dict]:
         return None if r is None else r[key]
 
     mid, big = shape_str(IN_CACHE), shape_str(LARGE)
-    cache = report.get("environment", {}).get("last_level_cache_bytes")
-
-    def arrays(n):
-        """How much the in-cache shape's n float32 arrays take, against the last-level cache."""
-        size = n * math.prod(IN_CACHE) * 4 >> 20
-        return f"{n} arrays: {size} MiB" + (f", cache {cache >> 20} MiB" if cache else "")
-    for norm, label in (("layernorm", "LayerNorm"), ("rmsnorm", "RMSNorm")):
-        def pct(shape, step, impl, norm=norm):
-            return f32(results, "pct_copy", norm=norm, shape=shape, step=step, impl=impl)
-
-        def secs(shape, step, impl, norm=norm):
-            return f32(results, norm=norm, shape=shape, step=step, impl=impl)
-
-        add(f"{label} forward, % of copy bandwidth", ">=", 90, "%",
-            pct(IN_CACHE, "forward", "numba"), f"{mid} float32, numba ({arrays(2)})")
-        add(f"{label} forward, % of copy bandwidth", ">=", 70, "%",
-            pct(LARGE, "forward", "numba_out"), f"{big} float32, numba out=")
-        add(f"{label} backward, % of copy bandwidth (in cache)", ">=", 70, "%",
-            pct(IN_CACHE, "backward", "numba"), f"{mid} float32, numba ({arrays(3)})")
-        add(f"{label} backward, % of copy bandwidth", ">=", 60, "%",
-            pct(LARGE, "backward", "numba_out"), f"{big} float32, numba dx_out=")
-        value, where = _worst_numpy_speedup(results, norm)
-        add(f"{label} fwd+bwd speed-up over the NumPy reference", ">=", 8, "x", value, where)
-        t = secs(SMALL, "forward", "numba")
-        add(f"{label} forward time", "<=", 10, "µs", None if t is None else t * 1e6,
-            f"{shape_str(SMALL)} float32, numba")
-        for step, goal in (("forward", 1.5), ("fwd+bwd", 3)):
-            add(f"{label} {step} speed-up over JAX jit", ">=", goal, "x",
-                _ratio(secs(LARGE, step, "jax"), secs(LARGE, step, "numba")),
-                f"{big} float32, both allocating")
-
-    for norm, label, goal, out_goal in (("layernorm", "LayerNorm", 1.5, 2), ("rmsnorm", "RMSNorm", 8, None)):
-        torch_t = f32(layers, norm=norm, shape=LARGE, impl="torch_layer")
-        add(f"{label} fwd+bwd speed-up over torch (layer classes)", ">=", goal, "x",
-            _ratio(torch_t, f32(layers, norm=norm, shape=LARGE, impl="numba_layer")),
-            f"{big} float32, both allocating")
-        if out_goal:
-            add(f"{label} fwd+bwd speed-up over torch, with out=", ">=", out_goal, "x",
-                _ratio(torch_t, f32(layers, norm=norm, shape=LARGE, impl="numba_out")),
-                f"{big} float32, numba out=/dx_out=")
-    rms, ln = (f32(results, norm=n, shape=IN_CACHE, step="fwd+bwd", impl="numba_out")
-               for n in ("rmsnorm", "layernorm"))
-    add("RMSNorm time / LayerNorm time (in cache)", "<=", 0.85, "x", _ratio(rms, ln),
-        f"{mid} float32 fwd+bwd, numba out=")
+    # -- ahead of torch.nn (and JAX jit) ---------------------------------------------------------
+    add("grid points ahead of torch.nn (ratio >= 1.1)", ">=", 39, "of 39",
+        sum(r["ahead"] for r in grid) if len(grid) == 39 else None,
+        "layer classes, default arguments, float32, both allocating (grid below)")
+    jax = [_ratio(r["median_s"], f32(results, norm=r["norm"], shape=tuple(r["shape"]), step=r["step"], impl="numba"))
+           for r in results if r["impl"] == "jax" and r["dtype"] == "float32"]
+    jax = [v for v in jax if v is not None]
+    add("worst speed-up over JAX jit (LayerNorm, RMSNorm)", ">=", MARGIN, "x", min(jax) if jax else None,
+        "every shape and step measured, float32")
+    # -- no price for the default parameter dtype -------------------------------------------------
+    add("RMSNorm forward, float64 / float32 parameters", "<=", 1.15, "x",
+        _ratio(f32(layers, norm="rmsnorm", shape=SMALL, step="forward", impl="numba_layer_f64_params"),
+               f32(layers, norm="rmsnorm", shape=SMALL, step="forward", impl="numba_layer")),
+        f"{shape_str(SMALL)} float32 input, layer classes")
+    worst = [r for r in layers if r["impl"] == "numba_out" and r["dtype"] == "float32" and r["step"] == "fwd+bwd"]
+    ratios = [(1 / r["vs_numba"], shape_str(r["shape"]), r["norm"]) for r in worst if r["vs_numba"]]
+    top = max(ratios) if ratios else None
+    add("layer fwd+bwd / functional with out=", "<=", 1.2, "x", top and top[0],
+        f"worst: {top[2]} {top[1]} float32" if top else "layer classes against out=/dx_out=")
+    # -- in cache: % of the same run's parallel copy ----------------------------------------------
+    for norm, label, fwd_goal in (("rmsnorm", "RMSNorm", 80), ("layernorm", "LayerNorm", 60),
+                                  ("batchnorm", "BatchNorm", 50), ("groupnorm", "GroupNorm", 50)):
+        add(f"{label} forward, % of copy (in cache)", ">=", fwd_goal, "%",
+            f32(results, "pct_copy", norm=norm, shape=IN_CACHE, step="forward", impl="numba"),
+            f"{mid} float32, allocating")
+        if norm in ("rmsnorm", "layernorm"):
+            add(f"{label} backward, % of copy (in cache)", ">=", 50, "%",
+                f32(results, "pct_copy", norm=norm, shape=IN_CACHE, step="backward", impl="numba"),
+                f"{mid} float32, allocating")
+    # -- beyond the cache: % of the streamed copy ---------------------------------------------------
+    for norm, label in (("rmsnorm", "RMSNorm"), ("layernorm", "LayerNorm")):
+        for step, goal in (("forward", 80), ("backward", 65)):
+            add(f"{label} {step}, % of streamed copy", ">=", goal, "%",
+                f32(results, "pct_stream_copy", norm=norm, shape=LARGE, step=step, impl="numba_out"),
+                f"{big} float32, out=")
+    # -- small calls ------------------------------------------------------------------------------
+    for label in ("RMSNorm", "LayerNorm"):
+        r = next((g for g in grid if g["norm"] == label and tuple(g["shape"]) == SMALL and g["op"] == "forward"),
+                 None)
+        add(f"{label} forward, torch.nn time / ours", ">=", 1.0, "x", r and r["ratio"],
+            f"{shape_str(SMALL)} float32, layer classes")
     warm = (report.get("compile") or {}).get("warm") or {}
     add("first call with a warm cache", "<", 0.5, "s", warm.get("first_call_s"),
         "fresh process: import numba + scratchnorm.fast + first forward")
     return targets
-
-
-def _ratio(a, b):
-    return None if a is None or b is None else a / b
-
-
-def _worst_numpy_speedup(results, norm):
-    """The smallest numpy/numba fwd+bwd time ratio at 4096x1024 and above, either dtype, and where."""
-    rows = [r for r in results if r["norm"] == norm and r["impl"] == "numpy" and r["step"] == "fwd+bwd"
-            and math.prod(r["shape"]) >= math.prod(IN_CACHE) and r["vs_numba"] is not None]
-    if not rows:
-        return None, f">= {shape_str(IN_CACHE)}"
-    worst = min(rows, key=lambda r: r["vs_numba"])
-    where = f"worst at >= {shape_str(IN_CACHE)}: {shape_str(worst['shape'])} {worst['dtype']}"
-    return worst["vs_numba"], where
-

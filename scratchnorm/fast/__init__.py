@@ -6,8 +6,10 @@ first numba call. Importing scratchnorm does not import this package (nor
 numba). Nothing here imports a reference module: the argument checks come from
 ``_op_checks.py``, shared with the reference, so both raise the same errors.
 
-Where things are: rowwise.py (the row-wise kernels: LayerNorm, RMSNorm and its
-variants, GroupRMSNorm) with its wrappers in rowwise_api.py; channels.py (the
+Where things are: rowwise.py (the readable row-wise kernel: LayerNorm, RMSNorm
+and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by
+tricks.py), rowwise_drivers.py (rows on threads) and rowwise_api.py (the
+functions); channels.py (the
 BatchNorm and GroupNorm kernels) with batchnorm.py and groupnorm.py;
 _buffers.py (arrays in the kernels' layout); _jit.py (how kernels compile and
 split work); _stream.py (non-temporal stores); NOTES.md (measurements).
@@ -36,6 +38,7 @@ forward then keeps a copy of x). A cache works only with its own backend.
 """
 from .batchnorm import batch_norm_backward, batch_norm_eval_backward, batch_norm_eval_forward, batch_norm_forward
 from .groupnorm import group_norm_backward, group_norm_forward
+from .tricks import kernel
 from .rowwise_api import (
                         group_rms_norm_backward,
                         group_rms_norm_forward,
@@ -58,4 +61,4 @@ KERNELS = {
     "group_norm_forward": group_norm_forward, "group_norm_backward": group_norm_backward,
 }
 
-__all__ = ["KERNELS", *KERNELS]
+__all__ = ["KERNELS", "kernel", *KERNELS]

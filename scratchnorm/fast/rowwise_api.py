@@ -5,9 +5,9 @@ as its NumPy reference (layernorm.py, rmsnorm.py, group_rmsnorm.py), so a bad
 argument raises the same error. Then ``_forward`` / ``_backward`` shape the
 arrays for the one pair of kernels in rowwise.py (x as (rows * G, d / G),
 one kernel row per group; the weight and bias as (G, d / G), in x's dtype for
-the forward and float64 for the backward: rowwise.py says why), find
-or make the output buffers (_buffers.py) and pick the serial or the parallel
-twin (_jit.py).
+the forward and float64 for the backward), find or make the output buffers
+(_buffers.py), pick the drivers for the tricks that are on (tricks.py,
+rowwise_drivers.py) and the serial or the parallel twin (_jit.py).
 
 The cache differs from the reference's (it holds only what the kernels need,
 see rowwise.py), so a cache only works with the backward of its own backend.
@@ -21,17 +21,19 @@ from .._op_checks import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, run_twin
 from ._stream import AFFINE_MIN_ROW_BYTES, streams
-from .rowwise import INSIDE, TWINS
+from .rowwise import INSIDE
+from .rowwise_drivers import twins
+from .tricks import active
 
 _KIND = "rowwise"
 
 
 def _stream_choice(stream, auto: bool) -> bool:
     """``stream``: None (the default) streams when the call's arrays fill the last-level cache
-    (``auto``, _stream.streams); True or False forces it on or off (the benchmark and lesson 09 compare
-    the two; the bits are the same either way)."""
+    (``auto``, _stream.streams) and the "stream" trick is on (tricks.py); True or False forces it on
+    or off (the benchmark and lesson 09 compare the two; the bits are the same either way)."""
     if stream is None:
-        return auto
+        return auto and "stream" in active()
     if stream is True or stream is False:
         return stream
     fail(TypeError, "stream", "None (decide by size), True or False", stream,
@@ -47,9 +49,11 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
     b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
         auto = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
-        stream = (_stream_choice(stream, auto)
-                  and w.dtype == b.dtype == xk.dtype)    # (a float64 weight for float32 x: plain stores)
-        run_twin(TWINS[center, stream][0], x.size, rows, xk, w, b, y2, stats, k, eps, mode)
+        on = active()
+        stream = (_stream_choice(stream, auto) and "f32_affine" in on   # streams f32_affine's rows only
+                  and w.dtype == b.dtype == xk.dtype)
+        drivers = twins(center, "f32_affine" in on, "paired_rows" in on, stream)
+        run_twin(drivers[0], x.size, rows, xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
     cache = {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
@@ -67,10 +71,11 @@ def _backward(dy, cache, dx_out, fn, stream=None):
     dwb = np.zeros((2,) + w.shape)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
+        on = active()
         stream = _stream_choice(stream, streams(dyk.nbytes + xk.nbytes + dx2.nbytes))
-        run_twin(TWINS[cache["center"], stream][1], xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb,
-                                                                    deps, cache["k"], cache["eps"], cache["mode"],
-                                                                    chunks)
+        drivers = twins(cache["center"], "f32_affine" in on, "paired_rows" in on, stream)
+        run_twin(drivers[1], xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
+                 cache["k"], cache["eps"], cache["mode"], chunks)
     else:
         deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0
     grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),

@@ -16,7 +16,7 @@ from conftest import jit_disabled
 from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
-from scratchnorm.fast import _jit, _stream, rowwise, rowwise_api
+from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers, rowwise_tuned
 
 
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
@@ -108,8 +108,8 @@ def _copy_and_fence(dst, src):
 
 @njit
 def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
-    rowwise._affine(x, w, b, y_plain, hi, lo, rs)
-    rowwise._affine_streamed(x, w, b, y_streamed, hi, lo, rs)
+    rowwise_tuned._affine(x, w, b, y_plain, hi, lo, rs)
+    rowwise_tuned._affine_streamed(x, w, b, y_streamed, hi, lo, rs)
     _stream.store_fence()
 
 
@@ -173,7 +173,8 @@ def test_only_the_streaming_drivers_compile_non_temporal_stores(center):
     w32, b32, w64 = w.astype(np.float32)[None], b.astype(np.float32)[None], w[None]
     part, dwb, deps = np.empty((1, 2, 1, 64)), np.empty((2, 1, 64)), np.empty(5)
     for stream in (False, True):
-        forward, backward = (njit(cache=False)(twins[0].py_func) for twins in rowwise.TWINS[center, stream])
+        drivers = rowwise_drivers.twins(center, True, True, stream)
+        forward, backward = (njit(cache=False)(twins[0].py_func) for twins in drivers)
         forward(x, w32, b32, y, stats, 64, 1e-5, 0)
         backward(dy, x, w64, stats, dx, part, dwb, deps, 64, 1e-5, 0, 1)
         for kernel in (forward, backward):

@@ -1,0 +1,142 @@
+r"""The row-wise kernel's tricks: the same computation as rowwise.py, faster, built from its pieces.
+
+Each trick is a switch (tricks.py; NOTES.md has the measurements) and each is
+tested against the readable kernel (tests/fast/test_tricks.py):
+
+* ``f32_affine`` (``forward_row_tuned``): for float32 x, the forward's
+  elementwise part y = x_hat * w + b runs in float32 from the float64
+  statistics: twice the SIMD lanes and no conversions. Within a stated bound
+  of the readable kernel (below), not bitwise.
+* ``stream`` (``_affine_streamed`` here; ``stream_row`` in the drivers): outputs
+  that fill the last-level cache are written with non-temporal stores
+  (_stream.py). Bitwise the same.
+* ``paired_rows`` (``backward_two_rows``): the backward does two rows per pass,
+  so dweight and dbias are read and written once for both. Bitwise the same.
+
+The bound of ``f32_affine``. x_hat = ((x - hi) - lo) * rstd with hi + lo = mean,
+both float32: x - hi is exact or rounded once (Sterbenz's lemma when |mean| >>
+std); - lo, * rstd, * w and + b round once each. With u = 2^-24, y is within
+about 7u |x_hat * w| + 2u |b| of the exact value, 3.5 float32 epsilons of
+|x_hat * w| + |b| (the tests allow 4). A row runs the readable float64 loop
+instead unless nothing can overflow or lose precision: rstd and lo fit float32
+within one rounding (``_fits``), the deviation sqrt(m ms) is under a quarter of
+float32's largest value, and ``_bounded`` (once per call: every feature feeds the
+statistic, and sqrt(m) sum|w| + sum|b| is under a quarter of it). So pRMSNorm
+(k < m) stays float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit, jit_inline, jit_sum
+from ._stream import LINE_BYTES, affine_line, line_start
+from .rowwise import forward_row, row_coefs, row_stats
+
+
+# -- f32_affine: when the float32 elementwise part is safe ------------------------------------
+@jit_inline
+def _largest(like):
+    """The largest finite number of like's dtype (float32 or float64)."""
+    return 3.4028234663852886e38 if like.itemsize == 4 else 1.7976931348623157e308
+
+
+@jit_inline
+def _fits(v, like):
+    """Does float64 v survive a round trip through like's dtype within one rounding?
+    (Not NaN, not beyond its largest value, not subnormal there.)"""
+    if not abs(v) <= _largest(like):          # NaN, Inf, overflow (checked first: a cast would warn)
+        return False
+    t = np.float64(like.dtype.type(v))
+    return abs(t - v) <= 6.0e-8 * abs(v)      # 2**-24 = 5.96e-8: the relative rounding of float32
+
+
+@jit_sum
+def _sum_abs(v):
+    """sum of |v| over a (G, m) array (an upper bound of max |v| that vectorizes). Indexed row
+    by row: iterating ``v.ravel()`` instead did not vectorize (NOTES.md)."""
+    s = 0.0
+    for g in range(v.shape[0]):
+        row = v[g]
+        for j in range(row.shape[0]):
+            s += abs(np.float64(row[j]))
+    return s
+
+
+@jit
+def bounded(w, b, k):
+    """Can no intermediate of the float32 loop overflow, whatever the row? (module docstring)
+    Once per call, over the (G, m) weight and bias; a NaN gives False."""
+    m = w.shape[1]
+    if k != m:                                # pRMSNorm: x_hat beyond the first k is unbounded
+        return False
+    return np.sqrt(m) * _sum_abs(w) + _sum_abs(b) <= 0.25 * _largest(w)
+
+
+@jit_inline
+def _affine(x, w, b, y, hi, lo, rs):
+    """y = ((x - hi) - lo) * rs * w + b, in the dtype of the scalars."""
+    for j in range(x.shape[0]):
+        y[j] = ((x[j] - hi) - lo) * rs * w[j] + b[j]
+
+
+@jit_inline
+def _affine_streamed(x, w, b, y, hi, lo, rs):
+    """_affine with y written by non-temporal stores, a cache line at a time (_stream.py); the
+    elements before y's first line boundary and after its last whole line by _affine itself."""
+    m = x.shape[0]
+    lanes = LINE_BYTES // y.itemsize
+    head = line_start(y)
+    body = head + (m - head) // lanes * lanes
+    _affine(x[:head], w[:head], b[:head], y[:head], hi, lo, rs)
+    for j in range(head, body, lanes):
+        affine_line(x, w, b, y, j, hi, lo, rs)
+    _affine(x[body:], w[body:], b[body:], y[body:], hi, lo, rs)
+
+
+@jit_inline
+def forward_row_tuned(x, w, b, y, stats, center, k, eps, mode, is_bounded, stream):
+    """rowwise.forward_row with the ``f32_affine`` trick (and ``stream`` on its float32 rows);
+    the rows it cannot take safely (module docstring) run ``forward_row`` itself."""
+    mean, ms, rstd = row_stats(x, center, k, eps, mode)
+    T = x.dtype.type
+    hi = T(mean)
+    lo = mean - np.float64(hi)
+    # |x - mean| <= sqrt(m ms) with centering (k = m): below a quarter of T's largest value,
+    # x - hi cannot overflow; bounded covers x_hat * w + b
+    m = x.shape[0]
+    small_deviation = not center or m * ms <= 0.0625 * _largest(x) * _largest(x)
+    if is_bounded and _fits(rstd, x) and _fits(lo, x) and small_deviation:
+        if stream:
+            _affine_streamed(x, w, b, y, hi, T(lo), T(rstd))
+        else:
+            _affine(x, w, b, y, hi, T(lo), T(rstd))
+        stats[0] = mean
+        stats[1] = ms
+        stats[2] = rstd
+    else:
+        forward_row(x, w, b, y, stats, center, k, eps, mode)
+
+
+# -- paired_rows ------------------------------------------------------------------------------
+@jit_inline
+def backward_two_rows(dy0, x0, stats0, dx0, dy1, x1, stats1, dx1, w, dw, db, center, k, eps, mode):
+    """rowwise.backward_row for two rows with the same weight, one after the other, in one loop:
+    dw and db are read and written once for both, and ``dw[j] + t0 + t1`` adds in the order of
+    two backward_row calls, so the bits are theirs. Returns both d loss / d eps."""
+    mean0, rstd0, mean_g0, a0, deps0 = row_coefs(dy0, x0, w, stats0, center, k, eps, mode)
+    mean1, rstd1, mean_g1, a1, deps1 = row_coefs(dy1, x1, w, stats1, center, k, eps, mode)
+    for j in range(x0.shape[0]):
+        dyj0 = np.float64(dy0[j])
+        dyj1 = np.float64(dy1[j])
+        xh0 = (np.float64(x0[j]) - mean0) * rstd0
+        xh1 = (np.float64(x1[j]) - mean1) * rstd1
+        v0 = dyj0 * w[j] - mean_g0
+        v1 = dyj1 * w[j] - mean_g1
+        if j < k:
+            v0 += a0 * xh0
+            v1 += a1 * xh1
+        dx0[j] = rstd0 * v0
+        dx1[j] = rstd1 * v1
+        dw[j] = dw[j] + dyj0 * xh0 + dyj1 * xh1
+        db[j] = db[j] + dyj0 + dyj1
+    return deps0, deps1
