@@ -10,7 +10,7 @@ which do not. Three implementations:
   is written the same way (unfused framework operations).
 * "numba": the fused kernels of scratchnorm.fast, a few passes over each
   row, statistics and sums in float64 (the forward computes y of a float32
-  input in float32 from them: fast/rowwise.py says why).
+  input in float32 from them: fast/rowwise_tuned.py says why).
 * "torch": PyTorch on the CPU, if it is installed (it is optional):
   F.layer_norm and F.rms_norm, autograd for the backward; torch has no
   pRMSNorm, so the lesson composes it from torch operations.

@@ -12,7 +12,7 @@
   to float32 once, when it is stored. One exception: the numba row-wise
   forward computes y = x_hat * w + b in float32 from those float64 statistics
   (twice the SIMD lanes): within about 3.5 float32 epsilons of
-  |x_hat * w| + |b| (scratchnorm/fast/rowwise.py derives it). Its backward
+  |x_hat * w| + |b| (scratchnorm/fast/rowwise_tuned.py derives it). Its backward
   rounds once, like everything else.
 * float16 inputs are upcast to float32 when they enter the function (one
   copy; the numba backend widens them to float64, which is just as exact),

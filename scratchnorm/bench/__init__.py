@@ -4,6 +4,7 @@ r"""python -m scratchnorm.bench: how fast is each normalization, against memory 
     python -m scratchnorm.bench --norms layernorm,rmsnorm --shapes 4096x1024 --dtypes float32
     python -m scratchnorm.bench --quick --json bench.json         # tiny shapes, few repeats
     python -m scratchnorm.bench --grid                            # only the grid against torch.nn
+    python -m scratchnorm.bench --kernel readable                 # the readable kernels, no trick
 
 A full run takes several minutes (the NumPy reference at 8192x4096 is slow); --quick takes
 seconds, about half a minute with torch and jax and the first-call subprocesses
@@ -16,13 +17,18 @@ What is measured, in one process, as medians of timed calls after a warm-up:
 * forward, backward and forward+backward of every normalization (``norms.py``): the NumPy
   reference, the numba kernels allocating and with ``out=``, and torch and JAX from the same
   formulas when they are installed (``compare.py``), in interleaved rounds (``runner.py``);
-* LayerNorm and RMSNorm through the layer classes against torch.nn (both allocating);
+* LayerNorm and RMSNorm through the layer classes against torch.nn (both allocating), and the
+  forward with float64 (the default) against float32 parameters;
 * the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
 * the peak extra memory of a forward+backward (``memory.py``);
 * the targets (``targets.py``), as benchmark figures, never as tests;
-* with ``--grid``, only the grid (``grid.py``): LayerNorm, RMSNorm, BatchNorm and GroupNorm through
-  the layer classes with default arguments against torch.nn's, forward, backward and both, at the
-  shapes of the performance issue, as the ratio torch time / ours at every point.
+* the grid (``grid.py``), when torch is installed (``--grid``: only it; ``--no-grid``: not it):
+  LayerNorm, RMSNorm, BatchNorm and GroupNorm through the layer classes with default arguments
+  against torch.nn's, forward, backward and both, at the shapes of the performance issue, as the
+  ratio torch time / ours at every point.
+
+``--kernel`` picks the numba kernels timed: "tuned" (the default), "readable", or a list of the
+tricks to keep (``scratchnorm/fast/tricks.py``).
 
 The report (``report.py``, which also gives the JSON's shape) prints each figure's median, its
 effective bandwidth and its share of the copy's, and ratios against the numba time.

@@ -17,9 +17,10 @@ split work); _stream.py (non-temporal stores); NOTES.md (measurements).
 Compilation. Kernels compile on their first call (a few seconds per dtype) and
 are cached in ``__pycache__`` next to the source. If that folder is read-only,
 ``export NUMBA_CACHE_DIR=$HOME/.cache/scratchnorm-numba``. numba checks a cache
-entry against its own source file only, so a kernel and the helpers it calls
-live in one file; after editing _jit.py or _stream.py, delete the
-``__pycache__/*.nbi`` / ``*.nbc`` files. NUMBA_DISABLE_JIT=1 runs the same code
+entry against its own source file only: the row-wise drivers carry a digest of
+the files they inline in their cache key (rowwise_drivers.py); the channel kernels
+live in one file; after editing _jit.py, delete the ``__pycache__/*.nbi`` /
+``*.nbc`` files. NUMBA_DISABLE_JIT=1 runs the same code
 as plain Python.
 
 Threads and determinism. Large inputs run on numba's threads. Sums over rows
@@ -27,7 +28,7 @@ Threads and determinism. Large inputs run on numba's threads. Sums over rows
 order: the bits are the same for any thread count.
 
 Precision. float32 in, float32 out; statistics and sums in float64, rounded
-once at the store, except the row-wise forward's y for float32 input (rowwise.py
+once at the store, except the row-wise forward's y for float32 input (rowwise_tuned.py
 states the bound). float16 is computed as float64 and rounded once. No
 fast-math except reassociation inside pure sums (_jit.py): NaN and Inf propagate.
 

@@ -19,7 +19,7 @@ functions take ``stream=True`` / ``False`` to force the choice (benchmark, lesso
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
 store where the target has none): ``affine_line`` computes
-y = ((x - hi) - lo) * rs * w + b on a line, in rowwise._affine's order (so the
+y = ((x - hi) - lo) * rs * w + b on a line, in rowwise_tuned._affine's order (so the
 same bits), and ``store_line`` copies a line. A line store starts on a 64-byte
 boundary: ``line_start`` gives the elements before it, written plainly, as are
 those after the last whole line. The backward computes two rows of dx into a
@@ -30,8 +30,8 @@ them until a fence. The kernels call ``store_fence`` (LLVM ``fence seq_cst``) at
 the end of every chunk of rows they stream, in the thread that wrote it, before
 the caller reads the result. The values are the same bits either way. Under
 NUMBA_DISABLE_JIT the intrinsics are plain Python on slices (no fence). numba's
-cache checks only the kernel's own source file: after editing this file, delete
-``__pycache__/*.nbi`` and ``*.nbc``.
+cache checks only the kernel's own source file; the row-wise drivers put a digest of
+this file in their cache key (rowwise_drivers.py), so they recompile after an edit here.
 """
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ else:
     def affine_line(typingctx, x, w, b, y, j, hi, lo, rs):
         """y = ((x - hi) - lo) * rs * w + b on one cache line from element j, in the arrays' dtype
         (the scalars must have it too), y written with a non-temporal store (y + j on a 64-byte
-        boundary). The operations and their order are rowwise._affine's, so the bits are too."""
+        boundary). The operations and their order are rowwise_tuned._affine's, so the bits are too."""
         if not (_rows_of_one_dtype(x, w, b, y) and isinstance(j, types.Integer) and hi == lo == rs == x.dtype):
             return None
 

@@ -9,7 +9,7 @@ Every case runs the same inputs through both backends and compares:
   the two float64 values differ by round-off only, so a rounding can fall on
   either side of a boundary, never further;
 * except y from a float32 x: the numba forward computes its elementwise part in
-  float32 (rowwise.py derives the bound, about 3.5 epsilons), so y may be a
+  float32 (rowwise_tuned.py derives the bound, about 3.5 epsilons), so y may be a
   further 4 float32 epsilons (4.8e-7) of |x_hat * w| + |b| off.
 
 The default run keeps the inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` (the

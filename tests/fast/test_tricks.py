@@ -86,7 +86,8 @@ def test_the_stream_trick_governs_the_automatic_choice(monkeypatch):
     """stream=None streams when the arrays fill the cache and "stream" is on; not when it is off."""
     seen = []
     monkeypatch.setattr(rowwise_api, "streams", lambda *args: True)
-    monkeypatch.setattr(rowwise_api, "twins", lambda *switches: seen.append(switches) or rowwise_drivers.twins(*switches))
+    monkeypatch.setattr(rowwise_api, "twins",
+                        lambda *switches: seen.append(switches) or rowwise_drivers.twins(*switches))
     x, dy, w, b = make_inputs((4, 1024), np.float32, seed=64)
     w, b = w.astype(np.float32), b.astype(np.float32)
     for which in ("tuned", ["f32_affine", "paired_rows"]):

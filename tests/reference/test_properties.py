@@ -7,7 +7,7 @@ Tolerances, per output dtype, on the error normalized by the largest reference v
   unavoidable loss in x - mean), 1 for RMSNorm. Gradients get 10x that.
 * float32: 4 ulps (4 * 1.19e-7) — the reference rounds a float64 computation
   once; the numba row-wise forward computes y in float32, a few roundings
-  (fast/rowwise.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
+  (fast/rowwise_tuned.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
   the scale y is measured against: reference_formulas._pack); float16:
   2 ulps (2 * 9.8e-4).
 The reference gets the same rounded input as the library, so only the library's
