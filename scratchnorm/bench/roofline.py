@@ -72,7 +72,7 @@ def copy_bandwidth(shape, dtype, budget: Budget, use_numba: bool, arrays=None, w
 
 
 def last_level_cache_bytes() -> int:
-    """The kernels' own reading of the last-level cache (it decides where they stream, fast/_stream.py)."""
-    from ..fast._stream import last_level_cache_bytes as read
-    return read()
+    """The kernels' own reading of the cache they may use (it decides where they stream, fast/_stream.py)."""
+    from ..fast._stream import usable_cache_bytes
+    return usable_cache_bytes()
 

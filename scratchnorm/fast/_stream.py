@@ -6,15 +6,22 @@ x and writes y moves 3 arrays' worth of bytes, not 2. A non-temporal store
 sends a whole line straight to memory, with no read: 2 arrays' worth, as glibc's
 ``memcpy`` does for large copies. (NOTES.md: what it buys here.)
 
-When (``streams``). Only when the output cannot stay in the cache anyway: the
-arrays a call reads and writes total at least the last-level cache (from
-Linux's sysfs; 32 MiB when it cannot be read). A streamed line is also evicted,
-so a result that the next layer would find in cache is written normally. The
-forward also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's
-partial first and last lines are written plainly, which costs more than
-streaming saves on shorter rows. Rows the forward computes in float64 are
-written plainly too. The backward streams rows of any length. The row-wise
-functions take ``stream=True`` / ``False`` to force the choice (benchmark, lessons).
+When (``streams``). Only the forward, and only when its output cannot stay in
+the cache anyway: the arrays it reads and writes total at least the cache this
+process can use (``usable_cache_bytes``). A streamed line is also evicted, so a
+result that the next layer would find in cache is written normally. The forward
+also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's partial
+first and last lines are written plainly, which costs more than streaming saves
+on shorter rows. Rows the forward computes in float64 are written plainly too.
+The backward streams only when asked: with two rows a pass (rowwise_tuned) it
+measured slower streamed at every size (NOTES.md). The row-wise functions take
+``stream=True`` / ``False`` to force the choice (benchmark, lessons).
+
+The usable cache is the last-level cache that Linux's sysfs reports (32 MiB when
+it cannot be read), capped at CACHE_PER_CPU_BYTES for each CPU this process may
+run on. The cap is for virtual machines: they report their host's whole
+cache (480 MiB on this project's 2-CPU machine), of which they hold a share; there
+a copy falls to memory speed between 32 and 64 MiB an array (NOTES.md).
 
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
@@ -44,6 +51,7 @@ from ._jit import OPTIONS, jit_inline
 LINE_BYTES = 64                   # one cache line: what a line store writes (LLVM splits it into
                                   # the widest stores the CPU has)
 DEFAULT_CACHE_BYTES = 32 << 20    # when sysfs cannot tell
+CACHE_PER_CPU_BYTES = 32 << 20    # the most of the last-level cache counted per usable CPU
 AFFINE_MIN_ROW_BYTES = 4096       # the forward streams rows of at least 64 lines (module docstring)
 
 
@@ -63,7 +71,15 @@ def last_level_cache_bytes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> 
     return max(sizes) if sizes else DEFAULT_CACHE_BYTES
 
 
-_cache_bytes = None     # last_level_cache_bytes(), read once, on the first call of streams
+def usable_cache_bytes(llc: int | None = None, cpus: int | None = None) -> int:
+    """The last-level cache (``llc``, default: from sysfs) capped at CACHE_PER_CPU_BYTES for each
+    of ``cpus`` (default: the CPUs this process may run on). See the module docstring."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(last_level_cache_bytes() if llc is None else llc, CACHE_PER_CPU_BYTES * cpus)
+
+
+_cache_bytes = None     # usable_cache_bytes(), read once, on the first call of streams
 
 
 def streams(nbytes: int, row_bytes: int = 0, min_row_bytes: int = 0) -> bool:
@@ -71,7 +87,7 @@ def streams(nbytes: int, row_bytes: int = 0, min_row_bytes: int = 0) -> bool:
     ``min_row_bytes``: the least row length, in bytes, at which streaming pays for this kernel."""
     global _cache_bytes
     if _cache_bytes is None:
-        _cache_bytes = last_level_cache_bytes()
+        _cache_bytes = usable_cache_bytes()
     return nbytes >= _cache_bytes and row_bytes >= min_row_bytes
 
 

@@ -29,9 +29,9 @@ _KIND = "rowwise"
 
 
 def _stream_choice(stream, auto: bool) -> bool:
-    """``stream``: None (the default) streams when the call's arrays fill the last-level cache
-    (``auto``, _stream.streams) and the "stream" trick is on (tricks.py); True or False forces it on
-    or off (the benchmark and lesson 09 compare the two; the bits are the same either way)."""
+    """``stream``: None (the default) streams when ``auto`` (the forward: its arrays fill the usable
+    cache, _stream.streams; the backward: never) and the "stream" trick is on (tricks.py); True or
+    False forces it on or off (the benchmark and lesson 09 compare the two; the bits are the same)."""
     if stream is None:
         return auto and "stream" in active()
     if stream is True or stream is False:
@@ -72,7 +72,7 @@ def _backward(dy, cache, dx_out, fn, stream=None):
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
         on = active()
-        stream = _stream_choice(stream, streams(dyk.nbytes + xk.nbytes + dx2.nbytes))
+        stream = _stream_choice(stream, False)          # streamed only when asked (_stream.py)
         drivers = twins(cache["center"], "f32_affine" in on, "paired_rows" in on, stream)
         run_twin(drivers[1], xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
                  cache["k"], cache["eps"], cache["mode"], chunks)

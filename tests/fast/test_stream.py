@@ -10,6 +10,8 @@ These tests also run under NUMBA_DISABLE_JIT (the helpers' Python versions).
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from conftest import jit_disabled
@@ -20,7 +22,8 @@ from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers, rowwis
 
 
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
-    monkeypatch.setattr(rowwise_api, "streams", lambda *args: stream)
+    """The forward and the backward with streaming forced on or off (as stream=True / False do)."""
+    monkeypatch.setattr(rowwise_api, "_stream_choice", lambda choice, auto: stream)
     return digest(run("numba", name, x, dy, w, b, kw, **buffers)[0])
 
 
@@ -86,7 +89,7 @@ def test_what_decides_streaming(monkeypatch):
     monkeypatch.setattr(rowwise_api, "streams", lambda *args: seen.append(args) or False)
     x, dy, w, _ = make_inputs((5, 12), np.float32, seed=38)
     run("numba", "group_rms_norm", x, dy, w, None, {"num_groups": 3})
-    assert seen == [(2 * x.nbytes, 4 * 4, _stream.AFFINE_MIN_ROW_BYTES), (3 * x.nbytes,)]
+    assert seen == [(2 * x.nbytes, 4 * 4, _stream.AFFINE_MIN_ROW_BYTES)]     # the backward: never
 
 
 def test_rows_that_fall_back_to_float64_stream_the_same_bits(monkeypatch):
@@ -144,6 +147,15 @@ def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
     (tmp_path / "uevent").write_text("")
     assert _stream.last_level_cache_bytes(str(tmp_path)) == 32 << 20
     assert _stream.last_level_cache_bytes(str(tmp_path / "missing")) == _stream.DEFAULT_CACHE_BYTES
+
+
+def test_the_usable_cache_is_capped_per_cpu(tmp_path, monkeypatch):
+    """A VM reads its host's whole cache: count at most CACHE_PER_CPU_BYTES for each usable CPU."""
+    per_cpu = _stream.CACHE_PER_CPU_BYTES
+    assert _stream.usable_cache_bytes(480 << 20, 2) == 2 * per_cpu
+    assert _stream.usable_cache_bytes(per_cpu, 4) == per_cpu
+    monkeypatch.setattr(_stream, "last_level_cache_bytes", lambda: 1 << 40)
+    assert _stream.usable_cache_bytes() == per_cpu * len(os.sched_getaffinity(0))
 
 
 def test_streaming_starts_at_the_cache_size(monkeypatch):
