@@ -23,7 +23,7 @@ lint: $(STAMP)
 
 test: lint
 	MPLBACKEND=Agg $(PY) -m pytest -q
-	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_tricks.py
+	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_tricks.py tests/fast/test_kernels_modern.py
 
 gradcheck: $(STAMP)
 	$(PY) -m scratchnorm.gradcheck

@@ -11,6 +11,7 @@ a hand-derived backward, numba kernels that give the same numbers fast
 Importing scratchnorm does not import numba or compile anything; the
 kernels compile on first use and are cached on disk.
 """
+from .add_rmsnorm import add_rms_norm_backward, add_rms_norm_forward
 from .batchnorm import (
                         BatchNorm,
                         batch_norm_backward,
@@ -20,6 +21,7 @@ from .batchnorm import (
                         batch_norm_forward,
                         update_running_stats,
 )
+from .dyt import DyT, dyt_backward, dyt_forward
 from .gradcheck import GradcheckReport, gradcheck
 from .group_rmsnorm import GroupRMSNorm, group_rms_norm_backward, group_rms_norm_forward
 from .groupnorm import GroupNorm, group_norm_backward, group_norm_forward
@@ -30,7 +32,7 @@ from .layernorm import LayerNorm, layer_norm_backward, layer_norm_backward_stage
 from .linear import Linear, linear_backward, linear_forward
 from .partial_rmsnorm import PartialRMSNorm, partial_count
 from .rmsnorm import RMSNorm, rms_norm_backward, rms_norm_backward_staged, rms_norm_forward
-from .rmsnorm_variants import RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
+from .rmsnorm_variants import GemmaRMSNorm, RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
 from .weightnorm import (
                         WeightNormLinear,
                         weight_norm_backward,
@@ -53,4 +55,6 @@ __all__ = [
     "batch_norm_backward_staged", "batch_norm_eval_backward", "batch_norm_eval_forward", "batch_norm_forward",
     "group_norm_backward", "group_norm_forward", "update_running_stats", "weight_norm_backward",
     "weight_norm_forward", "weight_norm_linear_backward", "weight_norm_linear_forward",
+    # the normalizations of today's models
+    "DyT", "GemmaRMSNorm", "add_rms_norm_backward", "add_rms_norm_forward", "dyt_backward", "dyt_forward",
 ]

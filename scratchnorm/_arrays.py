@@ -30,8 +30,9 @@ def sum_rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1]).sum(axis=0)
 
 
-def upstream(dy, shape: tuple) -> np.ndarray:
-    """dy checked (a float array of the forward output's ``shape``) and widened to float64."""
-    dy = as_float_array(dy, "dy")
-    check_dy(dy, shape)
+def upstream(dy, shape: tuple, name: str = "dy") -> np.ndarray:
+    """dy (or another upstream gradient, ``name``) checked: a float array of the forward output's
+    ``shape``; widened to float64."""
+    dy = as_float_array(dy, name)
+    check_dy(dy, shape, name)
     return dy.astype(np.float64)

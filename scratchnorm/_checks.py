@@ -117,11 +117,11 @@ def check_affine(weight, bias, d: int) -> None:
         check_array_shape(name, v, (d,))
 
 
-def check_dy(dy: np.ndarray, shape: tuple) -> None:
-    """The upstream gradient has the shape of the forward's output."""
+def check_dy(dy: np.ndarray, shape: tuple, name: str = "dy") -> None:
+    """The upstream gradient (``name``: dy, or dh for a second output) has the shape of the forward's output."""  # noqa: E501
     if dy.shape != tuple(shape):
-        fail(ValueError, "dy", f"shape {tuple(shape)} (the shape of the forward's output)", dy,
-             "pass dL/dy for the output of the forward that made this cache.")
+        fail(ValueError, name, f"shape {tuple(shape)} (the shape of the forward's output)", dy,
+             f"pass dL/{name} for the output of the forward that made this cache.")
 
 
 def check_groups(num_groups, d: int, arg: str = "num_groups", of: str = "d") -> int:

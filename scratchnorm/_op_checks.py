@@ -10,6 +10,10 @@ combine, and the four-part error message, are in ``_checks.py``.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from ._checks import (
     EPS_MODES,
     check_affine,
@@ -92,3 +96,36 @@ def group_norm_args(x, weight, bias, num_groups, eps):
     check_affine(weight, bias, x.shape[1])
     eps = check_eps(eps, allow_zero=True)
     return x, G, eps
+
+
+def add_rms_norm_args(x, residual, weight, eps):
+    """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it).
+    Returns (x, residual, eps)."""
+    x = as_float_array(x)
+    residual = as_float_array(residual, "residual")
+    eps = check_eps(eps, allow_zero=True)
+    _features(x, "add_rms_norm_forward")
+    if residual.shape != x.shape or residual.dtype != x.dtype:
+        fail(ValueError, "residual", f"an array of x's shape {x.shape} and dtype {x.dtype}", residual,
+             "pass the residual stream that x is added to; cast one of them first if the dtypes differ, "
+             "e.g. residual.astype(x.dtype).")
+    check_affine(weight, None, x.shape[-1])
+    return x, residual, eps
+
+
+def dyt_args(x, alpha, weight, bias):
+    """dyt_forward: x (..., d); alpha a finite real scalar (shape () or (1,)); weight, bias (d,) or None.
+    Returns (x, alpha as a float, (shape, dtype) of alpha's gradient: alpha's own, float64 for a
+    Python number or an integer)."""
+    x = as_float_array(x)
+    _features(x, "dyt_forward")
+    a = np.asarray(alpha)
+    if a.shape not in ((), (1,)) or a.dtype.kind not in "fiu":
+        fail(TypeError, "alpha", "a real scalar, or a float array of shape () or (1,)", alpha,
+             "pass alpha as a float such as 0.5 (DyT's params['alpha']).")
+    like = (a.shape, a.dtype if a.dtype.kind == "f" else np.dtype(np.float64))
+    value = float(a.reshape(()))
+    if not math.isfinite(value):
+        fail(ValueError, "alpha", "a finite number", value, "re-initialize alpha, e.g. to 0.5.")
+    check_affine(weight, bias, x.shape[-1])
+    return x, value, like

@@ -34,6 +34,8 @@ OPS = (
     "batch_norm_forward", "batch_norm_backward",
     "batch_norm_eval_forward", "batch_norm_eval_backward",
     "group_norm_forward", "group_norm_backward",
+    "add_rms_norm_forward", "add_rms_norm_backward",
+    "dyt_forward", "dyt_backward",
 )
 
 

@@ -8,6 +8,11 @@ nothing here re-derives the math.
 * ``RMSNormLearnableEps(d, eps)``: parameters weight and eps; the eps used is
   |eps|, so it stays >= 0 whatever the optimizer does. Its gradient is
   dL/d eps = sign(eps) * sum over rows of (sum_j g_j x_j) * d rstd/d eps.
+* ``GemmaRMSNorm(d, eps)``: y = x / RMS(x) * (1 + weight), weight initialized to 0
+  (Gemma's "zero-centered" weight: weight decay pulls the scale toward 1, not 0).
+  RMSNorm with scale s = 1 + weight; since ds/dweight = 1, dL/dweight = dL/ds.
+  1 + weight is formed in the parameters' dtype (float32 or float64), never in
+  the input's: in bfloat16, 1 + 0.0039 rounds to 1 (the precision lesson shows it).
 """
 from __future__ import annotations
 
@@ -47,6 +52,21 @@ class RMSNormWithBias(RMSNorm):
     def __init__(self, d, eps=1e-6, eps_mode="inside", *, backend="numba", dtype=np.float64):
         super().__init__(d, eps=eps, eps_mode=eps_mode, backend=backend, dtype=dtype)
         self._add_param("bias", np.zeros(self.d))
+
+
+class GemmaRMSNorm(RMSNorm):
+    """GemmaRMSNorm(d, eps=1e-6): y = x * rsqrt(mean(x^2) + eps) * (1 + weight); weight starts at 0."""
+
+    def __init__(self, d, eps=1e-6, *, backend="numba", dtype=np.float64):
+        super().__init__(d, eps=eps, backend=backend, dtype=dtype)
+        self.params["weight"] = np.zeros(self.d, dtype=self.dtype)
+
+    def _forward(self, x):
+        scale = 1.0 + self.params["weight"]                      # (d,) in the parameters' dtype
+        return implementation(self.backend, "rms_norm_forward")(x, scale, eps=self.eps)
+
+    def extra_repr(self):
+        return f"{self.d}, eps={self.eps}"
 
 
 class RMSNormLearnableEps(RMSNorm):

@@ -19,6 +19,8 @@ What is measured, in one process, as medians of timed calls after a warm-up:
   formulas when they are installed (``compare.py``), in interleaved rounds (``runner.py``);
 * LayerNorm and RMSNorm through the layer classes against torch.nn (both allocating), and the
   forward with float64 (the default) against float32 parameters;
+* the residual add fused with RMSNorm against the add then the norm, float32 forward, with the
+  bytes each moves (``fused.py``; when rmsnorm and float32 are in the run);
 * the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
 * the peak extra memory of a forward+backward (``memory.py``);
 * the targets (``targets.py``), as benchmark figures, never as tests;

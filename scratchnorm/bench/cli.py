@@ -14,7 +14,7 @@ from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
 from .report import print_report
 from .roofline import copy_bandwidth, median_copy
-from .runner import Context, bench_layers, bench_norm, environment, progress, rms_over_ln
+from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import evaluate_targets
 
 DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
@@ -128,6 +128,8 @@ def run(args) -> dict:
                 if norm.layer and ctx.numba and any(r["norm"] == norm.name and r["impl"] == "numba_out"
                                                     for r in report["results"]):
                     report["layers"] += bench_layers(ctx, norm, shape, dtype)
+    report["fused"] = [bench_fused(ctx, shape, dtype) for shape in args.shapes for dtype in args.dtypes
+                       if dtype == "float32" and "rmsnorm" in args.norms and ctx.use_numba_copy]
     report["memory"] = ctx.memory
     report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, progress=progress)
                       if ctx.torch and not args.quick and not args.no_grid else None)

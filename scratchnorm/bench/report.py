@@ -116,6 +116,8 @@ def print_report(report: dict) -> None:
                 f"{n} {sh} {fmt(t['numba_layer_f64_params'] / t['numba_layer'])}" for (n, sh), t in price.items()))
     if report.get("grid"):
         print(f"\n{grid_table(report['grid'])}")
+    if report.get("fused"):
+        print(f"\n{fused_table(report['fused'])}")
     if report["rms_over_ln"]:
         print("\nRMSNorm time / LayerNorm time (below 1: RMSNorm is faster)")
         by = {}
@@ -156,6 +158,16 @@ def print_report(report: dict) -> None:
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
                  for t in report["targets"]], left=2))
+
+
+def fused_table(rows: list[dict]) -> str:
+    """report["fused"] (fused.py): per shape, each path's time, bytes and % of copy, and the speed-up."""
+    out = [[shape_str(r["shape"]), r["dtype"], *(v for name in ("fused", "unfused") for v in (
+        fmt_time(r[name]["median_s"]), f"{r[name]['bytes'] / 2**20:.1f}", fmt(r[name]["pct_copy"], ".0f"))),
+            fmt(r["speedup"])] for r in rows]
+    return ("Residual add + RMSNorm forward, fused (x, residual -> h, y) against the add then the norm "
+            "(fused.py)\n" + table(["shape", "dtype", "fused", "MiB moved", "% copy", "add, then norm",
+                                    "MiB moved", "% copy", "speed-up"], out, left=2))
 
 
 def print_memory(rows: list[dict]) -> None:

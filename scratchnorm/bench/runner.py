@@ -223,6 +223,15 @@ def bench_layers(ctx: Context, norm: Norm, shape, dtype) -> list[dict]:
     return records
 
 
+def bench_fused(ctx: Context, shape, dtype) -> dict:
+    """The fused residual add + RMSNorm against the add then the norm (fused.py), in rounds."""
+    from .fused import fused_calls, fused_record
+
+    timings, copies = in_rounds(ctx, fused_calls(shape, dtype), shape, dtype,
+                                f"add_rms_norm {shape_str(shape)} {np.dtype(dtype).name}")
+    return fused_record(shape, dtype, timings, statistics.median(c["best_gbs"] for c in copies))
+
+
 def rms_over_ln(results: list[dict]) -> list[dict]:
     """RMSNorm time / LayerNorm time for every shape, dtype, step and implementation."""
     ln = {(tuple(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"]

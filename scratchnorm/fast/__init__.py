@@ -9,10 +9,11 @@ numba). Nothing here imports a reference module: the argument checks come from
 Where things are: rowwise.py (the readable row-wise kernel: LayerNorm, RMSNorm
 and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by
 tricks.py), rowwise_drivers.py (rows on threads) and rowwise_api.py (the
-functions); channels.py (the
-BatchNorm and GroupNorm kernels) with batchnorm.py and groupnorm.py;
-_buffers.py (arrays in the kernels' layout); _jit.py (how kernels compile and
-split work); _stream.py (non-temporal stores); NOTES.md (measurements).
+functions); add_rmsnorm.py (the residual add fused into the row-wise kernel);
+channels.py (the BatchNorm and GroupNorm kernels) with batchnorm.py and
+groupnorm.py; dyt.py (DyT); _buffers.py (arrays in the kernels' layout); _jit.py
+(how kernels compile and split work); _stream.py (non-temporal stores);
+NOTES.md (measurements).
 
 Compilation. Kernels compile on their first call (a few seconds per dtype) and
 are cached in ``__pycache__`` next to the source. If that folder is read-only,
@@ -37,7 +38,9 @@ PyTorch's autograd keeps the tensors it saves: do not write into x between a
 forward and its backward. Writing into y is safe, and so is ``out=x`` (the
 forward then keeps a copy of x). A cache works only with its own backend.
 """
+from .add_rmsnorm import add_rms_norm_backward, add_rms_norm_forward
 from .batchnorm import batch_norm_backward, batch_norm_eval_backward, batch_norm_eval_forward, batch_norm_forward
+from .dyt import dyt_backward, dyt_forward
 from .groupnorm import group_norm_backward, group_norm_forward
 from .tricks import kernel
 from .rowwise_api import (
@@ -60,6 +63,9 @@ KERNELS = {
     "batch_norm_forward": batch_norm_forward, "batch_norm_backward": batch_norm_backward,
     "batch_norm_eval_forward": batch_norm_eval_forward, "batch_norm_eval_backward": batch_norm_eval_backward,
     "group_norm_forward": group_norm_forward, "group_norm_backward": group_norm_backward,
+    # today's models: add_rmsnorm.py (residual add fused with RMSNorm, on the row-wise kernel), dyt.py
+    "add_rms_norm_forward": add_rms_norm_forward, "add_rms_norm_backward": add_rms_norm_backward,
+    "dyt_forward": dyt_forward, "dyt_backward": dyt_backward,
 }
 
 __all__ = ["KERNELS", "kernel", *KERNELS]

@@ -56,9 +56,15 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
         run_twin(drivers[0], x.size, rows, xk, w, b, y2, stats, k, eps, mode)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
-    cache = {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
-             "bias": bias, "center": center, "k": k, "eps": eps, "mode": mode, "dtype": x.dtype, "shape": x.shape}
+    cache = norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, x.dtype, x.shape)
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
+
+
+def norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, dtype, shape) -> dict:
+    """What the row-wise backward reads: the kernel rows xk (rows, m), their stats (rows, 3), the
+    parameters as given, the switches, and the input's dtype and shape (add_rmsnorm.py makes one too)."""
+    return {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight, "bias": bias,
+            "center": center, "k": k, "eps": eps, "mode": mode, "dtype": dtype, "shape": shape}
 
 
 def _backward(dy, cache, dx_out, fn, stream=None):

@@ -8,13 +8,36 @@ To add a layer to the library, add its cases here or in those two.
 """
 from __future__ import annotations
 
+import numpy as np
+
 import scratchnorm as sn
 
+from ..backend import implementation
+from ..layer import Layer
 from .case import Case
 from .cases_batch import batch_cases  # BatchNorm, InstanceNorm, GroupNorm, WeightNorm
 from .cases_nn import nn_cases  # scratchnorm.nn layers and a whole tiny Transformer
 
 __all__ = ["Case", "all_cases"]
+
+
+class AddRMSNormPair(Layer):
+    """add_rms_norm as a one-input, one-output layer for the check: input (2, ..., d) stacks x and
+    residual, output (2, ..., d) stacks y and h, so a random upstream gradient covers dy and dh."""
+
+    def __init__(self, d, eps=1e-6, *, backend="numba"):
+        super().__init__(backend=backend)
+        self.eps = eps
+        self._add_param("weight", np.ones(d))
+
+    def _forward(self, xr):
+        y, h, cache = implementation(self.backend, "add_rms_norm_forward")(xr[0], xr[1], self.params["weight"],
+                                                                          self.eps)
+        return np.stack([y, h]), cache
+
+    def _backward(self, dyh, cache):
+        grads = implementation(self.backend, "add_rms_norm_backward")(dyh[0], dyh[1], cache)
+        return {"x": np.stack([grads["x"], grads["residual"]]), "weight": grads["weight"]}
 
 
 def _rowwise_cases() -> list[Case]:
@@ -57,6 +80,13 @@ def _rowwise_cases() -> list[Case]:
         Case("GroupRMSNorm(12, 3) zero row", lambda b: sn.GroupRMSNorm(12, 3, backend=b), (2, 3, 12),
              zero_row=True),
         Case("Linear(5, 4)", lambda b: sn.Linear(5, 4, backend=b), (3, 5)),
+        # today's models (issue "Beyond 2019")
+        Case("GemmaRMSNorm(8)", lambda b: sn.GemmaRMSNorm(8, backend=b), (4, 8)),
+        Case("GemmaRMSNorm(8) zero row", lambda b: sn.GemmaRMSNorm(8, backend=b), (3, 8), zero_row=True),
+        Case("add_rms_norm(8): x + residual, then RMSNorm", lambda b: AddRMSNormPair(8, backend=b), (2, 4, 8)),
+        Case("add_rms_norm(8) 3-D", lambda b: AddRMSNormPair(8, backend=b), (2, 2, 3, 8)),
+        Case("DyT(8)", lambda b: sn.DyT(8, backend=b), (4, 8)),
+        Case("DyT(8) 3-D", lambda b: sn.DyT(8, backend=b), (2, 3, 8)),
     ]
     return out
 

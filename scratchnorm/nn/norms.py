@@ -14,6 +14,8 @@ changes. It is one of
   "rmsnorm_learnable_eps"  RMSNormLearnableEps(d)
   "simple_rmsnorm"     SimpleRMSNorm()                  (no parameters)
   "batchnorm"          BatchNorm(d)                     (MLPs on (N, d) only)
+  "gemma_rmsnorm"      GemmaRMSNorm(d)                  (y = x_hat (1 + w), w from 0)
+  "dyt"                DyT(d)                           (tanh(alpha x) w + b: no statistics)
   ===================  ========================================================
 
 * a factory ``d -> Layer``, for any other setting, e.g.
@@ -37,12 +39,13 @@ import numpy as np
 
 from .._checks import check_choice, fail
 from ..batchnorm import BatchNorm
+from ..dyt import DyT
 from ..groupnorm import GroupNorm
 from ..layer import Layer
 from ..layernorm import LayerNorm
 from ..partial_rmsnorm import PartialRMSNorm
 from ..rmsnorm import RMSNorm
-from ..rmsnorm_variants import RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
+from ..rmsnorm_variants import GemmaRMSNorm, RMSNormLearnableEps, RMSNormWithBias, SimpleRMSNorm
 
 #: name -> factory(d, backend=..., dtype=...)
 NORMS = {
@@ -54,6 +57,8 @@ NORMS = {
     "rmsnorm_learnable_eps": RMSNormLearnableEps,
     "simple_rmsnorm": lambda d, **kw: SimpleRMSNorm(**kw),
     "batchnorm": BatchNorm,
+    "gemma_rmsnorm": GemmaRMSNorm,
+    "dyt": DyT,
 }
 
 #: normalizations that read (N, C, *) with channels on axis 1 (InstanceNorm is a GroupNorm)

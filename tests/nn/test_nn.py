@@ -386,7 +386,8 @@ def test_residual_errors(rng):
 def test_norm_registry():
     expected = {"layernorm": sn.LayerNorm, "rmsnorm": sn.RMSNorm, "prmsnorm": sn.PartialRMSNorm,
                 "rmsnorm_bias": sn.RMSNormWithBias, "rmsnorm_learnable_eps": sn.RMSNormLearnableEps,
-                "simple_rmsnorm": sn.SimpleRMSNorm, "batchnorm": sn.BatchNorm}
+                "simple_rmsnorm": sn.SimpleRMSNorm, "batchnorm": sn.BatchNorm, "gemma_rmsnorm": sn.GemmaRMSNorm,
+                "dyt": sn.DyT}
     for name, cls in expected.items():
         layer = nn.make_norm(name, 8, backend="numpy", dtype=np.float32)
         assert type(layer) is cls and layer.backend == "numpy" and layer.dtype == np.float32

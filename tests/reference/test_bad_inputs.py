@@ -38,6 +38,9 @@ SPECS = [
          "rowwise", ("eps",)),
     Spec("GroupRMSNorm", lambda b, **k: sn.GroupRMSNorm(k.pop("d", 6), k.pop("num_groups", 2), backend=b, **k),
          (3, 6), "rowwise", ("eps", "num_groups")),
+    Spec("GemmaRMSNorm", lambda b, **k: sn.GemmaRMSNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise",
+         ("eps",)),
+    Spec("DyT", lambda b, **k: sn.DyT(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise", ("alpha0",)),
     Spec("BatchNorm", lambda b, **k: sn.BatchNorm(k.pop("C", 4), backend=b, **k), (5, 4, 3), "channels",
          ("eps", "momentum")),
     Spec("InstanceNorm", lambda b, **k: sn.InstanceNorm(k.pop("C", 4), affine=True, backend=b, **k), (2, 4, 5),
@@ -78,6 +81,10 @@ def cases():
             add("eps < 0", lambda L: L(eps=-1e-5), ValueError, "eps", "-1e-05")
             add("eps nan", lambda L: L(eps=float("nan")), ValueError, "eps", "nan")
             add("eps string", lambda L: L(eps="1e-5"), TypeError, "eps", "'1e-5'")
+        if "alpha0" in s.hyper:
+            for a in (0.0, -0.5, float("nan"), float("inf")):
+                add(f"alpha0={a}", lambda L, a=a: L(alpha0=a), ValueError, "alpha0", repr(a))
+            add("alpha0 string", lambda L: L(alpha0="0.5"), TypeError, "alpha0", "'0.5'")
         if "p" in s.hyper:
             for p in (0.0, -0.5, 1.5):
                 add(f"p={p}", lambda L, p=p: L(p=p), ValueError, "p", repr(p))

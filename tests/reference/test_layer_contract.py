@@ -18,6 +18,8 @@ ROWWISE = [
     lambda b: sn.RMSNormWithBias(8, backend=b),
     lambda b: sn.RMSNormLearnableEps(8, backend=b),
     lambda b: sn.GroupRMSNorm(8, 2, backend=b),
+    lambda b: sn.GemmaRMSNorm(8, backend=b),
+    lambda b: sn.DyT(8, backend=b),
 ]
 
 

@@ -48,6 +48,10 @@ def layers_and_refs(d=8):
          lambda x, L: ref_rms(x, abs(L.params["eps"][0]), "inside") * p(L, "weight")),
         ("PartialRMSNorm p=0.25", lambda b: sn.PartialRMSNorm(d, p=0.25, backend=b),
          lambda x, L: ref_rms(x, L.eps, "inside", k=math.ceil(d * 0.25)) * p(L, "weight")),
+        ("GemmaRMSNorm", lambda b: sn.GemmaRMSNorm(d, backend=b),
+         lambda x, L: ref_rms(x, L.eps, "inside") * (1.0 + p(L, "weight"))),
+        ("DyT", lambda b: sn.DyT(d, alpha0=0.8, backend=b),
+         lambda x, L: np.tanh(p(L, "alpha")[0] * x) * p(L, "weight") + p(L, "bias")),
         ("GroupRMSNorm G=2", lambda b: sn.GroupRMSNorm(d, 2, backend=b),
          lambda x, L: np.concatenate([ref_rms(x[..., :d // 2], L.eps, "inside"),
                                       ref_rms(x[..., d // 2:], L.eps, "inside")], -1) * p(L, "weight")),
@@ -135,7 +139,8 @@ def test_zero_rows_give_finite_output_and_gradients(label, make, ref, backend, r
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
 def test_nan_and_inf_propagate_like_pytorch(label, make, ref, backend, rng):
     """A NaN or Inf in a row makes that row's output NaN (its statistic is NaN or Inf);
-    the other rows are untouched. PyTorch's layer_norm / rms_norm behave the same way."""
+    the other rows are untouched. PyTorch's layer_norm / rms_norm behave the same way.
+    DyT has no statistic: the NaN stays in its element, and tanh(alpha * inf) = sign(alpha)."""
     layer = make(backend)
     randomized(layer, rng)
     x = rng.standard_normal((3, 8))
@@ -143,7 +148,12 @@ def test_nan_and_inf_propagate_like_pytorch(label, make, ref, backend, rng):
     x[0, 2], x[2, 5] = np.nan, np.inf
     with np.errstate(invalid="ignore", over="ignore"):   # NumPy warns about inf - inf; that is fine here
         y = layer.forward(x)
-    assert np.isnan(y[0]).any() and not np.isfinite(y[2]).all()
+    if label == "DyT":
+        p = {k: v.astype(np.float64) for k, v in layer.params.items()}
+        assert np.isnan(y[0, 2]) and np.isfinite(np.delete(y, [2, 21])).all()
+        assert y[2, 5] == np.sign(p["alpha"][0]) * p["weight"][5] + p["bias"][5]
+    else:
+        assert np.isnan(y[0]).any() and not np.isfinite(y[2]).all()
     np.testing.assert_array_equal(y[1], clean[1])
 
 

@@ -1,0 +1,88 @@
+r"""The fused residual add + RMSNorm kernel (scratchnorm/add_rmsnorm.py has the math).
+
+One pass per row: h = x + residual is computed in x's dtype and stored, then
+the row-wise forward (rowwise.py, with the ``f32_affine`` trick when it is on)
+runs on h while it is still in the L1 cache. So x and residual are read from
+memory once and h and y written once: 4 arrays' worth of bytes, against 6 for
+an add that writes h and a norm that reads it back (the benchmark counts them).
+
+The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
+(rowwise_api.py) followed by dx += dh. That adds dh to the already rounded dx:
+for float32, within one more float32 rounding of |dx| than the reference, which
+rounds once. float16 input is added in float16 by NumPy (so h has the
+reference's bits) and normalized by the row-wise kernel: it is not fused.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from numba import prange
+
+from .._checks import check_dy
+from .._op_checks import add_rms_norm_args
+from ..dtypes import as_float_array
+from ._buffers import affine_vector, as_rows, check_cache, n_rows
+from ._jit import run_twin, serial_and_parallel
+from .rowwise import INSIDE, forward_row
+from .rowwise_api import norm_cache, rms_norm_backward, rms_norm_forward
+from .rowwise_tuned import bounded, forward_row_tuned
+from .tricks import active
+
+
+def _drivers(f32_affine: bool):
+    def _add_rms_rows(x, residual, w, b, h, y, stats, eps):
+        """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,))."""
+        d = x.shape[1]
+        is_bounded = bounded(w.reshape(1, d), b.reshape(1, d), d) if f32_affine else False
+        for r in prange(x.shape[0]):
+            xr, rr, hr = x[r], residual[r], h[r]
+            for j in range(d):
+                hr[j] = xr[j] + rr[j]                   # in the arrays' dtype: h as it is stored
+            if f32_affine:
+                forward_row_tuned(hr, w, b, y[r], stats[r], False, d, eps, INSIDE, is_bounded, False)
+            else:
+                forward_row(hr, w, b, y[r], stats[r], False, d, eps, INSIDE)
+
+    return serial_and_parallel(_add_rms_rows)
+
+
+twins = cache(_drivers)     # one compiled pair per setting of f32_affine, built on first use
+
+
+def add_rms_norm_forward(x, residual, weight, eps=1e-6):
+    """h = x + residual, y = RMSNorm(h), numba kernels. Same arguments and result as
+    ``scratchnorm.add_rms_norm_forward``; the cache is this backend's."""
+    x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
+    if x.dtype == np.float16:                           # not fused (module docstring)
+        h = np.add(x, residual)
+        y, norm = rms_norm_forward(h, weight, eps=eps)
+        return y, h, {"norm": norm}
+    d = x.shape[-1]
+    rows = x.size // d if d else n_rows(x.shape)
+    xk, _ = as_rows(x, rows)
+    rk, _ = as_rows(residual, rows)
+    h, y = np.empty_like(xk), np.empty_like(xk)         # (rows, d)
+    stats = np.empty((rows, 3))                         # mean (0), ms, rstd per row
+    w = affine_vector(weight, d, 1.0, xk.dtype)
+    b = affine_vector(None, d, -0.0, xk.dtype)
+    if x.size:
+        f32_affine = "f32_affine" in active() and w.dtype == xk.dtype
+        run_twin(twins(f32_affine), x.size, rows, xk, rk, w, b, h, y, stats, eps)
+    else:
+        stats.fill(np.nan)
+    norm = norm_cache(h, stats, 1, weight, None, False, d, eps, INSIDE, x.dtype, x.shape)
+    return y.reshape(x.shape), h.reshape(x.shape), {"norm": norm}
+
+
+def add_rms_norm_backward(dy, dh, cache):
+    """Returns {"x", "residual", "weight"} as ``scratchnorm.add_rms_norm_backward``: RMSNorm's
+    backward kernel on h, then dx += dh (module docstring)."""
+    norm = check_cache(cache.get("norm") if isinstance(cache, dict) else None, "rowwise", "add_rms_norm_forward")
+    dh = as_float_array(dh, "dh")
+    check_dy(dh, norm["shape"], "dh")
+    grads = rms_norm_backward(dy, norm)
+    dx = grads.pop("x")
+    np.add(dx, dh, out=dx, casting="same_kind")         # one more rounding (module docstring)
+    grads.pop("eps")
+    return {"x": dx, "residual": dx.copy(), **grads}
