@@ -33,21 +33,23 @@ def _targets(shape, n_classes, seed=1):
     return np.random.default_rng(seed).integers(0, n_classes, shape)
 
 
-def _residual(placement, norm, d=6):
+def _residual(placement, norm, d=6, **extra):
     def make(b):
         # the last bias is left out before BatchNorm, which would cancel it (its gradient is exactly 0)
         f = nn.Sequential(Linear(d, 8, backend=b), nn.GELU(backend=b),
                           Linear(8, d, bias=norm != "batchnorm", backend=b))
-        return nn.Residual(f, nn.make_norm(norm, d, backend=b), placement)
+        more = {"norm_out": nn.make_norm(norm, d, backend=b)} if placement == "peri" else extra
+        return nn.Residual(f, nn.make_norm(norm, d, backend=b), placement, **more)
     return make
 
 
-def _transformer(norm, **kw):
-    """A tiny Transformer: vocab 5, d_model 4, 2 heads of 2, max_len 5, MLP width 8.
+def _transformer(norm, n_heads=2, **kw):
+    """A tiny Transformer: vocab 5, d_model 4, 2 heads of 2 (QK-Norm: 1 head of 4, since a norm over
+    2 features is nearly a sign and its gradient small), max_len 5, MLP width 8.
     norm: as in nn.Transformer, or a function of the backend that returns a factory."""
     def make(b):
         n = norm(b) if callable(norm) else norm
-        return nn.Transformer(5, 4, 2, max_len=5, mlp_ratio=2, norm=n, backend=b, **kw)
+        return nn.Transformer(5, 4, n_heads, max_len=5, mlp_ratio=2, norm=n, backend=b, **kw)
     return make
 
 
@@ -60,6 +62,7 @@ def nn_cases() -> list[Case]:
     # use GELU, and ReLU is checked alone and in one small stack at h = 1e-6.
     smooth = {"h": 3e-4, "order": 4}
     model = {"vocab": 5, **smooth}
+    qk_model = {**model, "h": 1e-3}
     return [
         Case("nn.ReLU", lambda b: nn.ReLU(backend=b), (4, 5)),
         Case("nn.GELU", lambda b: nn.GELU(backend=b), (2, 3, 5)),
@@ -76,6 +79,13 @@ def nn_cases() -> list[Case]:
         Case("nn.Residual post RMSNorm", _residual("post", "rmsnorm"), (2, 3, 6), **smooth),
         Case("nn.Residual post BatchNorm", _residual("post", "batchnorm"), (5, 6), **smooth),
         Case("nn.Residual pre none", _residual("pre", None), (4, 6), **smooth),
+        Case("nn.Residual peri RMSNorm (Gemma's sandwich)", _residual("peri", "rmsnorm"), (2, 3, 6), **smooth),
+        Case("nn.Residual reordered LayerNorm (OLMo 2)", _residual("reordered", "layernorm"), (2, 3, 6), **smooth),
+        Case("nn.Residual deepnorm LayerNorm L=4", _residual("deepnorm", "layernorm", depth=4), (2, 3, 6), **smooth),
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=rmsnorm",
+             lambda b: nn.CausalSelfAttention(8, 2, "rmsnorm", backend=b), (2, 4, 8), **smooth),
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=layernorm",
+             lambda b: nn.CausalSelfAttention(8, 2, "layernorm", backend=b), (2, 4, 8), **smooth),
         Case("nn.Transformer rmsnorm 2 layers (LLaMA-like)",
              _transformer("rmsnorm", n_layers=2), (2, 4), **model),
         Case("nn.Transformer layernorm", _transformer("layernorm", n_layers=1), (2, 5), **model),
@@ -83,4 +93,12 @@ def nn_cases() -> list[Case]:
              _transformer(lambda b: lambda d: RMSNorm(d, eps=1e-5, backend=b), n_layers=1, placement="post"),
              (2, 3), **model),
         Case("nn.Transformer no norm", _transformer(None, n_layers=1), (1, 4), **model),
+        # QK-Norm's weight gradients are about 1e-4 here (3 positions give attention little to do):
+        # h = 1e-3 keeps the round-off below them; the five-point truncation, about h^4, stays far below.
+        *[Case(f"nn.Transformer rmsnorm placement={p} qk_norm=rmsnorm",
+               _transformer("rmsnorm", 1, n_layers=2, placement=p, qk_norm="rmsnorm"), (2, 3), **qk_model)
+          for p in ("pre", "post", "peri", "reordered", "deepnorm")],
+        Case("nn.Transformer layernorm qk_norm=layernorm",
+             _transformer("layernorm", 1, n_layers=1, qk_norm="layernorm"), (2, 3), **qk_model),
+        Case("nn.Transformer DyT (no statistics)", _transformer("dyt", n_layers=1), (2, 3), **model),
     ]

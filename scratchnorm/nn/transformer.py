@@ -4,10 +4,11 @@ ids: (B, T) integers in [0, vocab_size), T <= max_len.
 
 Forward
     h = tok_emb[ids] + pos_emb[0..T-1]                   (B, T, d)
-    for each block (pre-norm; see residual.py):
-        h = h + CausalSelfAttention(Norm(h))             "attn"
+    for each block (placement="pre"; the others in residual.py):
+        h = h + CausalSelfAttention(Norm(h))             "attn" (qk_norm: q and k normalized per head)
         h = h + Linear(GELU(Linear(Norm(h))))            "mlp", hidden width mlp_ratio * d
-    h = Norm(h)                                          final norm (pre-norm only)
+    h = Norm(h)                                          final norm ("pre", "peri", "reordered": the
+                                                         residual stream itself is never normalized)
     logits = h Whead^T + bhead                           (B, T, vocab_size)
 
 Backward, given dlogits: each layer's backward in reverse order, then
@@ -36,7 +37,7 @@ from .container import Container
 from .embedding import Embedding
 from .ids import as_ids, check_id_range
 from .norms import CHANNELS_FIRST, make_norm
-from .residual import PLACEMENTS, Residual
+from .residual import PLACEMENTS, Residual, deepnorm_beta
 from .sequential import Sequential, mlp
 from .softmax import softmax_forward
 
@@ -45,14 +46,17 @@ class Transformer(Container):
     """Transformer(vocab_size, d_model, n_heads, n_layers, max_len, norm="layernorm", ...).
 
     ``logits = model.forward(ids)``, ``model.backward(dlogits)`` (returns None: ids
-    are not differentiable), ``model.generate(ids, n_new)``. placement="post" puts
-    each norm after the residual sum (and drops the final norm). mlp_ratio: the
-    MLP's hidden width over d_model. seed: one Generator draws every initial weight;
-    embeddings are drawn N(0, 0.02^2) as in GPT-2, Linear weights as in linear.py.
+    are not differentiable), ``model.generate(ids, n_new)``. placement: "pre" (default),
+    "post", "peri", "reordered" or "deepnorm" (residual.py); "post" and "deepnorm" end
+    each block with a norm and drop the final one; "deepnorm" also scales the initial
+    value, output and MLP weights by DeepNet's beta = (8 n_layers)^(-1/4). qk_norm: None,
+    "rmsnorm" or "layernorm" (attention.py). mlp_ratio: the MLP's hidden width over
+    d_model. seed: one Generator draws every initial weight; embeddings are drawn
+    N(0, 0.02^2) as in GPT-2, Linear weights as in linear.py.
     """
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, max_len, norm="layernorm", *,
-                 placement="pre", mlp_ratio=4, seed=0, backend="numba", dtype=np.float64):
+                 placement="pre", qk_norm=None, mlp_ratio=4, seed=0, backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.vocab_size = check_int("vocab_size", vocab_size)
         self.d_model = d = check_int("d_model", d_model)
@@ -74,14 +78,30 @@ class Transformer(Container):
 
         self.tok_emb = self.add("tok_emb", Embedding(self.vocab_size, d, std=0.02, seed=rng, **kw))
         self.pos_emb = self.add("pos_emb", Embedding(self.max_len, d, std=0.02, seed=rng, **kw))
+        self.qk_norm = qk_norm
+
+        def residual(f):
+            if placement in ("pre", "post") and norm in (None, "none"):
+                return Residual(f, None, placement)
+            extra = {"norm_out": new_norm()} if placement == "peri" else {}
+            if placement == "deepnorm":
+                extra["depth"] = self.n_layers
+            return Residual(f, new_norm(), placement, **extra)
+
         blocks = []
         for _ in range(self.n_layers):
-            attn = CausalSelfAttention(d, n_heads, seed=rng, **kw)
+            attn = CausalSelfAttention(d, n_heads, qk_norm, seed=rng, **kw)
             ffn = mlp([d, hidden, d], activation="gelu", seed=rng, **kw)
-            blocks.append(Sequential(Residual(attn, new_norm(), placement), Residual(ffn, new_norm(), placement),
-                                     names=("attn", "mlp")))
+            if placement == "deepnorm":                  # DeepNet's initialization (residual.py)
+                beta = deepnorm_beta(self.n_layers)
+                attn.qkv.params["weight"][2 * d:] *= beta            # the value projection
+                attn.proj.params["weight"] *= beta
+                for name in ffn.params:
+                    if name.endswith("weight"):
+                        ffn.params[name] *= beta
+            blocks.append(Sequential(residual(attn), residual(ffn), names=("attn", "mlp")))
         self.blocks = self.add("blocks", Sequential(*blocks))
-        self.norm = new_norm() if placement == "pre" else None
+        self.norm = new_norm() if placement in ("pre", "peri", "reordered") else None
         if self.norm is not None:
             self.add("norm", self.norm)
         self.head = self.add("head", Linear(d, self.vocab_size, seed=rng, **kw))
@@ -146,4 +166,5 @@ class Transformer(Container):
 
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, d_model={self.d_model}, n_layers={self.n_layers}, "
-                f"max_len={self.max_len}, placement={self.placement!r}")
+                f"max_len={self.max_len}, placement={self.placement!r}"
+                + (f", qk_norm={self.qk_norm!r}" if self.qk_norm else ""))
