@@ -19,6 +19,11 @@
   handled as float32 inputs are by the reference, and the final output, *after*
   the weight and the bias are applied, is cast back to float16. So there is
   one float16 rounding per output element, and x^2 never overflows float16.
+  (RMSNorm's ``cast=`` can put the roundings elsewhere, as other models do:
+  casts.py.)
+* bfloat16 inputs (the ``ml_dtypes`` package's dtype, as JAX uses; install it
+  with the ``lessons`` extra) are handled exactly as float16 ones. The library
+  never imports ml_dtypes: an array that has the dtype brings its casts along.
 * Parameters (weight, bias, ...) have the layer's ``dtype`` (float64 unless
   the layer is built with ``dtype=np.float32``); their gradients have the
   parameter's dtype; ``dx`` has the dtype of ``x``.
@@ -33,8 +38,18 @@ FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _F16, _F32, _F64 = FLOAT_DTYPES
 
 
+def is_bfloat16(dt) -> bool:
+    """ml_dtypes' bfloat16 (recognized by name: the library does not import ml_dtypes)."""
+    return dt.name == "bfloat16" and dt.itemsize == 2
+
+
+def is_half(dt) -> bool:
+    """float16 or bfloat16: the 2-byte dtypes, upcast on entry and rounded once at the end."""
+    return dt is _F16 or dt == _F16 or is_bfloat16(dt)
+
+
 def as_float_array(x, name: str = "x") -> np.ndarray:
-    """Return ``x`` as a float16/32/64 ndarray, or raise a TypeError.
+    """Return ``x`` as a float16/32/64 or bfloat16 ndarray, or raise a TypeError.
 
     Never copies a float array; never casts silently.
     """
@@ -47,12 +62,12 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
              f"a masked array with {int(np.ma.count_masked(x))} masked values",
              f"fill the masked values first, e.g. np.ma.filled({name}, 0.0), or drop those rows.")
     arr = np.asarray(x)
-    if arr.dtype not in FLOAT_DTYPES:
-        fail(TypeError, name, "a float16, float32 or float64 array", arr,
+    if arr.dtype not in FLOAT_DTYPES and not is_bfloat16(arr.dtype):
+        fail(TypeError, name, "a float16, bfloat16, float32 or float64 array", arr,
              f"cast it first, e.g. {name}.astype(np.float32).")
     return arr
 
 
 def upcast_half(x: np.ndarray) -> np.ndarray:
-    """float16 -> float32 at the entry of a function; other dtypes unchanged."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
+    """float16 and bfloat16 -> float32 at the entry of a function; other dtypes unchanged."""
+    return x.astype(np.float32) if is_half(x.dtype) else x

@@ -9,28 +9,31 @@ import numpy as np
 
 from ._arrays import sum_rows
 from ._checks import check_array_shape, check_bool, check_int, check_last_axis
-from .dtypes import as_float_array
+from .dtypes import as_float_array, upcast_half
 from .layer import Layer
 
 
 def linear_forward(x, weight, bias=None):
-    """Returns ``(a, cache)``; a = x @ weight.T + bias, in the dtype of x."""
+    """Returns ``(a, cache)``; a = x @ weight.T + bias, in the dtype of x (float16 and bfloat16:
+    computed in float32 and rounded once, as the dtype policy says)."""
     x = as_float_array(x)
     out_f, in_f = check_array_shape("weight", weight, np.shape(weight)).shape
     check_last_axis("linear_forward", x, in_f, arg="in_features")
     if bias is not None:
         check_array_shape("bias", bias, (out_f,))
-    a = x @ weight.T.astype(x.dtype, copy=False)
+    xw = upcast_half(x)                                          # the dtype the product is computed in
+    a = xw @ weight.T.astype(xw.dtype, copy=False)
     if bias is not None:
-        a = a + bias.astype(x.dtype, copy=False)
-    return a, {"x": x, "weight": weight, "bias": bias}
+        a = a + bias.astype(xw.dtype, copy=False)
+    return a.astype(x.dtype, copy=False), {"x": x, "weight": weight, "bias": bias}
 
 
 def linear_backward(da, cache):
     """Returns {"x", "weight", "bias"}."""
     da = as_float_array(da, "da")
     x, weight, bias = cache["x"], cache["weight"], cache["bias"]
-    grads = {"x": da @ weight.astype(da.dtype, copy=False)}
+    dw = upcast_half(da)
+    grads = {"x": (dw @ weight.astype(dw.dtype, copy=False)).astype(da.dtype, copy=False)}
     x2 = x.reshape(-1, x.shape[-1])
     da2 = da.reshape(-1, da.shape[-1])
     grads["weight"] = (da2.T.astype(weight.dtype) @ x2.astype(weight.dtype))

@@ -44,6 +44,7 @@ from ._arrays import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_bool, check_choice, check_eps, check_int, check_last_axis
 from ._op_checks import rms_norm_args
 from .backend import implementation, register
+from .casts import CASTS, rms_norm_cast
 from .dtypes import upcast_half
 from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rstd_from_ms
 from .layer import Layer
@@ -119,21 +120,25 @@ def rms_norm_backward_staged(dy, cache):
 
 
 class RMSNorm(Layer):
-    """RMSNorm(d, eps=1e-6, eps_mode="inside", elementwise_affine=True): y = x / RMS(x) * weight.
+    """RMSNorm(d, eps=1e-6, eps_mode="inside", elementwise_affine=True, cast="gemma"): y = x / RMS(x) * weight.
 
     eps_mode: "inside" x*rsqrt(ms+eps) (PyTorch, LLaMA); "outside" x/(sqrt(ms)+eps)
     (the paper's PyTorch code); "clamp" x*rsqrt(max(ms, eps)). See eps_modes.py.
     The default eps 1e-6 is LLaMA-1's; torch.nn.RMSNorm defaults to finfo(dtype).eps.
+    cast: where a float16/bfloat16/float32 input is rounded back to its dtype: "gemma"
+    (once, at the end: the default), "llama" or "none" (casts.py).
     """
 
     _k = None  # features that feed the statistic; None = all (see PartialRMSNorm)
+    _one_plus = False  # the scale is 1 + weight (GemmaRMSNorm)
 
-    def __init__(self, d, eps=1e-6, eps_mode="inside", elementwise_affine=True, *,
+    def __init__(self, d, eps=1e-6, eps_mode="inside", elementwise_affine=True, *, cast="gemma",
                  backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.d = check_int("d", d)
         self.eps = check_eps(eps)
         self.eps_mode = check_choice("eps_mode", eps_mode, EPS_MODES)
+        self.cast = check_choice("cast", cast, CASTS)
         self.elementwise_affine = check_bool("elementwise_affine", elementwise_affine)
         if self.elementwise_affine:
             self._add_param("weight", np.ones(self.d))
@@ -144,16 +149,25 @@ class RMSNorm(Layer):
     def _eps_value(self) -> float:
         return self.eps
 
+    def _scale(self):
+        """The weight the formula multiplies by (GemmaRMSNorm: 1 + weight)."""
+        return self.params.get("weight")
+
     def _forward(self, x):
         fwd = implementation(self.backend, "rms_norm_forward")
-        return fwd(x, self.params.get("weight"), self.params.get("bias"),
-                   eps=self._eps_value(), eps_mode=self.eps_mode, k=self._k)
+        eps, bias = self._eps_value(), self.params.get("bias")
+        y, cache = fwd(x, self._scale(), bias, eps=eps, eps_mode=self.eps_mode, k=self._k)
+        if self.cast != "gemma" and x.dtype != np.float64:      # the other roundings (casts.py)
+            y = rms_norm_cast(x, self.params.get("weight"), bias, eps, self.eps_mode,
+                              self._k or x.shape[-1], self.cast, one_plus=self._one_plus)
+        return y, cache
 
     def _backward(self, dy, cache):
         return implementation(self.backend, "rms_norm_backward")(dy, cache)
 
     def extra_repr(self):
-        return f"{self.d}, eps={self.eps}, eps_mode={self.eps_mode!r}"
+        return f"{self.d}, eps={self.eps}, eps_mode={self.eps_mode!r}" + (
+            f", cast={self.cast!r}" if self.cast != "gemma" else "")
 
 
 register("numpy", {"rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward})

@@ -55,18 +55,20 @@ class RMSNormWithBias(RMSNorm):
 
 
 class GemmaRMSNorm(RMSNorm):
-    """GemmaRMSNorm(d, eps=1e-6): y = x * rsqrt(mean(x^2) + eps) * (1 + weight); weight starts at 0."""
+    """GemmaRMSNorm(d, eps=1e-6, cast="gemma"): y = x * rsqrt(mean(x^2) + eps) * (1 + weight);
+    weight starts at 0. cast: as RMSNorm's (casts.py); only "gemma" keeps a small weight."""
 
-    def __init__(self, d, eps=1e-6, *, backend="numba", dtype=np.float64):
-        super().__init__(d, eps=eps, backend=backend, dtype=dtype)
+    _one_plus = True
+
+    def __init__(self, d, eps=1e-6, *, cast="gemma", backend="numba", dtype=np.float64):
+        super().__init__(d, eps=eps, cast=cast, backend=backend, dtype=dtype)
         self.params["weight"] = np.zeros(self.d, dtype=self.dtype)
 
-    def _forward(self, x):
-        scale = 1.0 + self.params["weight"]                      # (d,) in the parameters' dtype
-        return implementation(self.backend, "rms_norm_forward")(x, scale, eps=self.eps)
+    def _scale(self):
+        return 1.0 + self.params["weight"]                        # (d,) in the parameters' dtype
 
     def extra_repr(self):
-        return f"{self.d}, eps={self.eps}"
+        return f"{self.d}, eps={self.eps}" + (f", cast={self.cast!r}" if self.cast != "gemma" else "")
 
 
 class RMSNormLearnableEps(RMSNorm):

@@ -9,7 +9,7 @@ an add that writes h and a norm that reads it back (the benchmark counts them).
 The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
 (rowwise_api.py) followed by dx += dh. That adds dh to the already rounded dx:
 for float32, within one more float32 rounding of |dx| than the reference, which
-rounds once. float16 input is added in float16 by NumPy (so h has the
+rounds once. float16 (and bfloat16) input is added in its dtype by NumPy (so h has the
 reference's bits) and normalized by the row-wise kernel: it is not fused.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from numba import prange
 
 from .._checks import check_dy
 from .._op_checks import add_rms_norm_args
-from ..dtypes import as_float_array
+from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, n_rows
 from ._jit import run_twin, serial_and_parallel
 from .rowwise import INSIDE, forward_row
@@ -54,7 +54,7 @@ def add_rms_norm_forward(x, residual, weight, eps=1e-6):
     """h = x + residual, y = RMSNorm(h), numba kernels. Same arguments and result as
     ``scratchnorm.add_rms_norm_forward``; the cache is this backend's."""
     x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
-    if x.dtype == np.float16:                           # not fused (module docstring)
+    if is_half(x.dtype):                                # not fused (module docstring)
         h = np.add(x, residual)
         y, norm = rms_norm_forward(h, weight, eps=eps)
         return y, h, {"norm": norm}

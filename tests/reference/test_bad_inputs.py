@@ -29,7 +29,7 @@ class Spec:
 
 SPECS = [
     Spec("LayerNorm", lambda b, **k: sn.LayerNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise", ("eps",)),
-    Spec("RMSNorm", lambda b, **k: sn.RMSNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise", ("eps",)),
+    Spec("RMSNorm", lambda b, **k: sn.RMSNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise", ("eps", "cast")),
     Spec("PartialRMSNorm", lambda b, **k: sn.PartialRMSNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise",
          ("eps", "p")),
     Spec("RMSNormWithBias", lambda b, **k: sn.RMSNormWithBias(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise",
@@ -39,7 +39,7 @@ SPECS = [
     Spec("GroupRMSNorm", lambda b, **k: sn.GroupRMSNorm(k.pop("d", 6), k.pop("num_groups", 2), backend=b, **k),
          (3, 6), "rowwise", ("eps", "num_groups")),
     Spec("GemmaRMSNorm", lambda b, **k: sn.GemmaRMSNorm(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise",
-         ("eps",)),
+         ("eps", "cast")),
     Spec("DyT", lambda b, **k: sn.DyT(k.pop("d", 6), backend=b, **k), (3, 6), "rowwise", ("alpha0",)),
     Spec("BatchNorm", lambda b, **k: sn.BatchNorm(k.pop("C", 4), backend=b, **k), (5, 4, 3), "channels",
          ("eps", "momentum")),
@@ -81,6 +81,10 @@ def cases():
             add("eps < 0", lambda L: L(eps=-1e-5), ValueError, "eps", "-1e-05")
             add("eps nan", lambda L: L(eps=float("nan")), ValueError, "eps", "nan")
             add("eps string", lambda L: L(eps="1e-5"), TypeError, "eps", "'1e-5'")
+        if "cast" in s.hyper:
+            add("unknown cast", lambda L: L(cast="bfloat16"), ValueError, "cast", "'bfloat16'")
+            add("cast none, eps 0 in float16", lambda L: L(eps=1e-8, cast="none").forward(np.ones((2, 6), np.float16)),
+                ValueError, "eps", "1e-08")
         if "alpha0" in s.hyper:
             for a in (0.0, -0.5, float("nan"), float("inf")):
                 add(f"alpha0={a}", lambda L, a=a: L(alpha0=a), ValueError, "alpha0", repr(a))
