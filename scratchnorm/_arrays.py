@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import check_dy, fail
-from .dtypes import as_float_array
+from .dtypes import as_float_array, is_bfloat16, round_to
 
 
 def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
@@ -14,14 +14,14 @@ def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
     such as x_hat, and a caller writing into y must not change what backward uses.
     """
     if out is None:
-        return result.astype(dtype, copy=True)
+        return round_to(result, dtype)
     if not isinstance(out, np.ndarray) or out.shape != result.shape or out.dtype != dtype:
         fail(ValueError, name, f"an array of shape {result.shape} and dtype {np.dtype(dtype)}", out,
              f"allocate {name} with np.empty_like(x), or leave it None.")
     if not out.flags.writeable:
         fail(ValueError, name, "a writeable array", "a read-only array",
              f"allocate {name} with np.empty_like(x), or leave it None.")
-    np.copyto(out, result, casting="unsafe")
+    np.copyto(out, round_to(result, dtype) if is_bfloat16(np.dtype(dtype)) else result, casting="unsafe")
     return out
 
 

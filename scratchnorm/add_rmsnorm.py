@@ -35,15 +35,19 @@ from .backend import register
 from .rmsnorm import rms_norm_backward, rms_norm_forward
 
 
-def add_rms_norm_forward(x, residual, weight, eps=1e-6):
+def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, out=None, h_out=None):
     """h = x + residual, y = RMSNorm(h) over the last axis. Returns ``(y, h, cache)``.
 
     x, residual: (..., d), the same shape and float dtype (h has it too).
     weight: (d,) or None. eps >= 0 (eps = 0: an all-zero h gives NaN, as the formula does).
+    out, h_out: arrays of x's shape and dtype to write y and h into (h_out=residual updates the
+    stream in place, as engines do); the backward reads h, so leave h_out alone until then.
     """
     x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
     h = np.add(x, residual)                              # (..., d) in x's dtype: the stream as stored
-    y, norm_cache = rms_norm_forward(h, weight, eps=eps)
+    y, norm_cache = rms_norm_forward(h, weight, eps=eps, out=out)
+    if h_out is not None:
+        h = store(h, x.dtype, h_out, "h_out")
     return y, h, {"norm": norm_cache, "shape": x.shape, "dtype": x.dtype}
 
 

@@ -68,6 +68,21 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
     return arr
 
 
+def round_to(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` rounded once to ``dtype`` (a new array). NumPy rounds float64 to float32 or float16
+    directly. ml_dtypes rounds float64 to bfloat16 through float32, which is two roundings: 0.18017578733
+    becomes 0.18017578125 (a tie in bfloat16), then 0.1796875, where one rounding gives 0.1806640625
+    (lesson 17 found it). So for bfloat16: float32 rounded to odd first (toward zero, then the last bit
+    set if anything was dropped), which keeps the information a single rounding needs, then bfloat16."""
+    if a.dtype != _F64 or not is_bfloat16(np.dtype(dtype)):
+        return a.astype(dtype, copy=True)
+    with np.errstate(over="ignore"):                     # beyond float32: inf, stepped back below
+        t = a.astype(np.float32)
+    t = np.where(np.abs(t.astype(np.float64)) > np.abs(a), np.nextafter(t, np.float32(0)), t)   # toward 0
+    odd = t.view(np.uint32) | (t.astype(np.float64) != a).astype(np.uint32)                    # sticky bit
+    return odd.view(np.float32).astype(dtype)
+
+
 def upcast_half(x: np.ndarray) -> np.ndarray:
     """float16 and bfloat16 -> float32 at the entry of a function; other dtypes unchanged."""
     return x.astype(np.float32) if is_half(x.dtype) else x

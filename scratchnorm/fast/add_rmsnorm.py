@@ -5,6 +5,11 @@ the row-wise forward (rowwise.py, with the ``f32_affine`` trick when it is on)
 runs on h while it is still in the L1 cache. So x and residual are read from
 memory once and h and y written once: 4 arrays' worth of bytes, against 6 for
 an add that writes h and a norm that reads it back (the benchmark counts them).
+Beyond the cache (the "stream" trick, _stream.py) h is built in a row buffer and
+both outputs are written from it with non-temporal stores, which skip the read
+that a plain store of a line not in the cache costs (else 6 arrays' worth of
+traffic again). The drivers inline code from the row-wise files, so a digest of
+those and this file is in numba's cache key, as in rowwise_drivers.py.
 
 The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
 (rowwise_api.py) followed by dx += dh. That adds dh to the already rounded dx:
@@ -22,57 +27,78 @@ from numba import prange
 from .._checks import check_dy
 from .._op_checks import add_rms_norm_args
 from ..dtypes import as_float_array, is_half
-from ._buffers import affine_vector, as_rows, check_cache, n_rows
-from ._jit import run_twin, serial_and_parallel
+from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
+from ._jit import jit, n_chunks, run_twin, serial_and_parallel
+from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
 from .rowwise import INSIDE, forward_row
 from .rowwise_api import norm_cache, rms_norm_backward, rms_norm_forward
+from .rowwise_drivers import SOURCE_FILES, _source_digest
 from .rowwise_tuned import bounded, forward_row_tuned
 from .tricks import active
 
+_n_chunks = jit(n_chunks)
 
-def _drivers(f32_affine: bool):
+SOURCES = _source_digest(SOURCE_FILES + ("add_rmsnorm.py",))
+
+
+def _drivers(f32_affine: bool, stream: bool, sources=SOURCES):
     def _add_rms_rows(x, residual, w, b, h, y, stats, eps):
-        """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,))."""
-        d = x.shape[1]
+        """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,)). ``stream``
+        (with f32_affine): each row's h goes to a small buffer first, y and h are written from it
+        with non-temporal stores (_stream.py), and each chunk of rows ends with a fence."""
+        rows, d = x.shape[0] + 0 * sources, x.shape[1]     # (sources: in the cache key)
         is_bounded = bounded(w.reshape(1, d), b.reshape(1, d), d) if f32_affine else False
-        for r in prange(x.shape[0]):
-            xr, rr, hr = x[r], residual[r], h[r]
-            for j in range(d):
-                hr[j] = xr[j] + rr[j]                   # in the arrays' dtype: h as it is stored
-            if f32_affine:
-                forward_row_tuned(hr, w, b, y[r], stats[r], False, d, eps, INSIDE, is_bounded, False)
-            else:
-                forward_row(hr, w, b, y[r], stats[r], False, d, eps, INSIDE)
+        chunks = _n_chunks(rows)
+        for c in prange(chunks):
+            buf = np.empty(d if stream else 0, x.dtype)
+            for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+                xr, rr = x[r], residual[r]
+                hr = buf if stream else h[r]
+                for j in range(d):
+                    hr[j] = xr[j] + rr[j]               # in the arrays' dtype: h as it is stored
+                if f32_affine:
+                    forward_row_tuned(hr, w, b, y[r], stats[r], False, d, eps, INSIDE, is_bounded, stream)
+                else:
+                    forward_row(hr, w, b, y[r], stats[r], False, d, eps, INSIDE)
+                if stream:
+                    stream_row(h[r], buf)
+            if stream:
+                store_fence()
 
     return serial_and_parallel(_add_rms_rows)
 
 
-twins = cache(_drivers)     # one compiled pair per setting of f32_affine, built on first use
+twins = cache(_drivers)     # one compiled pair per setting of the switches, built on first use
 
 
-def add_rms_norm_forward(x, residual, weight, eps=1e-6):
+def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, out=None, h_out=None):
     """h = x + residual, y = RMSNorm(h), numba kernels. Same arguments and result as
-    ``scratchnorm.add_rms_norm_forward``; the cache is this backend's."""
+    ``scratchnorm.add_rms_norm_forward``; the cache is this backend's. An out= or h_out= that
+    overlaps x or residual (h_out=residual) is filled after the kernel, from a new array."""
     x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
     if is_half(x.dtype):                                # not fused (module docstring)
         h = np.add(x, residual)
-        y, norm = rms_norm_forward(h, weight, eps=eps)
-        return y, h, {"norm": norm}
+        y, norm = rms_norm_forward(h, weight, eps=eps, out=out)
+        return y, (h if h_out is None else finish_rows(h, True, x.shape, x.dtype, h_out, "h_out")), {"norm": norm}
     d = x.shape[-1]
     rows = x.size // d if d else n_rows(x.shape)
     xk, _ = as_rows(x, rows)
     rk, _ = as_rows(residual, rows)
-    h, y = np.empty_like(xk), np.empty_like(xk)         # (rows, d)
+    h, h_new = output_rows(h_out, xk, x.shape, x.dtype, xk, rk)          # (rows, d)
+    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk, h)
     stats = np.empty((rows, 3))                         # mean (0), ms, rstd per row
     w = affine_vector(weight, d, 1.0, xk.dtype)
     b = affine_vector(None, d, -0.0, xk.dtype)
     if x.size:
-        f32_affine = "f32_affine" in active() and w.dtype == xk.dtype
-        run_twin(twins(f32_affine), x.size, rows, xk, rk, w, b, h, y, stats, eps)
+        on = active()
+        f32_affine = "f32_affine" in on and w.dtype == xk.dtype
+        stream = f32_affine and "stream" in on and streams(4 * xk.nbytes, d * xk.itemsize, AFFINE_MIN_ROW_BYTES)
+        run_twin(twins(f32_affine, stream), x.size, rows, xk, rk, w, b, h, y, stats, eps)
     else:
         stats.fill(np.nan)
     norm = norm_cache(h, stats, 1, weight, None, False, d, eps, INSIDE, x.dtype, x.shape)
-    return y.reshape(x.shape), h.reshape(x.shape), {"norm": norm}
+    return (finish_rows(y, y_new, x.shape, x.dtype, out), finish_rows(h, h_new, x.shape, x.dtype, h_out, "h_out"),
+            {"norm": norm})
 
 
 def add_rms_norm_backward(dy, dh, cache):

@@ -36,7 +36,10 @@ _n_chunks = jit(n_chunks)           # _jit.n_chunks, callable in the kernels
 COLUMN_BLOCK = 512                  # columns per task when the partial sums are added
 
 
-def _source_digest(names=("rowwise.py", "rowwise_tuned.py", "rowwise_drivers.py", "_stream.py", "_jit.py")) -> int:
+SOURCE_FILES = ("rowwise.py", "rowwise_tuned.py", "rowwise_drivers.py", "_stream.py", "_jit.py")
+
+
+def _source_digest(names=SOURCE_FILES) -> int:
     """A 56-bit digest of the sources the drivers are compiled from (0 where they cannot be read)."""
     h = hashlib.sha256()
     try:

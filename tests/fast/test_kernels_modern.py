@@ -149,3 +149,37 @@ def test_new_kernels_give_the_same_bits_for_1_and_2_threads():
     one, two = outputs_per_thread_count(script)
     assert one[1] == two[1]
 
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_fused_add_out_and_h_out_in_place(dtype):
+    """out= and h_out= are filled and returned; h_out=residual updates the stream in place (as engines
+    do) with the same results, and the backward still sees h."""
+    x, r, dy, dh, w = fused_inputs((5, 24), dtype, seed=44)
+    want = add_rms(sn, x, r, dy, dh, w)
+    for mod in (sn, fast):
+        out, h_out = np.empty_like(x), np.empty_like(x)
+        y, h, cache = mod.add_rms_norm_forward(x, r, w, out=out, h_out=h_out)
+        assert y is out and h is h_out and np.array_equal(h, want["h"])
+        stream = r.copy()
+        y2, h2, cache2 = mod.add_rms_norm_forward(x, stream, w, h_out=stream)
+        assert h2 is stream and np.array_equal(stream, want["h"]) and np.array_equal(y2, y)
+        grads = mod.add_rms_norm_backward(dy, dh, cache2)
+        np.testing.assert_allclose(grads["weight"], want["weight"], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="^h_out: expected an array of shape"):
+        fast.add_rms_norm_forward(x, r, w, h_out=np.empty((2, 2), dtype))
+
+
+@pytest.mark.parametrize("shape", [(7, 131), (6, 64)], ids=["d131", "d64"])
+def test_fused_add_streamed_gives_the_same_bits(monkeypatch, shape):
+    """Beyond the cache the fused kernel writes h and y with non-temporal stores from a row buffer
+    (fast/add_rmsnorm.py): the same bits as plain stores, at every alignment of the rows."""
+    from scratchnorm.fast import add_rmsnorm
+    x, r, _, _, w = fused_inputs(shape, np.float32, seed=45)
+    w = w.astype(np.float32)
+    results = []
+    for stream in (False, True):
+        monkeypatch.setattr(add_rmsnorm, "streams", lambda *args, s=stream: s)
+        y, h, cache = fast.add_rms_norm_forward(x, r, w)
+        results.append((y.tobytes(), h.tobytes(), cache["norm"]["stats"].tobytes()))
+    assert results[0] == results[1]

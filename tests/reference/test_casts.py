@@ -96,3 +96,22 @@ def test_cast_errors():
     with pytest.raises(ValueError, match=r"^eps: expected an eps that float16 can hold.*float16\(1e-08\) is 0"):
         layer.forward(np.zeros((2, 4), np.float16))
     assert np.isfinite(sn.RMSNorm(4, eps=1e-8, backend="numpy").forward(np.zeros((2, 4), np.float16))).all()
+
+
+def test_float64_to_bfloat16_is_rounded_once(rng):
+    """ml_dtypes rounds float64 -> bfloat16 through float32 (twice); dtypes.round_to rounds once: no
+    bfloat16 number is closer to the input than its result (checked against both neighbours)."""
+    from scratchnorm.dtypes import round_to
+    a = np.concatenate([rng.standard_normal(100_000) * np.exp(rng.uniform(-80, 80, 100_000)),
+                        [0.18017578733131004, 0.0, -0.0, np.inf, -np.inf, 1e39, 1e-45]])
+    assert float(a[-7:-6].astype(BF16)[0]) == 0.1796875                          # ml_dtypes: the double rounding
+    r = round_to(a, BF16)
+    assert r.dtype == BF16 and float(r[-7]) == 0.1806640625
+    bits = r.view(np.uint16).astype(np.int32)
+    r64 = r.astype(np.float64)
+    finite = np.isfinite(r64) & np.isfinite(a)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for step in (-1, 1):
+            neighbour = (bits + step).astype(np.uint16).view(BF16).astype(np.float64)
+            assert not np.any(finite & (np.abs(neighbour - a) < np.abs(r64 - a)))
+    assert np.isinf(r64[-3]) and r64[-1] == 0.0
