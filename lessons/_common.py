@@ -55,6 +55,12 @@ def explainer(seed: str, section: str) -> str:
     return cite(seed, section)
 
 
+def work(key: str, section: str) -> str:
+    """A later paper described in lessons/SOURCES.md (the normalizations of today's models), e.g.
+    work("dyt", "abstract")."""
+    return cite(key, section)
+
+
 plt.rcParams.update({
     "figure.dpi": 100, "savefig.dpi": 130, "font.size": 11, "axes.titlesize": 12,
     "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 9, "legend.framealpha": 0.9,

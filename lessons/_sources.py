@@ -23,6 +23,8 @@ SOURCES = {
     "001": ("explainer 001", "explainer-001"),
     "002": ("explainer 002", "explainer-002"),
     "003": ("explainer 003", "explainer-003"),
+    "dyt": ("DyT paper (Zhu, Chen, He, LeCun & Liu 2025, Transformers without Normalization)", "dyt"),
+    "periln": ("Peri-LN paper (Kim et al. 2025)", "periln"),
     "common": ("common wisdom", "common-wisdom"),
 }
 
@@ -70,6 +72,17 @@ CITATIONS = {
     ("003", "§6"): ("§6 (RMSNorm code, line by line: ByteRMSNorm)", "explainer-003-s6"),
     ("003", "§2.3"): ("§2.3 (RMSNorm's formula)", "explainer-003-s2-3"),
     ("003", "§2.5 table"): ("§2.5 (summary comparison), its table", "explainer-003-s2-5"),
+    ("dyt", "abstract"): ("abstract", "dyt-abstract"),
+    ("dyt", "tanh-like mappings"): ("the section on what normalization layers do: LayerNorm's tanh-like, "
+                                    "S-shaped input-output maps in trained Transformers", "dyt-tanh-like"),
+    ("dyt", "efficiency"): ("the efficiency analysis: DyT against RMSNorm, time of the layers and of LLaMA 7B",
+                            "dyt-efficiency"),
+    ("dyt", "initialization of alpha"): ("the section on the initial alpha: alpha0 = 0.5 for most models, "
+                                         "smaller for large language models", "dyt-alpha"),
+    ("periln", "abstract"): ("abstract", "periln-abstract"),
+    ("periln", "variance growth"): ("the analysis of hidden-state variance against depth for Pre-, Post- and "
+                                    "Peri-LN", "periln-variance"),
+    ("periln", "gradient norms"): ("the measurements of gradient norms per layer", "periln-gradients"),
     ("common", ""): ("", "common-wisdom"),
 }
 

@@ -40,7 +40,7 @@ from scratchnorm import nn
 #: colour, label and line style of each run, the same in every figure (RMSNorm blue, LayerNorm orange as in 02)
 STYLE = {"none": ("0.45", "no norm", "-"), "batchnorm": ("tab:green", "BatchNorm", "-"),
          "layernorm": ("tab:orange", "LayerNorm", "-"), "rmsnorm": ("tab:blue", "RMSNorm", "-"),
-         "prmsnorm": ("tab:purple", "pRMSNorm (p = 6.25%)", "-"),
+         "prmsnorm": ("tab:purple", "pRMSNorm (p = 6.25%)", "-"), "dyt": ("tab:red", "DyT (α0 = 0.5)", "-"),
          "shallow": ("0.1", "LayerNorm, 2 hidden layers", ":")}
 
 

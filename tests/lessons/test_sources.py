@@ -26,7 +26,8 @@ CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f
 OUTSIDE = ("seeds/", "REFERENCE.md", "/work/", "../shared")
 # The only addresses the sources themselves record (the paper's arXiv page, its released code). Add one only
 # with the place it comes from; never a guessed address.
-RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangGo/rmsnorm"}
+RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangGo/rmsnorm",
+                 "https://arxiv.org/abs/2503.10622", "https://arxiv.org/abs/2502.02732"}
 
 
 def lesson_citations():
@@ -40,7 +41,7 @@ def lesson_citations():
             if not isinstance(node, ast.Call):
                 continue
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-            if name not in ("paper", "explainer"):
+            if name not in ("paper", "explainer", "work"):
                 continue
             args = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in node.args]
             expected = 1 if name == "paper" else 2
