@@ -1,6 +1,8 @@
 """Lesson 11's models and its learning-rate sweep: Pre-Norm and Post-Norm Transformers raced on the same batches."""
 from __future__ import annotations
 
+import numpy as np
+
 from lessons._training import race
 from scratchnorm import nn
 
@@ -37,3 +39,41 @@ def sweep(lesson, data, rng, seed):
     ce = nn.SoftmaxCrossEntropy()
     curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), steps, schedules)
     return lrs, {key: c.loss[-1] for key, c in curves.items()}
+
+
+# -- lesson 20: the five placements, QK-Norm ---------------------------------------------------
+ALL_PLACEMENTS = ("pre", "post", "peri", "reordered", "deepnorm")
+
+
+def stream_variances(model, ids):
+    """The variance of the residual stream after the embedding and after each block (eval mode)."""
+    T = ids.shape[1]
+    h = model.tok_emb.forward(ids) + model.pos_emb.forward(np.arange(T))
+    out = [float(h.var())]
+    for block in model.blocks.children.values():
+        h = block.forward(h)
+        out.append(float(h.var()))
+    return np.array(out)
+
+
+def max_logit(model):
+    """The largest |attention score| of the last forward, over every block, head and pair."""
+    top = 0.0
+    for block in model.blocks.children.values():
+        cache = block.children["attn"].f._cache
+        S = cache["q"] @ np.swapaxes(cache["k"], -1, -2) * cache["scale"]
+        top = max(top, float(np.abs(S).max()))
+    return top
+
+
+def placement_race(data, keys, steps, lr, seed, layers, batch=BATCH, every=None):
+    """Train one model per key (placement, qk_norm) on the same batches: {key: (model, Curve)}."""
+    rng = np.random.default_rng(200 + seed)
+    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", batch, T + 1, rng) for _ in range(steps))]
+    val = data.windows("val", 128, T + 1, np.random.default_rng(201))
+    ce = nn.SoftmaxCrossEntropy()
+    models = {key: nn.Transformer(data.vocab_size, D, HEADS, layers, T, norm="rmsnorm", placement=key[0],
+                                  qk_norm=key[1], seed=seed) for key in keys}
+    runs = {key: (m, nn.Adam(m, lr=lr, betas=BETAS)) for key, m in models.items()}
+    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), every or steps)
+    return {key: (models[key], curves[key]) for key in keys}, val
