@@ -4,7 +4,7 @@ Every layer follows the library's contract (scratchnorm/layer.py): ``params``,
 ``forward(x) -> y``, ``backward(dy) -> dx`` filling ``grads``, ``buffers``,
 ``train()`` / ``eval()``. Models take the normalization as an argument
 (``norm=``: a name, a factory d -> Layer, or None; see norms.py), so one
-model is the same code for LayerNorm, RMSNorm, pRMSNorm, BatchNorm or none.
+model is the same code for LayerNorm, RMSNorm, pRMSNorm, BatchNorm, DyT or none.
 
 A whole training loop::
 
@@ -23,7 +23,8 @@ A whole training loop::
     print(model.generate(ids[:1, :4], 8))
 
 Where things are: activations.py (ReLU, GELU), embedding.py, softmax.py,
-attention.py (causal multi-head self-attention), residual.py (pre-/post-norm),
+attention.py (causal multi-head self-attention, QK-Norm), residual.py (where the
+norm goes: pre, post, peri, reordered, deepnorm),
 sequential.py (Sequential, mlp), container.py (prefixed parameter names),
 loss.py (softmax cross-entropy), optim.py (SGD, Adam), norms.py (the
 ``norm=`` registry), transformer.py. Importing this package imports no numba.

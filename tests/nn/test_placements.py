@@ -159,3 +159,45 @@ def test_placement_and_qk_norm_errors():
         nn.Transformer(7, 8, 2, 1, 6, qk_norm="l2", **NP)
     with pytest.raises(ValueError, match="^norm: expected a normalization layer for placement='peri'"):
         nn.Transformer(7, 8, 2, 1, 6, None, placement="peri", **NP)
+
+
+def test_qk_norm_attention_and_placements_match_torch(rng):
+    """float64, written from the formulas in torch with autograd: causal attention with QK-Norm (one
+    RMSNorm weight per q and k shared by the heads), and a peri / deepnorm block around it."""
+    torch = pytest.importorskip("torch")
+    T_ = lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True)  # noqa: E731
+    x, dy = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 5, 8))
+    attn = nn.CausalSelfAttention(8, 2, "rmsnorm", **NP)
+    for name, value in attn.params.items():
+        attn.params[name] = value + 0.1 * rng.standard_normal(value.shape)
+    n_in, n_out = sn.RMSNorm(8, **NP), sn.RMSNorm(8, **NP)
+    n_in.params["weight"] = 1 + 0.1 * rng.standard_normal(8)
+    n_out.params["weight"] = 1 + 0.1 * rng.standard_normal(8)
+    p = {k: T_(v) for k, v in attn.params.items()}
+    w_in, w_out = T_(n_in.params["weight"]), T_(n_out.params["weight"])
+
+    def rms(a, w):
+        return a * torch.rsqrt((a * a).mean(-1, keepdim=True) + 1e-6) * w
+
+    def attention(a):
+        q, k, v = (t.reshape(2, 5, 2, 4).transpose(1, 2) for t in (a @ p["qkv.weight"].T + p["qkv.bias"]).split(8, -1))
+        q, k = rms(q, p["q_norm.weight"]), rms(k, p["k_norm.weight"])
+        s = (q @ k.transpose(-1, -2)) / 2.0 + torch.triu(torch.full((5, 5), float("-inf"), dtype=torch.float64), 1)
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(2, 5, 8)
+        return o @ p["proj.weight"].T + p["proj.bias"]
+
+    for placement in ("peri", "deepnorm"):
+        extra = {"norm_out": n_out} if placement == "peri" else {"depth": 3}
+        block = nn.Residual(attn, n_in, placement, **extra)
+        y, dx = block.forward(x), None
+        dx = block.backward(dy)
+        tx = T_(x)
+        ty = (tx + rms(attention(rms(tx, w_in)), w_out) if placement == "peri"
+              else rms(6 ** 0.25 * tx + attention(tx), w_in))
+        (ty * torch.tensor(dy)).sum().backward()
+        np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-11, atol=1e-12)
+        for name in ("f.q_norm.weight", "f.k_norm.weight", "f.qkv.weight"):
+            np.testing.assert_allclose(block.grads[name], p[name[2:]].grad.numpy(), rtol=1e-10, atol=1e-12)
+        for t in [*p.values(), w_in, w_out]:
+            t.grad = None
