@@ -41,9 +41,9 @@ import numpy as np
 from scratchnorm import fast
 from scratchnorm.bench.roofline import copy_bandwidth
 from scratchnorm.bench.timing import Budget
-from lessons._common import COMMON, HOLDS, check, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, run_alone
 from lessons._grading import above, exactly
-from lessons._training import interleaved_medians, report
+from lessons._training import expect, interleaved_medians, report
 
 FUSED, UNFUSED = 4, 6         # arrays of memory traffic per call (module docstring)
 ENGINES = f"{COMMON} (vLLM's fused_add_rms_norm, llama.cpp, TensorRT-LLM)"
@@ -100,7 +100,7 @@ def claims(lesson, rows):
                           + ", ".join(f"{s[0]}x{s[1]} {tt['add, then norm'] / tt['fused']:.2f}" for s, _, tt, _ in rows)
                           + f"; both allocating {alloc:.2f} at {shape[0]}x{shape[1]}; value: kept buffers at the "
                           f"largest shape ({speedup:.2f}; holds from 1.2)",
-                 value=speedup, **above(1.2, approx=1.0), expect=HOLDS)
+                 value=speedup, **above(1.2, approx=1.0), expect=expect(lesson, HOLDS))
     pct = 100 * FUSED * nbytes / t["fused"] / 1e9 / copy_gbs
     pct_stream = pct * copy_gbs / stream_gbs
     lesson.claim("A fused normalization kernel runs near memory bandwidth", source=COMMON,
@@ -109,9 +109,7 @@ def claims(lesson, rows):
                           f"run's copy bandwidth ({copy_gbs:.1f} GB/s) and {pct_stream:.0f}% of a copy with "
                           f"non-temporal stores ({stream_gbs:.1f} GB/s), the bound for a kernel that writes with them, "
                           "as this one does at this size (the value; holds from 70%)",
-                 value=pct_stream, **above(70, approx=40), expect=lesson.pick(("holds", "holds only approximately",
-                                                                        "does not hold"), ("holds",
-                                                                                           "holds only approximately")))
+                 value=pct_stream, **above(70, approx=40), expect=expect(lesson, (HOLDS, APPROX)))
 
 
 def figure(lesson, rows):

@@ -95,6 +95,15 @@ def claims(lesson, grads, variances, logits, below_unigram):
                           + "; Peri: " + ", ".join(f"{v:.3g}" for v in variances["peri"].mean(0)[1:])
                           + f"; value: last block, Pre over Peri ({last['pre'] / last['peri']:.2f}; holds from 2)",
                  value=last["pre"] / last["peri"], **above(2.0, approx=1.2), expect=expect(lesson, HOLDS))
+    pre = variances["pre"].mean(0)[1:]                                                # blocks 1..DEEP
+    half = DEEP // 2
+    per_block = [(pre[half - 1] / pre[0]) ** (1 / (half - 1)), (pre[-1] / pre[half - 1]) ** (1 / (DEEP - half))]
+    lesson.claim("Pre-LN's hidden-state variance grows exponentially with depth",
+                 source=work("periln", "variance growth"),
+                 measured=f"{DEEP} blocks, the Pre-LN stream's variance grows by {per_block[0]:.2f}x a block over "
+                          f"blocks 1-{half} and {per_block[1]:.2f}x over blocks {half}-{DEEP}; value: the second "
+                          "factor over the first (1 for an exponential, below 1 for slower growth; holds from 0.9)",
+                 value=per_block[1] / per_block[0], **above(0.9, approx=0.75), expect=VERDICTS)
     spread = {p: abs(np.log(top_over_bottom(g))) for p, g in grads.items()}
     lesson.claim("Peri-LN's gradient norms are more even across layers than Pre-LN's",
                  source=work("periln", "gradient norms"),

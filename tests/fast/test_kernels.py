@@ -331,7 +331,7 @@ def test_backward_checks_dy_and_the_cache():
     _, cache = fast.rms_norm_forward(x, w)
     with pytest.raises(ValueError, match=r"^dy: expected shape \(4, 8\)"):
         fast.rms_norm_backward(dy[:, :4], cache)
-    with pytest.raises(TypeError, match="^dy: expected a float16, float32 or float64 array"):
+    with pytest.raises(TypeError, match="^dy: expected a float16, bfloat16, float32 or float64 array"):
         fast.rms_norm_backward(dy.astype(int), cache)
     _, ref_cache = sn.rms_norm_forward(x, w)
     with pytest.raises(TypeError, match=r"^cache: expected the cache returned by scratchnorm\.fast"):
