@@ -1,57 +1,57 @@
-"""Why normalize: activation and gradient scale through a deep MLP at initialization.
+# %% [markdown]
+# # Why normalize: activation and gradient scale through a deep MLP at initialization.
+# A plain ReLU network h_l = ReLU(W_l h_{l-1}) with weights drawn from
+# N(0, s^2 * 2/fan_in) multiplies the mean square of its activations by s^2
+# per layer, in expectation: half of the pre-activation's energy survives the
+# ReLU, and 2/fan_in puts it back (He et al. 2015). So
+#
+#     RMS(h_l) ~ s^l * RMS(h_0),        ||dL/dh_l|| ~ s^(L-l) * ||dL/dh_L||
+#
+# Only s = 1 (He initialization) keeps the scale; s = 0.5 or 2 shrink or grow
+# it geometrically: forward activations and backward gradients vanish or
+# explode. With a normalization after every Linear (Linear -> LayerNorm or
+# RMSNorm -> ReLU) each block starts from a vector of RMS 1, whatever s is:
+# the normalization divides the Linear's output by its own scale. That is the
+# "weight matrix re-scaling" invariance of lesson 03, taken through every layer
+# at once: the output does not change with s, the gradients reaching the
+# activations do not either, and dL/dW_l is divided by s (paper §4.2: larger
+# weights get smaller updates).
+#
+# The networks: width d, L hidden blocks, then a linear readout with He
+# initialization (s applies to the hidden layers only). The same random
+# matrices, scaled by s, are used for every network, so the curves are paired.
+# The loss is a fixed random linear function of the output, L = sum(r * y),
+# so its gradient dL/dy = r is a random vector of RMS 1. Everything runs
+# through scratchnorm's layers (scratchnorm.nn.mlp) and their hand-written
+# backward passes.
+#
+# Figure 01_why_normalize_depth.png, against depth, log scale: the RMS of each
+# block's output (forward), the RMS of the gradient reaching each block's
+# input (backward), and the RMS of each weight gradient. Solid: no
+# normalization; dashed: LayerNorm; dotted: RMSNorm; the colour is s. Top row:
+# the plain lines fan out geometrically, slope log s per layer: 2^40 ~ 1e12 up
+# or down after 40 layers; the normalized lines stay flat. Bottom row, zoomed:
+# a normalized block's output has RMS about 1/sqrt(2) (the RMS-1 normalized
+# vector, about half of its energy cut by the ReLU) at every depth and for
+# every s; the gradient at the activations drifts by a few times over the
+# depth, the same for every s (a finite-width random walk, not a factor per
+# layer); for each normalization the weight gradients of the three s are
+# parallel lines a factor 2 apart (dL/dW ~ 1/s). Note that the plain net with
+# the exactly right s = 1 keeps its scales too: what normalization buys is not
+# needing to get s right.
 
-A plain ReLU network h_l = ReLU(W_l h_{l-1}) with weights drawn from
-N(0, s^2 * 2/fan_in) multiplies the mean square of its activations by s^2
-per layer, in expectation: half of the pre-activation's energy survives the
-ReLU, and 2/fan_in puts it back (He et al. 2015). So
-
-    RMS(h_l) ~ s^l * RMS(h_0),        ||dL/dh_l|| ~ s^(L-l) * ||dL/dh_L||
-
-Only s = 1 (He initialization) keeps the scale; s = 0.5 or 2 shrink or grow
-it geometrically: forward activations and backward gradients vanish or
-explode. With a normalization after every Linear (Linear -> LayerNorm or
-RMSNorm -> ReLU) each block starts from a vector of RMS 1, whatever s is:
-the normalization divides the Linear's output by its own scale. That is the
-"weight matrix re-scaling" invariance of lesson 03, taken through every layer
-at once: the output does not change with s, the gradients reaching the
-activations do not either, and dL/dW_l is divided by s (paper §4.2: larger
-weights get smaller updates).
-
-The networks: width d, L hidden blocks, then a linear readout with He
-initialization (s applies to the hidden layers only). The same random
-matrices, scaled by s, are used for every network, so the curves are paired.
-The loss is a fixed random linear function of the output, L = sum(r * y),
-so its gradient dL/dy = r is a random vector of RMS 1. Everything runs
-through scratchnorm's layers (scratchnorm.nn.mlp) and their hand-written
-backward passes.
-
-Figure 01_why_normalize_depth.png, against depth, log scale: the RMS of each
-block's output (forward), the RMS of the gradient reaching each block's
-input (backward), and the RMS of each weight gradient. Solid: no
-normalization; dashed: LayerNorm; dotted: RMSNorm; the colour is s. Top row:
-the plain lines fan out geometrically, slope log s per layer: 2^40 ~ 1e12 up
-or down after 40 layers; the normalized lines stay flat. Bottom row, zoomed:
-a normalized block's output has RMS about 1/sqrt(2) (the RMS-1 normalized
-vector, about half of its energy cut by the ReLU) at every depth and for
-every s; the gradient at the activations drifts by a few times over the
-depth, the same for every s (a finite-width random walk, not a factor per
-layer); for each normalization the weight gradients of the three s are
-parallel lines a factor 2 apart (dL/dW ~ 1/s). Note that the plain net with
-the exactly right s = 1 keeps its scales too: what normalization buys is not
-needing to get s right.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/01_why_normalize.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, start
 from lessons._grading import below
 from scratchnorm import Linear, RMSNorm, nn
 
+lesson = start(__name__, "01_why_normalize")
+
+# %%
 SCALES = (0.5, 1.0, 2.0)
 NORMS = {"none": None, "LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}
 STYLES = {"none": "-", "LayerNorm": "--", "RMSNorm": ":"}
@@ -95,87 +95,86 @@ def measure(model, x, r):
                 grad_w=np.array(grad_w[::-1])[:-1], rms_dev=max(norm_out_dev, default=0.0))
 
 
-def run(lesson):
-    depth, d, n = lesson.pick((30, 128, 16), (40, 256, 32))
-    rng = np.random.default_rng(1)
-    base = [rng.standard_normal((d, d)) for _ in range(depth + 1)]       # shared by every network
-    x, r = rng.standard_normal((n, d)), rng.standard_normal((n, d))
-    res = {(name, s): measure(build(norm, s, base), x, r) for name, norm in NORMS.items() for s in SCALES}
+# %%
+depth, d, n = lesson.pick((30, 128, 16), (40, 256, 32))
+rng = np.random.default_rng(1)
+base = [rng.standard_normal((d, d)) for _ in range(depth + 1)]       # shared by every network
+x, r = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+res = {(name, s): measure(build(norm, s, base), x, r) for name, norm in NORMS.items() for s in SCALES}
 
-    # Plain network: the activation RMS changes by a factor s per layer.
-    layers = np.arange(1, depth + 1)
-    factor = {s: float(np.exp(np.polyfit(layers, np.log(res["none", s]["act"]), 1)[0])) for s in SCALES}
-    worst = max(abs(factor[s] / s - 1) for s in SCALES)
-    lesson.claim("Without normalization the activation RMS grows or shrinks geometrically with depth, by a "
-                 "factor s per layer for ReLU and weights N(0, s²·2/fan_in); only s = 1 (He) keeps it",
-                 source=COMMON + " (He et al. 2015)",
-                 measured=f"{depth} layers, width {d}: fitted factor per layer "
-                          + ", ".join(f"{factor[s]:.3f} for s = {s:g}" for s in SCALES)
-                          + "; RMS after the last layer " + ", ".join(f"{res['none', s]['act'][-1]:.1e} (s = {s:g})"
-                                                                      for s in SCALES) + " (input RMS 1)",
-                 value=worst, **below(0.1, approx=0.3), expect=HOLDS)
+# Plain network: the activation RMS changes by a factor s per layer.
+layers = np.arange(1, depth + 1)
+factor = {s: float(np.exp(np.polyfit(layers, np.log(res["none", s]["act"]), 1)[0])) for s in SCALES}
+worst = max(abs(factor[s] / s - 1) for s in SCALES)
+lesson.claim("Without normalization the activation RMS grows or shrinks geometrically with depth, by a "
+             "factor s per layer for ReLU and weights N(0, s²·2/fan_in); only s = 1 (He) keeps it",
+             source=COMMON + " (He et al. 2015)",
+             measured=f"{depth} layers, width {d}: fitted factor per layer "
+                      + ", ".join(f"{factor[s]:.3f} for s = {s:g}" for s in SCALES)
+                      + "; RMS after the last layer " + ", ".join(f"{res['none', s]['act'][-1]:.1e} (s = {s:g})"
+                                                                  for s in SCALES) + " (input RMS 1)",
+             value=worst, **below(0.1, approx=0.3), expect=HOLDS)
 
-    # Normalized networks: flat activations and gradients, whatever s.
-    def spread(key, names):
-        v = np.concatenate([res[nm, s][key] for nm in names for s in SCALES])
-        return float(v.max() / v.min())
-    normed = ("LayerNorm", "RMSNorm")
-    act_spread, grad_spread = spread("act", normed), spread("grad_in", normed)
-    plain_grad = {s: float(res["none", s]["grad_in"].max() / res["none", s]["grad_in"].min()) for s in SCALES}
-    check(min(plain_grad[0.5], plain_grad[2.0]) > 1e6, "the plain network's gradients vanish or explode")
-    lesson.claim("With LayerNorm or RMSNorm after every Linear the activation RMS stays about constant with "
-                 "depth, whatever the initial scale", source=explainer("002", "§1.2 作用 (point 5)"),
-                 measured=f"max/min of the block-output RMS over {depth} layers and s in {SCALES}: "
-                          f"{act_spread:.2f} (plain, s = 0.5 and 2: {spread('act', ['none']):.1e})",
-                 value=act_spread, **below(2, approx=4), expect=HOLDS)
-    same = max(np.max(np.abs(res[nm, s]["grad_in"] / res[nm, 1.0]["grad_in"] - 1)) for nm in normed for s in SCALES)
-    check(same < 1e-3, "with normalization the gradient at the activations does not depend on s")
-    lesson.claim("Normalization prevents vanishing and exploding gradients", source=explainer("002", "§1.2 作用 "
-                 "(point 5)"),
-                 measured=f"max/min of the RMS of dL/dh over the {depth} block inputs: LayerNorm and RMSNorm "
-                          f"{grad_spread:.1f} for every s (a finite-width drift, no factor s per layer); "
-                          "plain " + ", ".join(f"{plain_grad[s]:.1e} (s = {s:g})" for s in SCALES),
-                 value=grad_spread, **below(10, approx=100), expect=HOLDS)
+# Normalized networks: flat activations and gradients, whatever s.
+def spread(key, names):
+    v = np.concatenate([res[nm, s][key] for nm in names for s in SCALES])
+    return float(v.max() / v.min())
+normed = ("LayerNorm", "RMSNorm")
+act_spread, grad_spread = spread("act", normed), spread("grad_in", normed)
+plain_grad = {s: float(res["none", s]["grad_in"].max() / res["none", s]["grad_in"].min()) for s in SCALES}
+check(min(plain_grad[0.5], plain_grad[2.0]) > 1e6, "the plain network's gradients vanish or explode")
+lesson.claim("With LayerNorm or RMSNorm after every Linear the activation RMS stays about constant with "
+             "depth, whatever the initial scale", source=explainer("002", "§1.2 作用 (point 5)"),
+             measured=f"max/min of the block-output RMS over {depth} layers and s in {SCALES}: "
+                      f"{act_spread:.2f} (plain, s = 0.5 and 2: {spread('act', ['none']):.1e})",
+             value=act_spread, **below(2, approx=4), expect=HOLDS)
+same = max(np.max(np.abs(res[nm, s]["grad_in"] / res[nm, 1.0]["grad_in"] - 1)) for nm in normed for s in SCALES)
+check(same < 1e-3, "with normalization the gradient at the activations does not depend on s")
+lesson.claim("Normalization prevents vanishing and exploding gradients", source=explainer("002", "§1.2 作用 "
+             "(point 5)"),
+             measured=f"max/min of the RMS of dL/dh over the {depth} block inputs: LayerNorm and RMSNorm "
+                      f"{grad_spread:.1f} for every s (a finite-width drift, no factor s per layer); "
+                      "plain " + ", ".join(f"{plain_grad[s]:.1e} (s = {s:g})" for s in SCALES),
+             value=grad_spread, **below(10, approx=100), expect=HOLDS)
 
-    rms_dev = max(res["RMSNorm", s]["rms_dev"] for s in SCALES)
-    lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
-                 measured=f"every row of all {depth} RMSNorm layers, s in {SCALES}, eps = 1e-6: "
-                          f"max |RMS − 1| = {rms_dev:.1e}",
-                 value=rms_dev, **below(1e-3, approx=0.05), expect=HOLDS)
+rms_dev = max(res["RMSNorm", s]["rms_dev"] for s in SCALES)
+lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
+             measured=f"every row of all {depth} RMSNorm layers, s in {SCALES}, eps = 1e-6: "
+                      f"max |RMS − 1| = {rms_dev:.1e}",
+             value=rms_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
-    # Paper §4.1-4.2 through the whole network: output invariant to s, dL/dW proportional to 1/s.
-    out_dev, grad_dev = 0.0, 0.0
-    for name in normed:
-        ref = res[name, 1.0]
-        for s in SCALES:
-            out_dev = max(out_dev, rms(res[name, s]["y"] - ref["y"]) / rms(ref["y"]))
-            grad_dev = max(grad_dev, np.max(np.abs(s * res[name, s]["grad_w"] / ref["grad_w"] - 1)))
-    lesson.claim("Scaling the weights by s leaves a normalized layer's output unchanged and divides dL/dW by s "
-                 "(implicit learning-rate adaptation)", source=paper("§4.1, §4.2"),
-                 measured=f"all {depth} hidden layers scaled at once, LayerNorm and RMSNorm (layer eps): "
-                          f"output change {out_dev:.1e} (relative RMS); max |s·RMS(dW(s))/RMS(dW(1)) − 1| = "
-                          f"{grad_dev:.1e}",
-                 value=max(out_dev, grad_dev), **below(1e-12, approx=1e-3), expect=APPROX)
+# Paper §4.1-4.2 through the whole network: output invariant to s, dL/dW proportional to 1/s.
+out_dev, grad_dev = 0.0, 0.0
+for name in normed:
+    ref = res[name, 1.0]
+    for s in SCALES:
+        out_dev = max(out_dev, rms(res[name, s]["y"] - ref["y"]) / rms(ref["y"]))
+        grad_dev = max(grad_dev, np.max(np.abs(s * res[name, s]["grad_w"] / ref["grad_w"] - 1)))
+lesson.claim("Scaling the weights by s leaves a normalized layer's output unchanged and divides dL/dW by s "
+             "(implicit learning-rate adaptation)", source=paper("§4.1, §4.2"),
+             measured=f"all {depth} hidden layers scaled at once, LayerNorm and RMSNorm (layer eps): "
+                      f"output change {out_dev:.1e} (relative RMS); max |s·RMS(dW(s))/RMS(dW(1)) − 1| = "
+                      f"{grad_dev:.1e}",
+             value=max(out_dev, grad_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), layout="constrained")
-    panels = [("act", "RMS of block output $h_l$", "Forward: activations"),
-              ("grad_in", r"RMS of $\partial L/\partial h_{l-1}$ (block input)", "Backward: gradient at activations"),
-              ("grad_w", r"RMS of $\partial L/\partial W_l$", "Backward: weight gradients")]
-    for row, shown in enumerate([res, {k: m for k, m in res.items() if k[0] != "none" or k[1] == 1.0}]):
-        for ax, (key, ylabel, title) in zip(axes[row], panels):
-            for (name, s), m in shown.items():
-                ax.semilogy(layers, m[key], STYLES[name], color=COLORS[s], linewidth=WIDTHS[s],
-                            label=f"{name}, s = {s:g}" if (row, key) == (0, "act") else None)
-            ax.set(xlabel="hidden layer l", ylabel=ylabel,
-                   title=title if row == 0 else "zoom")
-    fig.legend(loc="outside lower center", ncol=9, fontsize=9)
-    fig.suptitle(f"ReLU MLP at initialization, {depth} hidden layers of width {d}, weights N(0, s²·2/fan_in)\n"
-                 "solid: no normalization, dashed: LayerNorm, dotted: RMSNorm; colour and width: s. Bottom row: the "
-                 "normalized nets and the plain one with s = 1.\nIn the first two columns the normalized lines for the "
-                 "three s "
-                 "coincide: they show as nested stripes (wide blue, green, thin red).")
-    lesson.save(fig, "depth")
+fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), layout="constrained")
+panels = [("act", "RMS of block output $h_l$", "Forward: activations"),
+          ("grad_in", r"RMS of $\partial L/\partial h_{l-1}$ (block input)", "Backward: gradient at activations"),
+          ("grad_w", r"RMS of $\partial L/\partial W_l$", "Backward: weight gradients")]
+for row, shown in enumerate([res, {k: m for k, m in res.items() if k[0] != "none" or k[1] == 1.0}]):
+    for ax, (key, ylabel, title) in zip(axes[row], panels):
+        for (name, s), m in shown.items():
+            ax.semilogy(layers, m[key], STYLES[name], color=COLORS[s], linewidth=WIDTHS[s],
+                        label=f"{name}, s = {s:g}" if (row, key) == (0, "act") else None)
+        ax.set(xlabel="hidden layer l", ylabel=ylabel,
+               title=title if row == 0 else "zoom")
+fig.legend(loc="outside lower center", ncol=9, fontsize=9)
+fig.suptitle(f"ReLU MLP at initialization, {depth} hidden layers of width {d}, weights N(0, s²·2/fan_in)\n"
+             "solid: no normalization, dashed: LayerNorm, dotted: RMSNorm; colour and width: s. Bottom row: the "
+             "normalized nets and the plain one with s = 1.\nIn the first two columns the normalized lines for the "
+             "three s "
+             "coincide: they show as nested stripes (wide blue, green, thin red).")
+lesson.save(fig, "depth")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

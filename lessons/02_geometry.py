@@ -1,43 +1,43 @@
-"""Geometry: what RMSNorm and LayerNorm do to a vector.
+# %% [markdown]
+# # Geometry: what RMSNorm and LayerNorm do to a vector.
+# RMSNorm divides x by its root mean square, RMS(x) = sqrt(mean(x^2)) = ||x|| / sqrt(d).
+# So ||RMSNorm(x)|| = ||x|| / RMS(x) = sqrt(d): every nonzero vector lands on the
+# sphere of radius sqrt(d), in the direction it already had (weight = 1).
+#
+# LayerNorm first subtracts the mean, x - mean(x) 1, which is the orthogonal
+# projection onto the hyperplane sum(x) = 0 (it removes the component along
+# 1 = (1, ..., 1)). Then it divides by the standard deviation, the RMS of what is
+# left. Its outputs lie on the sphere of radius sqrt(d) AND in that hyperplane:
+# for d = 3, on a circle. When mean(x) = 0 the projection does nothing and the
+# two layers give the same output.
+#
+# eps changes the picture near the origin. With "inside", x / sqrt(ms + eps),
+# a vector with RMS(x) well below sqrt(eps) is shrunk toward 0 instead of
+# reaching the sphere: the output fills a ball. "outside", x / (RMS(x) + eps),
+# reaches the sphere already at RMS(x) >> eps; "clamp", x / sqrt(max(ms, eps)),
+# is linear (x / sqrt(eps)) inside the ball and exact on the sphere outside it.
+# So RMSNorm(kx) = RMSNorm(x) is exact only for eps = 0.
+#
+# Figures
+# * 02_geometry_sphere.png: d = 3. Left: inputs (grey) move radially onto the
+#   sphere (blue). Right: LayerNorm drops them onto the plane x+y+z = 0 (thin
+#   lines along 1), and then onto the circle of radius sqrt(3) in that plane.
+# * 02_geometry_mean.png: the distance between the two outputs against
+#   mean(x)/std(x); zero at mean 0, the curve is sqrt(2 - 2/sqrt(1 + (m/s)^2)).
+# * 02_geometry_eps.png: d = 2, where small inputs land for the three eps modes.
 
-RMSNorm divides x by its root mean square, RMS(x) = sqrt(mean(x^2)) = ||x|| / sqrt(d).
-So ||RMSNorm(x)|| = ||x|| / RMS(x) = sqrt(d): every nonzero vector lands on the
-sphere of radius sqrt(d), in the direction it already had (weight = 1).
-
-LayerNorm first subtracts the mean, x - mean(x) 1, which is the orthogonal
-projection onto the hyperplane sum(x) = 0 (it removes the component along
-1 = (1, ..., 1)). Then it divides by the standard deviation, the RMS of what is
-left. Its outputs lie on the sphere of radius sqrt(d) AND in that hyperplane:
-for d = 3, on a circle. When mean(x) = 0 the projection does nothing and the
-two layers give the same output.
-
-eps changes the picture near the origin. With "inside", x / sqrt(ms + eps),
-a vector with RMS(x) well below sqrt(eps) is shrunk toward 0 instead of
-reaching the sphere: the output fills a ball. "outside", x / (RMS(x) + eps),
-reaches the sphere already at RMS(x) >> eps; "clamp", x / sqrt(max(ms, eps)),
-is linear (x / sqrt(eps)) inside the ball and exact on the sphere outside it.
-So RMSNorm(kx) = RMSNorm(x) is exact only for eps = 0.
-
-Figures
-* 02_geometry_sphere.png: d = 3. Left: inputs (grey) move radially onto the
-  sphere (blue). Right: LayerNorm drops them onto the plane x+y+z = 0 (thin
-  lines along 1), and then onto the circle of radius sqrt(3) in that plane.
-* 02_geometry_mean.png: the distance between the two outputs against
-  mean(x)/std(x); zero at mean 0, the curve is sqrt(2 - 2/sqrt(1 + (m/s)^2)).
-* 02_geometry_eps.png: d = 2, where small inputs land for the three eps modes.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/02_geometry.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, explainer, paper, start
 from lessons._grading import below
 from scratchnorm import layer_norm_forward, rms_norm_forward
 
+lesson = start(__name__, "02_geometry")
+
+# %%
 EPS = 1e-6          # the RMSNorm layer's default (LLaMA-1)
 MODES = {"inside": r"inside: $x/\sqrt{ms+\epsilon}$", "outside": r"outside: $x/(\sqrt{ms}+\epsilon)$",
          "clamp": r"clamp: $x/\sqrt{\max(ms,\epsilon)}$"}
@@ -93,83 +93,82 @@ def sphere_figure(lesson, rng):
     return y_ln
 
 
-def run(lesson):
-    rng = np.random.default_rng(2)
-    d = 64
-    y_ln3 = sphere_figure(lesson, rng)
-    check(np.allclose(y_ln3.sum(axis=1), 0, atol=1e-12), "LayerNorm outputs lie in the plane sum = 0")
+# %%
+rng = np.random.default_rng(2)
+d = 64
+y_ln3 = sphere_figure(lesson, rng)
+check(np.allclose(y_ln3.sum(axis=1), 0, atol=1e-12), "LayerNorm outputs lie in the plane sum = 0")
 
-    # The sphere (the paper's definition: no eps) and the layer with its eps.
-    x = rng.standard_normal((lesson.pick(500, 5000), d))
-    x *= np.exp(rng.uniform(np.log(0.1), np.log(10), (len(x), 1)))  # RMS(x) from about 0.1 to 10
-    sphere_err = np.max(np.abs(np.linalg.norm(rms_norm(x, eps=0.0), axis=1) / np.sqrt(d) - 1))
-    lesson.claim("RMSNorm (no eps) puts every nonzero vector on the sphere of radius √d",
-                 source=paper("§4"), measured=f"max |‖y‖/√d − 1| = {sphere_err:.1e} (eps = 0)",
-                 value=sphere_err, **below(1e-12, approx=1e-3), expect=HOLDS)
+# The sphere (the paper's definition: no eps) and the layer with its eps.
+x = rng.standard_normal((lesson.pick(500, 5000), d))
+x *= np.exp(rng.uniform(np.log(0.1), np.log(10), (len(x), 1)))  # RMS(x) from about 0.1 to 10
+sphere_err = np.max(np.abs(np.linalg.norm(rms_norm(x, eps=0.0), axis=1) / np.sqrt(d) - 1))
+lesson.claim("RMSNorm (no eps) puts every nonzero vector on the sphere of radius √d",
+             source=paper("§4"), measured=f"max |‖y‖/√d − 1| = {sphere_err:.1e} (eps = 0)",
+             value=sphere_err, **below(1e-12, approx=1e-3), expect=HOLDS)
 
-    rms_out = rms(rms_norm(x))
-    typical_dev = np.max(np.abs(rms_out - 1))
-    tiny = rms(rms_norm(x[:1] / rms(x[:1])[:, None] * np.sqrt(EPS)))[0]  # an input with RMS = sqrt(eps)
-    check(typical_dev > 0 and abs(tiny - np.sqrt(0.5)) < 1e-9, "eps shrinks the output's RMS as predicted")
-    lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
-                 measured=f"eps = 1e-6, RMS(x) in [0.1, 10]: max |RMS(y) − 1| = {typical_dev:.1e}; "
-                          f"RMS(x) = √eps: RMS(y) = {tiny:.3f}",
-                 value=typical_dev, **below(1e-3, approx=0.05), expect=HOLDS)
+rms_out = rms(rms_norm(x))
+typical_dev = np.max(np.abs(rms_out - 1))
+tiny = rms(rms_norm(x[:1] / rms(x[:1])[:, None] * np.sqrt(EPS)))[0]  # an input with RMS = sqrt(eps)
+check(typical_dev > 0 and abs(tiny - np.sqrt(0.5)) < 1e-9, "eps shrinks the output's RMS as predicted")
+lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer("001", "§四 (demo)"),
+             measured=f"eps = 1e-6, RMS(x) in [0.1, 10]: max |RMS(y) − 1| = {typical_dev:.1e}; "
+                      f"RMS(x) = √eps: RMS(y) = {tiny:.3f}",
+             value=typical_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
-    ks = np.logspace(-6, 6, 25)
-    exact = max(np.max(np.abs(rms_norm(k * x, eps=0.0) - rms_norm(x, eps=0.0))) for k in ks)
-    x1 = x / rms(x)[:, None]                          # RMS 1
-    mid = max(np.max(rms(rms_norm(k * x1) - rms_norm(x1))) for k in np.logspace(-1, 1, 9))
-    small = np.max(rms(rms_norm(1e-3 * x1) - rms_norm(x1)))
-    lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
-                 measured=f"eps = 0: max |Δy| = {exact:.1e} for k in 1e-6..1e6; eps = 1e-6, RMS(x) = 1: "
-                          f"RMS(Δy) ≤ {mid:.1e} for k in [0.1, 10], {small:.2f} at k = 1e-3",
-                 value=mid, **below(1e-12, approx=1e-3), expect=APPROX)
+ks = np.logspace(-6, 6, 25)
+exact = max(np.max(np.abs(rms_norm(k * x, eps=0.0) - rms_norm(x, eps=0.0))) for k in ks)
+x1 = x / rms(x)[:, None]                          # RMS 1
+mid = max(np.max(rms(rms_norm(k * x1) - rms_norm(x1))) for k in np.logspace(-1, 1, 9))
+small = np.max(rms(rms_norm(1e-3 * x1) - rms_norm(x1)))
+lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
+             measured=f"eps = 0: max |Δy| = {exact:.1e} for k in 1e-6..1e6; eps = 1e-6, RMS(x) = 1: "
+                      f"RMS(Δy) ≤ {mid:.1e} for k in [0.1, 10], {small:.2f} at k = 1e-3",
+             value=mid, **below(1e-12, approx=1e-3), expect=APPROX)
 
-    # LayerNorm's output statistics, and RMSNorm = LayerNorm at mean 0.
-    y_ln = layer_norm_forward(x1, eps=1e-5)[0]
-    mean_dev, var_dev = np.max(np.abs(y_ln.mean(axis=1))), np.max(np.abs(y_ln.var(axis=1) - 1))
-    lesson.claim("LayerNorm's output has mean 0 and variance 1 (γ = 1, β = 0)", source=COMMON,
-                 measured=f"max |mean| = {mean_dev:.1e}; variance = var/(var + eps): max |var − 1| = {var_dev:.1e}",
-                 value=max(mean_dev, var_dev), **below(1e-12, approx=1e-3), expect=APPROX)
+# LayerNorm's output statistics, and RMSNorm = LayerNorm at mean 0.
+y_ln = layer_norm_forward(x1, eps=1e-5)[0]
+mean_dev, var_dev = np.max(np.abs(y_ln.mean(axis=1))), np.max(np.abs(y_ln.var(axis=1) - 1))
+lesson.claim("LayerNorm's output has mean 0 and variance 1 (γ = 1, β = 0)", source=COMMON,
+             measured=f"max |mean| = {mean_dev:.1e}; variance = var/(var + eps): max |var − 1| = {var_dev:.1e}",
+             value=max(mean_dev, var_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
-    ratios = np.linspace(0, 5, 26)
-    z = x1 - x1.mean(axis=1, keepdims=True)
-    z /= rms(z)[:, None]                                          # mean 0, std 1 per row
-    dist = np.array([rms(rms_norm(z + m) - layer_norm_forward(z + m, eps=EPS)[0]).mean() for m in ratios])
-    at_zero = np.max(np.abs(rms_norm(z) - layer_norm_forward(z, eps=EPS)[0]))
-    theory = np.sqrt(2 - 2 / np.sqrt(1 + ratios**2))
-    check(np.allclose(dist[1:], theory[1:], rtol=1e-4), "the distance follows sqrt(2 - 2/sqrt(1 + (m/s)^2))")
-    lesson.claim("When mean(x) = 0, RMSNorm equals LayerNorm", source=paper("§4"),
-                 measured=f"max |RMSNorm − LayerNorm| = {at_zero:.1e} (same eps, {len(z)} rows, d = {d})",
-                 value=at_zero, **below(1e-12, approx=1e-3), expect=HOLDS)
+ratios = np.linspace(0, 5, 26)
+z = x1 - x1.mean(axis=1, keepdims=True)
+z /= rms(z)[:, None]                                          # mean 0, std 1 per row
+dist = np.array([rms(rms_norm(z + m) - layer_norm_forward(z + m, eps=EPS)[0]).mean() for m in ratios])
+at_zero = np.max(np.abs(rms_norm(z) - layer_norm_forward(z, eps=EPS)[0]))
+theory = np.sqrt(2 - 2 / np.sqrt(1 + ratios**2))
+check(np.allclose(dist[1:], theory[1:], rtol=1e-4), "the distance follows sqrt(2 - 2/sqrt(1 + (m/s)^2))")
+lesson.claim("When mean(x) = 0, RMSNorm equals LayerNorm", source=paper("§4"),
+             measured=f"max |RMSNorm − LayerNorm| = {at_zero:.1e} (same eps, {len(z)} rows, d = {d})",
+             value=at_zero, **below(1e-12, approx=1e-3), expect=HOLDS)
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.plot(ratios, theory, color="0.3", label=r"theory $\sqrt{2-2/\sqrt{1+(m/s)^2}}$")
-    ax.plot(ratios, dist, "o", color="tab:red", ms=4, label=f"measured (mean of {len(z)} rows)")
-    ax.set(xlabel="mean(x) / std(x)", ylabel="RMS of RMSNorm(x) − LayerNorm(x)",
-           title=f"The two layers agree only when the mean is 0 (d = {d})")
-    ax.legend()
-    lesson.save(fig, "mean")
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
+ax.plot(ratios, theory, color="0.3", label=r"theory $\sqrt{2-2/\sqrt{1+(m/s)^2}}$")
+ax.plot(ratios, dist, "o", color="tab:red", ms=4, label=f"measured (mean of {len(z)} rows)")
+ax.set(xlabel="mean(x) / std(x)", ylabel="RMS of RMSNorm(x) − LayerNorm(x)",
+       title=f"The two layers agree only when the mean is 0 (d = {d})")
+ax.legend()
+lesson.save(fig, "mean")
 
-    # eps near the origin, d = 2: where do small vectors land?
-    n = lesson.pick(300, 1500)
-    angle = rng.uniform(0, 2 * np.pi, n)
-    in_rms = 10 ** rng.uniform(-7.5, -1, n)
-    x2 = np.sqrt(2) * in_rms[:, None] * np.c_[np.cos(angle), np.sin(angle)]   # RMS(x2) = in_rms
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), constrained_layout=True)
-    t = np.linspace(0, 2 * np.pi, 200)
-    for ax, (mode, label) in zip(axes, MODES.items()):
-        y = rms_norm(x2, mode=mode)
-        check(np.all(rms(y) <= 1 + 1e-12), f"{mode}: outputs stay inside the ball of radius sqrt(d)")
-        ax.plot(np.sqrt(2) * np.cos(t), np.sqrt(2) * np.sin(t), "k--", linewidth=0.8)
-        sc = ax.scatter(*y.T, c=np.log10(in_rms), cmap="viridis", s=9, vmin=-7.5, vmax=-1)
-        ax.set(title=label, xlabel="$y_1$", ylabel="$y_2$", aspect="equal", xlim=(-1.6, 1.6), ylim=(-1.6, 1.6))
-    fig.colorbar(sc, ax=axes, label="log10 RMS(x) of the input", shrink=0.85)
-    fig.suptitle(f"d = 2, eps = {EPS:g} (√eps = {np.sqrt(EPS):g}): inputs far below √eps (inside, clamp) "
-                 f"or eps (outside) land inside the circle of radius √2")
-    lesson.save(fig, "eps")
+# eps near the origin, d = 2: where do small vectors land?
+n = lesson.pick(300, 1500)
+angle = rng.uniform(0, 2 * np.pi, n)
+in_rms = 10 ** rng.uniform(-7.5, -1, n)
+x2 = np.sqrt(2) * in_rms[:, None] * np.c_[np.cos(angle), np.sin(angle)]   # RMS(x2) = in_rms
+fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), constrained_layout=True)
+t = np.linspace(0, 2 * np.pi, 200)
+for ax, (mode, label) in zip(axes, MODES.items()):
+    y = rms_norm(x2, mode=mode)
+    check(np.all(rms(y) <= 1 + 1e-12), f"{mode}: outputs stay inside the ball of radius sqrt(d)")
+    ax.plot(np.sqrt(2) * np.cos(t), np.sqrt(2) * np.sin(t), "k--", linewidth=0.8)
+    sc = ax.scatter(*y.T, c=np.log10(in_rms), cmap="viridis", s=9, vmin=-7.5, vmax=-1)
+    ax.set(title=label, xlabel="$y_1$", ylabel="$y_2$", aspect="equal", xlim=(-1.6, 1.6), ylim=(-1.6, 1.6))
+fig.colorbar(sc, ax=axes, label="log10 RMS(x) of the input", shrink=0.85)
+fig.suptitle(f"d = 2, eps = {EPS:g} (√eps = {np.sqrt(EPS):g}): inputs far below √eps (inside, clamp) "
+             f"or eps (outside) land inside the circle of radius √2")
+lesson.save(fig, "eps")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

@@ -1,73 +1,73 @@
-"""Backward by hand: the gradients and Jacobians of LayerNorm and RMSNorm.
+# %% [markdown]
+# # Backward by hand: the gradients and Jacobians of LayerNorm and RMSNorm.
+# Write g = dL/dx_hat (= dy * weight). Walking the graph node by node (the
+# "staged" backward in layernorm.py and rmsnorm.py) and simplifying gives
+#
+#     LayerNorm  dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
+#     RMSNorm    dx = rstd * (g - x_hat * mean(g * x_hat))
+#
+# The mean(g) term is LayerNorm's mean subtraction, seen from the backward side;
+# RMSNorm has no mean, so it has no such term. Both are a projection of g
+# times rstd: the Jacobians (eps = 0) are
+#
+#     J_rms = rstd * (I - x_hat x_hat^T / d)                (the paper's R matrix)
+#     J_ln  = rstd * (I - 1 1^T / d - x_hat x_hat^T / d)
+#
+# J_rms removes the direction x_hat (rank d - 1): scaling x does not change y,
+# so no gradient points along x. J_ln also removes 1 (rank d - 2): adding a
+# constant to x does not change y either. So dx . x = 0 for RMSNorm, and
+# sum(dx) = 0 and dx . x_hat = 0 for LayerNorm.
+#
+# What about the explainer's claim that RMSNorm's gradient is "more stable",
+# without the noise of the mean? The mean of one row is computed exactly from
+# that row: it carries no sampling noise. With a random upstream gradient the
+# size of dx differs only by deterministic factors (sqrt((d-1)/(d-2)) at zero
+# mean, one more direction kept; std/RMS = 1/sqrt(1 + m^2/s^2) with a mean m),
+# and its relative spread over rows is the same for both: that is fixed by the
+# Jacobians' ranks, checked below, not a claim that could come out either way.
+# What the claim can mean is the noise an optimizer sees: the variance of the
+# weight gradient dL/dW across minibatches, for a layer a = h W normalized by
+# LayerNorm or RMSNorm, with hidden states h that have a nonzero mean (ReLU
+# features). The lesson measures that noise-to-signal ratio on the same
+# minibatches, weights and targets for both norms, over several seeds, and
+# grades the paired ratio RMSNorm/LayerNorm: "holds" needs its whole 95%
+# interval at or below 0.9 (10% less noise), "approximately" at or below 1.
+# It is graded twice: at the features' own mean, and with a constant 4 added
+# to every hidden state (a mean far larger than the spread). The figure shows
+# every seed, and the ledger says where the interval falls (lessons/_gradnoise.py
+# has the model).
+#
+# Try it yourself. ``python -m scratchnorm.exercises new layernorm`` writes a
+# stub; fill in the backward and ``python -m scratchnorm.exercises check
+# layernorm.py`` tells you whether it is right, and if not, which term of the
+# derivation above went wrong (a missing -mean(g), a projection with the wrong
+# factor, ...). RMSNorm, BatchNorm, pRMSNorm and GroupNorm have exercises too.
+#
+# Figures
+# * 04_backward_by_hand_jacobians.png: J - rstd*I for d = 12 (what each Jacobian
+#   removes: x_hat x_hat^T / d, and for LayerNorm also 1 1^T / d), and the
+#   singular values: one (RMSNorm) or two (LayerNorm) are zero to round-off.
+# * 04_backward_by_hand_grad_noise.png: the noise-to-signal ratio of dL/dW over
+#   minibatches against a constant added to the hidden states (one line per
+#   seed), and the paired ratio RMSNorm/LayerNorm (below 1: RMSNorm less noisy).
+# * 04_backward_by_hand_gradcheck.png: every RMSNorm/LayerNorm case of
+#   scratchnorm.gradcheck against central finite differences.
 
-Write g = dL/dx_hat (= dy * weight). Walking the graph node by node (the
-"staged" backward in layernorm.py and rmsnorm.py) and simplifying gives
-
-    LayerNorm  dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
-    RMSNorm    dx = rstd * (g - x_hat * mean(g * x_hat))
-
-The mean(g) term is LayerNorm's mean subtraction, seen from the backward side;
-RMSNorm has no mean, so it has no such term. Both are a projection of g
-times rstd: the Jacobians (eps = 0) are
-
-    J_rms = rstd * (I - x_hat x_hat^T / d)                (the paper's R matrix)
-    J_ln  = rstd * (I - 1 1^T / d - x_hat x_hat^T / d)
-
-J_rms removes the direction x_hat (rank d - 1): scaling x does not change y,
-so no gradient points along x. J_ln also removes 1 (rank d - 2): adding a
-constant to x does not change y either. So dx . x = 0 for RMSNorm, and
-sum(dx) = 0 and dx . x_hat = 0 for LayerNorm.
-
-What about the explainer's claim that RMSNorm's gradient is "more stable",
-without the noise of the mean? The mean of one row is computed exactly from
-that row: it carries no sampling noise. With a random upstream gradient the
-size of dx differs only by deterministic factors (sqrt((d-1)/(d-2)) at zero
-mean, one more direction kept; std/RMS = 1/sqrt(1 + m^2/s^2) with a mean m),
-and its relative spread over rows is the same for both: that is fixed by the
-Jacobians' ranks, checked below, not a claim that could come out either way.
-What the claim can mean is the noise an optimizer sees: the variance of the
-weight gradient dL/dW across minibatches, for a layer a = h W normalized by
-LayerNorm or RMSNorm, with hidden states h that have a nonzero mean (ReLU
-features). The lesson measures that noise-to-signal ratio on the same
-minibatches, weights and targets for both norms, over several seeds, and
-grades the paired ratio RMSNorm/LayerNorm: "holds" needs its whole 95%
-interval at or below 0.9 (10% less noise), "approximately" at or below 1.
-It is graded twice: at the features' own mean, and with a constant 4 added
-to every hidden state (a mean far larger than the spread). The figure shows
-every seed, and the ledger says where the interval falls (lessons/_gradnoise.py
-has the model).
-
-Try it yourself. ``python -m scratchnorm.exercises new layernorm`` writes a
-stub; fill in the backward and ``python -m scratchnorm.exercises check
-layernorm.py`` tells you whether it is right, and if not, which term of the
-derivation above went wrong (a missing -mean(g), a projection with the wrong
-factor, ...). RMSNorm, BatchNorm, pRMSNorm and GroupNorm have exercises too.
-
-Figures
-* 04_backward_by_hand_jacobians.png: J - rstd*I for d = 12 (what each Jacobian
-  removes: x_hat x_hat^T / d, and for LayerNorm also 1 1^T / d), and the
-  singular values: one (RMSNorm) or two (LayerNorm) are zero to round-off.
-* 04_backward_by_hand_grad_noise.png: the noise-to-signal ratio of dL/dW over
-  minibatches against a constant added to the hidden states (one line per
-  seed), and the paired ratio RMSNorm/LayerNorm (below 1: RMSNorm less noisy).
-* 04_backward_by_hand_gradcheck.png: every RMSNorm/LayerNorm case of
-  scratchnorm.gradcheck against central finite differences.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/04_backward_by_hand.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, run_alone
+from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, start
 from lessons._gradnoise import gradient_noise, mean_over_std
 from lessons._grading import below, nearest_end
 from lessons._stats import mean_interval
 from scratchnorm.gradcheck.cases import all_cases
 
+lesson = start(__name__, "04_backward_by_hand")
+
+# %%
 FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")
 
 
@@ -126,99 +126,98 @@ def jacobians(lesson, rng):
     return s_rms, s_ln, null_rms, null_ln
 
 
-def run(lesson):
-    rng = np.random.default_rng(4)
-    d = 32
-    staged_vs_closed(lesson, rng, d)
+# %%
+rng = np.random.default_rng(4)
+d = 32
+staged_vs_closed(lesson, rng, d)
 
-    s_rms, s_ln, null_rms, null_ln = jacobians(lesson, rng)
-    x = rng.standard_normal((lesson.pick(200, 2000), d)) + 0.5
-    dy = rng.standard_normal(x.shape)
-    dx_rms = sn.rms_norm_backward(dy, sn.rms_norm_forward(x, eps=0.0)[1])["x"]
-    dx_ln = sn.layer_norm_backward(dy, sn.layer_norm_forward(x, eps=0.0)[1])["x"]
-    x_hat = sn.layer_norm_forward(x, eps=0.0)[0]
-    cos_rms = cosine(dx_rms, x).max()
-    cos_ln = max(cosine(dx_ln, np.ones(d)).max(), cosine(dx_ln, x_hat).max())
-    lesson.claim("RMSNorm's Jacobian R has rank d − 1: it removes x, so dx ⟂ x", source=paper("§4.2"),
-                 measured=f"smallest/largest singular value {s_rms[-1] / s_rms[0]:.1e} (next "
-                          f"{s_rms[-2] / s_rms[0]:.2f}); |R x|/|x| = {null_rms:.1e}; max |cos(dx, x)| = {cos_rms:.1e}",
-                 value=max(s_rms[-1] / s_rms[0], cos_rms), **below(1e-12, approx=1e-6), expect=HOLDS)
-    lesson.claim("LayerNorm's Jacobian has rank d − 2: it removes 1 and x̂, so sum(dx) = 0 and dx ⟂ x̂",
-                 source=COMMON, measured=f"two smallest/largest singular values {s_ln[-2] / s_ln[0]:.1e}, "
-                                         f"{s_ln[-1] / s_ln[0]:.1e}; max |cos(dx, 1)|, |cos(dx, x̂)| = {cos_ln:.1e}",
-                 value=max(s_ln[-2] / s_ln[0], cos_ln, null_ln), **below(1e-12, approx=1e-6), expect=HOLDS)
+s_rms, s_ln, null_rms, null_ln = jacobians(lesson, rng)
+x = rng.standard_normal((lesson.pick(200, 2000), d)) + 0.5
+dy = rng.standard_normal(x.shape)
+dx_rms = sn.rms_norm_backward(dy, sn.rms_norm_forward(x, eps=0.0)[1])["x"]
+dx_ln = sn.layer_norm_backward(dy, sn.layer_norm_forward(x, eps=0.0)[1])["x"]
+x_hat = sn.layer_norm_forward(x, eps=0.0)[0]
+cos_rms = cosine(dx_rms, x).max()
+cos_ln = max(cosine(dx_ln, np.ones(d)).max(), cosine(dx_ln, x_hat).max())
+lesson.claim("RMSNorm's Jacobian R has rank d − 1: it removes x, so dx ⟂ x", source=paper("§4.2"),
+             measured=f"smallest/largest singular value {s_rms[-1] / s_rms[0]:.1e} (next "
+                      f"{s_rms[-2] / s_rms[0]:.2f}); |R x|/|x| = {null_rms:.1e}; max |cos(dx, x)| = {cos_rms:.1e}",
+             value=max(s_rms[-1] / s_rms[0], cos_rms), **below(1e-12, approx=1e-6), expect=HOLDS)
+lesson.claim("LayerNorm's Jacobian has rank d − 2: it removes 1 and x̂, so sum(dx) = 0 and dx ⟂ x̂",
+             source=COMMON, measured=f"two smallest/largest singular values {s_ln[-2] / s_ln[0]:.1e}, "
+                                     f"{s_ln[-1] / s_ln[0]:.1e}; max |cos(dx, 1)|, |cos(dx, x̂)| = {cos_ln:.1e}",
+             value=max(s_ln[-2] / s_ln[0], cos_ln, null_ln), **below(1e-12, approx=1e-6), expect=HOLDS)
 
-    # Gradient size and spread against the input's mean.
-    z = rng.standard_normal((lesson.pick(500, 5000), d))
-    z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)   # mean 0, std 1
-    dy = rng.standard_normal(z.shape)
-    ratios = np.linspace(0, 8, 17)
-    size = {"RMSNorm": [], "LayerNorm": []}
-    for m in ratios:
-        dxs = {"RMSNorm": sn.rms_norm_backward(dy, sn.rms_norm_forward(z + m)[1])["x"],
-               "LayerNorm": sn.layer_norm_backward(dy, sn.layer_norm_forward(z + m)[1])["x"]}
-        for name, dx in dxs.items():
-            norms = np.linalg.norm(dx, axis=1)                # std(x) = 1, so this is ||dx|| * std
-            size[name].append((norms.mean(), norms.std()))
-    size = {k: np.array(v) for k, v in size.items()}
-    ratio0 = size["RMSNorm"][0, 0] / size["LayerNorm"][0, 0]
-    spread = {k: v[:, 1] / v[:, 0] for k, v in size.items()}   # relative spread over rows, per mean
-    less_noise = 1 - spread["RMSNorm"].mean() / spread["LayerNorm"].mean()
-    check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by sqrt((d-1)/(d-2))")
-    shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d - 1))
-    check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
-    check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
+# Gradient size and spread against the input's mean.
+z = rng.standard_normal((lesson.pick(500, 5000), d))
+z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)   # mean 0, std 1
+dy = rng.standard_normal(z.shape)
+ratios = np.linspace(0, 8, 17)
+size = {"RMSNorm": [], "LayerNorm": []}
+for m in ratios:
+    dxs = {"RMSNorm": sn.rms_norm_backward(dy, sn.rms_norm_forward(z + m)[1])["x"],
+           "LayerNorm": sn.layer_norm_backward(dy, sn.layer_norm_forward(z + m)[1])["x"]}
+    for name, dx in dxs.items():
+        norms = np.linalg.norm(dx, axis=1)                # std(x) = 1, so this is ||dx|| * std
+        size[name].append((norms.mean(), norms.std()))
+size = {k: np.array(v) for k, v in size.items()}
+ratio0 = size["RMSNorm"][0, 0] / size["LayerNorm"][0, 0]
+spread = {k: v[:, 1] / v[:, 0] for k, v in size.items()}   # relative spread over rows, per mean
+less_noise = 1 - spread["RMSNorm"].mean() / spread["LayerNorm"].mean()
+check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by sqrt((d-1)/(d-2))")
+shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d - 1))
+check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
+check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
 
-    # What "more stable" can mean: the noise of dL/dW across minibatches, paired (same data, same weights).
-    seeds, shifts = range(lesson.pick(3, 12)), (0.0, 0.5, 1.0, 2.0, 4.0)
-    nsr = [gradient_noise(seed, n=lesson.pick(1024, 4096), shifts=shifts) for seed in seeds]
-    for at, label in ((0, "at the ReLU features' own mean"), (len(shifts) - 1, f"with {shifts[-1]:g} added")):
-        log_ratio = [np.log(r["RMSNorm"][at] / r["LayerNorm"][at]) for r in nsr]
-        mean, lo, hi = np.exp(mean_interval(log_ratio))
-        bounds = below(0.9, approx=1.0)
-        lesson.claim(f"RMSNorm's gradients are more stable: free of the noise the mean brings ({label})",
-                     source=explainer("000", "§8.1"),
-                     measured=f"noise-to-signal ratio of dL/dW over minibatches of 32 ReLU hidden states (row "
-                              f"mean/std {mean_over_std(0):.2f} before the constant), paired over {len(log_ratio)} "
-                              f"seeds: RMSNorm/LayerNorm = {mean:.3f} (geometric mean), 95% interval "
-                              f"[{lo:.3f}, {hi:.3f}]; value: the interval's upper end",
-                     value=nearest_end((lo, hi), bounds["holds_if"]), **bounds, expect=VERDICTS)
+# What "more stable" can mean: the noise of dL/dW across minibatches, paired (same data, same weights).
+seeds, shifts = range(lesson.pick(3, 12)), (0.0, 0.5, 1.0, 2.0, 4.0)
+nsr = [gradient_noise(seed, n=lesson.pick(1024, 4096), shifts=shifts) for seed in seeds]
+for at, label in ((0, "at the ReLU features' own mean"), (len(shifts) - 1, f"with {shifts[-1]:g} added")):
+    log_ratio = [np.log(r["RMSNorm"][at] / r["LayerNorm"][at]) for r in nsr]
+    mean, lo, hi = np.exp(mean_interval(log_ratio))
+    bounds = below(0.9, approx=1.0)
+    lesson.claim(f"RMSNorm's gradients are more stable: free of the noise the mean brings ({label})",
+                 source=explainer("000", "§8.1"),
+                 measured=f"noise-to-signal ratio of dL/dW over minibatches of 32 ReLU hidden states (row "
+                          f"mean/std {mean_over_std(0):.2f} before the constant), paired over {len(log_ratio)} "
+                          f"seeds: RMSNorm/LayerNorm = {mean:.3f} (geometric mean), 95% interval "
+                          f"[{lo:.3f}, {hi:.3f}]; value: the interval's upper end",
+                 value=nearest_end((lo, hi), bounds["holds_if"]), **bounds, expect=VERDICTS)
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
-    for name, color in (("LayerNorm", "tab:orange"), ("RMSNorm", "tab:blue")):
-        for i, r in enumerate(nsr):
-            axes[0].semilogy(shifts, r[name], "o-", color=color, alpha=0.5, lw=1, label=name if i == 0 else None)
-    ratios = np.array([np.array(r["RMSNorm"]) / np.array(r["LayerNorm"]) for r in nsr])   # (seeds, shifts)
-    axes[1].plot(shifts, ratios.T, "o-", color="0.5", lw=1, alpha=0.6)
-    axes[1].axhline(1, color="k", lw=1)
-    axes[0].set(xlabel="constant added to the hidden states", ylabel="noise-to-signal of dL/dW (log)",
-                title=f"gradient noise over minibatches, {len(nsr)} seeds")
-    axes[1].set(xlabel="constant added to the hidden states", ylabel="RMSNorm / LayerNorm, same seed",
-                title="paired ratio: below 1 means RMSNorm is less noisy")
-    axes[0].legend()
-    lesson.save(fig, "grad_noise")
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+for name, color in (("LayerNorm", "tab:orange"), ("RMSNorm", "tab:blue")):
+    for i, r in enumerate(nsr):
+        axes[0].semilogy(shifts, r[name], "o-", color=color, alpha=0.5, lw=1, label=name if i == 0 else None)
+ratios = np.array([np.array(r["RMSNorm"]) / np.array(r["LayerNorm"]) for r in nsr])   # (seeds, shifts)
+axes[1].plot(shifts, ratios.T, "o-", color="0.5", lw=1, alpha=0.6)
+axes[1].axhline(1, color="k", lw=1)
+axes[0].set(xlabel="constant added to the hidden states", ylabel="noise-to-signal of dL/dW (log)",
+            title=f"gradient noise over minibatches, {len(nsr)} seeds")
+axes[1].set(xlabel="constant added to the hidden states", ylabel="RMSNorm / LayerNorm, same seed",
+            title="paired ratio: below 1 means RMSNorm is less noisy")
+axes[0].legend()
+lesson.save(fig, "grad_noise")
 
-    # The gradient checks of the library, as a table.
-    cases = [c for c in all_cases() if c.label.startswith(FAMILY)]
-    rows = []
-    for case in cases:
-        layer, xc = case.build("numpy")
-        report = sn.gradcheck(layer, xc)
-        check(report.ok, f"gradcheck failed for {case.label}:\n{report}")
-        rows.append([case.label, str(xc.shape), f"{report.max_rel_err:.1e}", "ok"])
-    if lesson.verbose:
-        print("\n".join(f"  {r[0]:<38} {r[1]:<13} {r[2]:>8}  {r[3]}" for r in rows))
-    fig, ax = plt.subplots(figsize=(7.5, 0.24 * (len(rows) + 1)))
-    ax.axis("off")
-    table = ax.table(cellText=rows, colLabels=["case (numpy backend)", "input shape", "max rel err", "status"],
-                     cellLoc="left", bbox=[0, 0, 1, 1], colWidths=[0.55, 0.17, 0.17, 0.11])
-    table.auto_set_font_size(False)
-    table.set_fontsize(9)
-    ax.set_title(f"gradcheck against central differences: float64, random dy, tolerance "
-                 f"{report.checks[0].tol:g}, {len(rows)} cases",
-                 fontsize=10)
-    lesson.save(fig, "gradcheck")
+# The gradient checks of the library, as a table.
+cases = [c for c in all_cases() if c.label.startswith(FAMILY)]
+rows = []
+for case in cases:
+    layer, xc = case.build("numpy")
+    report = sn.gradcheck(layer, xc)
+    check(report.ok, f"gradcheck failed for {case.label}:\n{report}")
+    rows.append([case.label, str(xc.shape), f"{report.max_rel_err:.1e}", "ok"])
+if lesson.verbose:
+    print("\n".join(f"  {r[0]:<38} {r[1]:<13} {r[2]:>8}  {r[3]}" for r in rows))
+fig, ax = plt.subplots(figsize=(7.5, 0.24 * (len(rows) + 1)))
+ax.axis("off")
+table = ax.table(cellText=rows, colLabels=["case (numpy backend)", "input shape", "max rel err", "status"],
+                 cellLoc="left", bbox=[0, 0, 1, 1], colWidths=[0.55, 0.17, 0.17, 0.11])
+table.auto_set_font_size(False)
+table.set_fontsize(9)
+ax.set_title(f"gradcheck against central differences: float64, random dy, tolerance "
+             f"{report.checks[0].tol:g}, {len(rows)} cases",
+             fontsize=10)
+lesson.save(fig, "gradcheck")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

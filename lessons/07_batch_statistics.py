@@ -1,139 +1,136 @@
-"""Batch statistics: BatchNorm's output depends on the batch, LayerNorm's and GroupNorm's do not.
+# %% [markdown]
+# # Batch statistics: BatchNorm's output depends on the batch, LayerNorm's and GroupNorm's do not.
+# In training mode BatchNorm normalizes feature j of example x0 with the mean
+# and variance of that feature over the batch B it sits in:
+#
+#     y0_j = (x0_j - mu_B,j) / sqrt(var_B,j + eps)
+#
+# mu_B and var_B are estimates from B samples, off by about sigma/sqrt(B) and
+# sigma^2 sqrt(2/B), so the same x0 gets a different output in every batch, with
+# a spread of about sqrt((1 + x0_hat_j^2 / 2) / B): it shrinks like 1/sqrt(B).
+# At B = 2 every output is exactly +1 or -1, whatever x0 is. In eval mode
+# BatchNorm uses running averages of the batch statistics instead (momentum
+# 0.1, running_var unbiased), a fixed map: the train/eval gap for the same
+# batch is the batch noise again and shrinks the same way.
+#
+# LayerNorm, RMSNorm and GroupNorm take their statistics inside one example,
+# so an example's output does not depend on its batch-mates at all: the lesson
+# puts a fixed example into many random batches of every size and finds the
+# same output bit for bit.
+#
+# GroupNorm(G, C) on (N, C, L) normalizes each example over groups of C/G
+# channels. G = C is InstanceNorm (each channel over its positions). G = 1 is
+# LayerNorm's normalization over the whole (C, L) example; but GroupNorm's
+# affine has one weight and bias per channel (2C parameters), where LayerNorm
+# over (C, L) has one per element (2CL). With weight 1 and bias 0 the two
+# agree; with LayerNorm's per-element affine they do not.
+#
+# Figures
+# * 07_batch_statistics_batch_size.png. Left: the BatchNorm outputs of one
+#   fixed example (one feature) in many random batches, against B. Right: the
+#   spread of that output over batches and the train/eval gap, against B, on
+#   log-log axes with the fitted slopes (about -1/2).
+# * 07_batch_statistics_groupnorm.png: GroupNorm(G, C) for every divisor G of C,
+#   compared with InstanceNorm and with LayerNorm over (C, L) (no affine): the
+#   difference vanishes at G = C and at G = 1 respectively.
 
-In training mode BatchNorm normalizes feature j of example x0 with the mean
-and variance of that feature over the batch B it sits in:
-
-    y0_j = (x0_j - mu_B,j) / sqrt(var_B,j + eps)
-
-mu_B and var_B are estimates from B samples, off by about sigma/sqrt(B) and
-sigma^2 sqrt(2/B), so the same x0 gets a different output in every batch, with
-a spread of about sqrt((1 + x0_hat_j^2 / 2) / B): it shrinks like 1/sqrt(B).
-At B = 2 every output is exactly +1 or -1, whatever x0 is. In eval mode
-BatchNorm uses running averages of the batch statistics instead (momentum
-0.1, running_var unbiased), a fixed map: the train/eval gap for the same
-batch is the batch noise again and shrinks the same way.
-
-LayerNorm, RMSNorm and GroupNorm take their statistics inside one example,
-so an example's output does not depend on its batch-mates at all: the lesson
-puts a fixed example into many random batches of every size and finds the
-same output bit for bit.
-
-GroupNorm(G, C) on (N, C, L) normalizes each example over groups of C/G
-channels. G = C is InstanceNorm (each channel over its positions). G = 1 is
-LayerNorm's normalization over the whole (C, L) example; but GroupNorm's
-affine has one weight and bias per channel (2C parameters), where LayerNorm
-over (C, L) has one per element (2CL). With weight 1 and bias 0 the two
-agree; with LayerNorm's per-element affine they do not.
-
-Figures
-* 07_batch_statistics_batch_size.png. Left: the BatchNorm outputs of one
-  fixed example (one feature) in many random batches, against B. Right: the
-  spread of that output over batches and the train/eval gap, against B, on
-  log-log axes with the fitted slopes (about -1/2).
-* 07_batch_statistics_groupnorm.png: GroupNorm(G, C) for every divisor G of C,
-  compared with InstanceNorm and with LayerNorm over (C, L) (no affine): the
-  difference vanishes at G = C and at G = 1 respectively.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/07_batch_statistics.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._grading import below
-from lessons._common import FAILS, HOLDS, check, explainer, run_alone, ticks_at
+from lessons._common import FAILS, HOLDS, check, explainer, start, ticks_at
 from lessons._batch import D, Data, batch_dependence, groupnorm_one_group_affine, groupnorm_spectrum, train_eval_gap
 from lessons._stats import fit_slope, rms
 
+lesson = start(__name__, "07_batch_statistics")
 
 
-def run(lesson):
-    rng = np.random.default_rng(7)
-    data = Data(rng)
-    sizes = np.array(lesson.pick([2, 4, 8, 16, 32, 64], [2, 4, 8, 16, 32, 64, 128, 256, 512]))
-    bn_out, other_change = batch_dependence(data, sizes, lesson.pick(60, 400))
-    spread = np.array([rms(bn_out[B].std(axis=0)) for B in sizes])       # std over batches, RMS over features
-    at2 = np.abs(bn_out[2])                                              # sqrt(var / (var + eps)) <= 1
-    check(np.all(at2 <= 1) and np.median(1 - at2) < 1e-3, "at B = 2 BatchNorm outputs are +-1 (up to eps)")
-    slope, amp = fit_slope(sizes, spread, 8)
-    x0_hat = (data.x0 - data.mean) / data.std
-    predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
-    gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
-    gap_slope = fit_slope(sizes, gap, 8)[0]
-    noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
-             f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
-             f"{amp:.2f}/√B, predicted {predicted:.2f}/√B)")
-    mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
-                f"∝ B^{gap_slope:.2f}")
-    check(gap[0] > 0.3, "at B = 2 training and inference outputs differ by a large fraction of the output")
-    lesson.claim("BatchNorm does badly at small batch sizes: an example's output depends on the rest of its batch, "
-                 "by about 1/√B (what is measured here is that noise, not the accuracy of a trained model)",
-                 source=explainer("002", "§1.3.1 (1), points 3-4"), measured=noise + "; value: |slope + 1/2|",
-                 value=abs(slope + 0.5), **below(0.1, approx=0.25), expect=HOLDS)
-    lesson.claim("BatchNorm behaves differently in training and inference (batch statistics against running "
-                 "ones), most at small batches", source=explainer("002", "§1.3.1 (1), points 3-4"),
-                 measured=mode_gap + "; value: |slope + 1/2|",
-                 value=abs(gap_slope + 0.5), **below(0.15, approx=0.3), expect=HOLDS)
+# %%
+rng = np.random.default_rng(7)
+data = Data(rng)
+sizes = np.array(lesson.pick([2, 4, 8, 16, 32, 64], [2, 4, 8, 16, 32, 64, 128, 256, 512]))
+bn_out, other_change = batch_dependence(data, sizes, lesson.pick(60, 400))
+spread = np.array([rms(bn_out[B].std(axis=0)) for B in sizes])       # std over batches, RMS over features
+at2 = np.abs(bn_out[2])                                              # sqrt(var / (var + eps)) <= 1
+check(np.all(at2 <= 1) and np.median(1 - at2) < 1e-3, "at B = 2 BatchNorm outputs are +-1 (up to eps)")
+slope, amp = fit_slope(sizes, spread, 8)
+x0_hat = (data.x0 - data.mean) / data.std
+predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
+gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
+gap_slope = fit_slope(sizes, gap, 8)[0]
+noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
+         f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
+         f"{amp:.2f}/√B, predicted {predicted:.2f}/√B)")
+mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
+            f"∝ B^{gap_slope:.2f}")
+check(gap[0] > 0.3, "at B = 2 training and inference outputs differ by a large fraction of the output")
+lesson.claim("BatchNorm does badly at small batch sizes: an example's output depends on the rest of its batch, "
+             "by about 1/√B (what is measured here is that noise, not the accuracy of a trained model)",
+             source=explainer("002", "§1.3.1 (1), points 3-4"), measured=noise + "; value: |slope + 1/2|",
+             value=abs(slope + 0.5), **below(0.1, approx=0.25), expect=HOLDS)
+lesson.claim("BatchNorm behaves differently in training and inference (batch statistics against running "
+             "ones), most at small batches", source=explainer("002", "§1.3.1 (1), points 3-4"),
+             measured=mode_gap + "; value: |slope + 1/2|",
+             value=abs(gap_slope + 0.5), **below(0.15, approx=0.3), expect=HOLDS)
 
-    lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", source=explainer("002",
-                 "§1.3.1 (2) and (4)"),
-                 measured="largest change of a fixed example's output over random batches of B = 2.."
-                          f"{sizes[-1]}: " + ", ".join(f"{k} {v:g}" for k, v in other_change.items()),
-                 value=max(other_change.values()), **below(0.0, approx=1e-12), expect=HOLDS)
+lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", source=explainer("002",
+             "§1.3.1 (2) and (4)"),
+             measured="largest change of a fixed example's output over random batches of B = 2.."
+                      f"{sizes[-1]}: " + ", ".join(f"{k} {v:g}" for k, v in other_change.items()),
+             value=max(other_change.values()), **below(0.0, approx=1e-12), expect=HOLDS)
 
-    n, C, L = lesson.pick(16, 64), 16, 8
-    x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
-    check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
-    check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
-    same, resid = groupnorm_one_group_affine(rng, x)
-    check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
-    lesson.claim("GroupNorm with G = 1 normalizes like LayerNorm over (C, *), and G = C like InstanceNorm",
-                 source=explainer("002", "§1.3.1 (4), point 6"),
-                 measured=f"C = {C}, L = {L}, no affine, RMS difference from the definitions: GN(1, C) − LN over "
-                          f"(C, L) {to_ln[0]:.0e}, GN(C, C) − IN {to_in[-1]:.0e}",
-                 value=max(to_ln[0], to_in[-1]), **below(1e-12, approx=1e-6), expect=HOLDS)
-    lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine parameters included",
-                 source=explainer("002", "§1.3.1 (4), point 6"),
-                 measured=f"GN has {2 * C} affine parameters (per channel), LN over (C, L) {2 * C * L} (per element); "
-                          f"the best per-channel affine matches a random per-element one up to a relative residual "
-                          f"of {resid:.2f} (the value)",
-                 value=resid, **below(1e-6, approx=0.05), expect=FAILS)
+n, C, L = lesson.pick(16, 64), 16, 8
+x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
+check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
+check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
+same, resid = groupnorm_one_group_affine(rng, x)
+check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
+lesson.claim("GroupNorm with G = 1 normalizes like LayerNorm over (C, *), and G = C like InstanceNorm",
+             source=explainer("002", "§1.3.1 (4), point 6"),
+             measured=f"C = {C}, L = {L}, no affine, RMS difference from the definitions: GN(1, C) − LN over "
+                      f"(C, L) {to_ln[0]:.0e}, GN(C, C) − IN {to_in[-1]:.0e}",
+             value=max(to_ln[0], to_in[-1]), **below(1e-12, approx=1e-6), expect=HOLDS)
+lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine parameters included",
+             source=explainer("002", "§1.3.1 (4), point 6"),
+             measured=f"GN has {2 * C} affine parameters (per channel), LN over (C, L) {2 * C * L} (per element); "
+                      f"the best per-channel affine matches a random per-element one up to a relative residual "
+                      f"of {resid:.2f} (the value)",
+             value=resid, **below(1e-6, approx=0.05), expect=FAILS)
 
-    # Figures.
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
-    j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
-    for B in sizes:
-        jitter = np.exp(rng.uniform(-0.12, 0.12, len(bn_out[B])))
-        ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color="tab:blue")
-    ax1.axhline(x0_hat[j], color="k", linestyle="--", linewidth=1,
-                label=f"population-normalized value {x0_hat[j]:.2f}")
-    ax1.set(xscale="log", xlabel="batch size B", ylabel=f"BatchNorm output of x0, feature {j}",
-            title="The same example in random batches (training mode)")
-    ax1.legend(loc="lower right")
-    ax2.loglog(sizes, spread, "o-", color="tab:blue", label=f"spread over batches, slope {slope:.2f}")
-    ax2.loglog(sizes, gap, "s-", color="tab:orange", label=f"train/eval gap, slope {gap_slope:.2f}")
-    ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
-    for ax in (ax1, ax2):
-        ticks_at(ax, sizes)
-    ax2.set(xlabel="batch size B", ylabel="RMS over features",
-            title="Both shrink like 1/√B; LayerNorm, RMSNorm, GroupNorm: exactly 0")
-    ax2.legend()
-    fig.suptitle(f"BatchNorm's dependence on the batch ({D} features, x ~ N(mean_j, std_j²), eps = 1e-5)")
-    lesson.save(fig, "batch_size")
+# Figures.
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
+for B in sizes:
+    jitter = np.exp(rng.uniform(-0.12, 0.12, len(bn_out[B])))
+    ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color="tab:blue")
+ax1.axhline(x0_hat[j], color="k", linestyle="--", linewidth=1,
+            label=f"population-normalized value {x0_hat[j]:.2f}")
+ax1.set(xscale="log", xlabel="batch size B", ylabel=f"BatchNorm output of x0, feature {j}",
+        title="The same example in random batches (training mode)")
+ax1.legend(loc="lower right")
+ax2.loglog(sizes, spread, "o-", color="tab:blue", label=f"spread over batches, slope {slope:.2f}")
+ax2.loglog(sizes, gap, "s-", color="tab:orange", label=f"train/eval gap, slope {gap_slope:.2f}")
+ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
+for ax in (ax1, ax2):
+    ticks_at(ax, sizes)
+ax2.set(xlabel="batch size B", ylabel="RMS over features",
+        title="Both shrink like 1/√B; LayerNorm, RMSNorm, GroupNorm: exactly 0")
+ax2.legend()
+fig.suptitle(f"BatchNorm's dependence on the batch ({D} features, x ~ N(mean_j, std_j²), eps = 1e-5)")
+lesson.save(fig, "batch_size")
 
-    fig, ax = plt.subplots(figsize=(7, 4.3), layout="constrained")
-    floor = 1e-17
-    ax.semilogy(groups, np.maximum(to_in, floor), "o-", label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
-    ax.semilogy(groups, np.maximum(to_ln, floor), "s-", label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(groups, [str(g) for g in groups])
-    ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs", ylim=(floor / 3, 10),
-           title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
-    ax.legend()
-    lesson.save(fig, "groupnorm")
+fig, ax = plt.subplots(figsize=(7, 4.3), layout="constrained")
+floor = 1e-17
+ax.semilogy(groups, np.maximum(to_in, floor), "o-", label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
+ax.semilogy(groups, np.maximum(to_ln, floor), "s-", label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
+ax.set_xscale("log", base=2)
+ax.set_xticks(groups, [str(g) for g in groups])
+ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs", ylim=(floor / 3, 10),
+       title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
+ax.legend()
+lesson.save(fig, "groupnorm")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

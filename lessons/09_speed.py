@@ -1,84 +1,85 @@
-"""Speed: LayerNorm, RMSNorm and pRMSNorm timed against d, against copy bandwidth, and against the claims.
+# %% [markdown]
+# # Speed: LayerNorm, RMSNorm and pRMSNorm timed against d, against copy bandwidth, and against the claims.
+# What is timed. Forward, and forward + backward, of LayerNorm (weight and
+# bias), RMSNorm (weight) and pRMSNorm (weight, p = 6.25%) on float32 inputs
+# of N rows and d features, d from 64 to 8192 with N fixed, so the arrays
+# grow with d: from a few hundred KiB, which stay in cache, to tens of MiB,
+# which do not. Three implementations:
+# * "numpy": the NumPy reference of scratchnorm, one array operation after
+#   the other, in float64, every intermediate a new array. The paper's code
+#   is written the same way (unfused framework operations).
+# * "numba": the fused kernels of scratchnorm.fast, a few passes over each
+#   row, statistics and sums in float64 (the forward computes y of a float32
+#   input in float32 from them: fast/rowwise_tuned.py says why).
+# * "torch": PyTorch on the CPU, if it is installed (it is optional):
+#   F.layer_norm and F.rms_norm, autograd for the backward; torch has no
+#   pRMSNorm, so the lesson composes it from torch operations.
+# The timing is the benchmark's (scratchnorm.bench.timing.measure: the median
+# of repeated calls after a warm-up), taken in a few rounds; in each round the
+# three norms are timed one after the other, and a time is the median over
+# the rounds, so a change of load hits the three norms alike. Copy bandwidth
+# is measured in the same run at the same shape (--quick uses np.copyto alone).
+# "% of copy" counts the bytes a perfect kernel moves (forward: read x, write
+# y; backward: read x and dy, write dx) over the time, as a share of the copy
+# bandwidth: 100% means the layer runs as fast as copying its arrays. numba
+# and torch run on one thread, which keeps the numbers steadier.
+#
+# What to expect. RMSNorm drops the mean, its subtraction and the bias: per
+# element, with a weight and no bias on either, the forward does 4
+# floating-point operations instead of 6, and forward + backward 12 instead
+# of 16 (the count is in FLOPS below): a ratio of 0.67 and 0.75, not the
+# "half the computation" one explainer states (LayerNorm's bias adds one
+# operation each way). The claim is graded on the clock, the time ratio of
+# the fused kernels; the count is shown beside it. Time follows the count only where computation is the bottleneck.
+# In the NumPy code every operation is one more pass over an (N, d) array, so
+# fewer operations are fewer passes. A fused kernel touches each element a
+# fixed number of times; if it ran at copy bandwidth, LayerNorm and RMSNorm,
+# which move the same bytes, would take the same time. Whether the kernels
+# get there on this machine is measured (a claim below): a single core
+# computing in float64 may not keep up with memory, and then the saving in
+# operations still shows.
+#
+# The paper's 7%-64% is a saving of whole-model runtime (RNNs and
+# Transformers on GPUs, 2019 frameworks), not of one layer; the band is drawn
+# as the claim being tested, not as data. A layer's own saving bounds what a
+# model can save by switching its norms. pRMSNorm rides along here; lesson 06
+# times it against p. What the timings do not show here (writing past the
+# cache, page faults, rsqrt, the memory a backward keeps) is in the appendix,
+# lesson 13.
+#
+# Timing verdicts. A timing depends on the machine and on what else runs on
+# it, and a verdict near a threshold can flip from run to run. The timing
+# claims are therefore recorded with expect = any verdict: the verdict is the
+# measurement's, and the lesson does not fail on it. A full run asserts only
+# generous bounds (the unfused NumPy RMSNorm is faster than its LayerNorm;
+# numba's RMSNorm is not much slower than its LayerNorm); --quick asserts
+# sanity only. A claimed band of savings (7-64%, 7-10%) is graded on the
+# median saving over the measured points: "holds" if the median is in the
+# band, "approximately" within 5 points of it. The memory-bound claim is
+# graded on the median % of copy bandwidth over d and both norms.
+#
+# Figures
+# * 09_speed_time.png: time against d (log-log), forward and forward +
+#   backward, per norm and implementation, with the time a copy of the same
+#   bytes takes.
+# * 09_speed_bandwidth.png: % of copy bandwidth against d.
+# * 09_speed_ratio.png: RMSNorm time / LayerNorm time against d per
+#   implementation, with the claimed ranges shaded and the flop ratio.
 
-What is timed. Forward, and forward + backward, of LayerNorm (weight and
-bias), RMSNorm (weight) and pRMSNorm (weight, p = 6.25%) on float32 inputs
-of N rows and d features, d from 64 to 8192 with N fixed, so the arrays
-grow with d: from a few hundred KiB, which stay in cache, to tens of MiB,
-which do not. Three implementations:
-* "numpy": the NumPy reference of scratchnorm, one array operation after
-  the other, in float64, every intermediate a new array. The paper's code
-  is written the same way (unfused framework operations).
-* "numba": the fused kernels of scratchnorm.fast, a few passes over each
-  row, statistics and sums in float64 (the forward computes y of a float32
-  input in float32 from them: fast/rowwise_tuned.py says why).
-* "torch": PyTorch on the CPU, if it is installed (it is optional):
-  F.layer_norm and F.rms_norm, autograd for the backward; torch has no
-  pRMSNorm, so the lesson composes it from torch operations.
-The timing is the benchmark's (scratchnorm.bench.timing.measure: the median
-of repeated calls after a warm-up), taken in a few rounds; in each round the
-three norms are timed one after the other, and a time is the median over
-the rounds, so a change of load hits the three norms alike. Copy bandwidth
-is measured in the same run at the same shape (--quick uses np.copyto alone).
-"% of copy" counts the bytes a perfect kernel moves (forward: read x, write
-y; backward: read x and dy, write dx) over the time, as a share of the copy
-bandwidth: 100% means the layer runs as fast as copying its arrays. numba
-and torch run on one thread, which keeps the numbers steadier.
-
-What to expect. RMSNorm drops the mean, its subtraction and the bias: per
-element, with a weight and no bias on either, the forward does 4
-floating-point operations instead of 6, and forward + backward 12 instead
-of 16 (the count is in FLOPS below): a ratio of 0.67 and 0.75, not the
-"half the computation" one explainer states (LayerNorm's bias adds one
-operation each way). The claim is graded on the clock, the time ratio of
-the fused kernels; the count is shown beside it. Time follows the count only where computation is the bottleneck.
-In the NumPy code every operation is one more pass over an (N, d) array, so
-fewer operations are fewer passes. A fused kernel touches each element a
-fixed number of times; if it ran at copy bandwidth, LayerNorm and RMSNorm,
-which move the same bytes, would take the same time. Whether the kernels
-get there on this machine is measured (a claim below): a single core
-computing in float64 may not keep up with memory, and then the saving in
-operations still shows.
-
-The paper's 7%-64% is a saving of whole-model runtime (RNNs and
-Transformers on GPUs, 2019 frameworks), not of one layer; the band is drawn
-as the claim being tested, not as data. A layer's own saving bounds what a
-model can save by switching its norms. pRMSNorm rides along here; lesson 06
-times it against p. What the timings do not show here (writing past the
-cache, page faults, rsqrt, the memory a backward keeps) is in the appendix,
-lesson 13.
-
-Timing verdicts. A timing depends on the machine and on what else runs on
-it, and a verdict near a threshold can flip from run to run. The timing
-claims are therefore recorded with expect = any verdict: the verdict is the
-measurement's, and the lesson does not fail on it. A full run asserts only
-generous bounds (the unfused NumPy RMSNorm is faster than its LayerNorm;
-numba's RMSNorm is not much slower than its LayerNorm); --quick asserts
-sanity only. A claimed band of savings (7-64%, 7-10%) is graded on the
-median saving over the measured points: "holds" if the median is in the
-band, "approximately" within 5 points of it. The memory-bound claim is
-graded on the median % of copy bandwidth over d and both norms.
-
-Figures
-* 09_speed_time.png: time against d (log-log), forward and forward +
-  backward, per norm and implementation, with the time a copy of the same
-  bytes takes.
-* 09_speed_bandwidth.png: % of copy bandwidth against d.
-* 09_speed_ratio.png: RMSNorm time / LayerNorm time against d per
-  implementation, with the claimed ranges shaded and the flop ratio.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/09_speed.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
+import numba
 import numpy as np
 
-from lessons._common import COMMON, VERDICTS, check, explainer, paper, run_alone
+from lessons._common import COMMON, VERDICTS, check, explainer, paper, start
 from lessons._grading import above, within
 from lessons._speed import (DTYPE, LABELS, STEPS, STYLES, Budget, moved_bytes, one_thread, optional_torch, pct,
                             plot_bandwidth, plot_time, sweep)
 
+lesson = start(__name__, "09_speed")
+
+# %%
 NORMS = ("LayerNorm", "RMSNorm", "pRMSNorm")
 PAPER_SAVING = (0.07, 0.64)                  # the claims: 1 - t_RMS / t_LN in this range
 SEED_001_SAVING = (0.07, 0.10)
@@ -198,37 +199,36 @@ def computation_claim(lesson, ratios, impls):
 
 
 # -- the lesson ------------------------------------------------------------------------------
-def run(lesson):
-    import numba
-
-    torch = optional_torch()
-    numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
-    impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
-    n = lesson.pick(16, 512)
-    ds = np.array(lesson.pick((64, 256, 1024), tuple(2 ** np.arange(6, 14))))
-    budget = lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200))   # per round
-    with one_thread(numba, torch):
-        times, copy = sweep(ds, n, impls, NORMS, torch, budget, lesson.pick(2, 4), numba_ok and not lesson.quick)
-    for t in times.values():
-        check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
-    check(np.all(np.isfinite(copy)) and np.all(copy > 0), "copy bandwidth is measured")
-
-    ratios = {(impl, step): times[impl, "RMSNorm", step] / times[impl, "LayerNorm", step]
-              for impl in impls for step in STEPS}
-    plot_time(lesson, ds, n, times, copy, impls)
-    pct_copy = {key: 100 * moved_bytes(key[2], n, ds) / t / 1e9 / copy for key, t in times.items()}
-    plot_bandwidth(lesson, ds, n, pct_copy, copy, impls)
-    plot_ratio(lesson, ds, ratios, impls)
-    if not lesson.quick:                          # generous bounds only; the machine may be busy
-        check(np.median(ratios["numpy", "fwd+bwd"]) < 1.0,
-              f"the unfused NumPy RMSNorm should be faster than its LayerNorm (ratios {ratios['numpy', 'fwd+bwd']})")
-        if numba_ok:
-            check(np.median(ratios["numba", "fwd+bwd"]) < 1.3,
-                  f"numba's RMSNorm should not be much slower than its LayerNorm ({ratios['numba', 'fwd+bwd']})")
-    span = f"d = {ds[0]}…{ds[-1]}, {n} rows {DTYPE}, fwd+bwd, 1 thread"
-    saving_claims(lesson, ds, span, ratios, pct_copy, impls)
-    computation_claim(lesson, ratios, impls)
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+torch = optional_torch()
+numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
+impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
+n = lesson.pick(16, 512)
+ds = np.array(lesson.pick((64, 256, 1024), tuple(2 ** np.arange(6, 14))))
+budget = lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200))   # per round
+with one_thread(numba, torch):
+    times, copy = sweep(ds, n, impls, NORMS, torch, budget, lesson.pick(2, 4), numba_ok and not lesson.quick)
+for t in times.values():
+    check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
+check(np.all(np.isfinite(copy)) and np.all(copy > 0), "copy bandwidth is measured")
+
+ratios = {(impl, step): times[impl, "RMSNorm", step] / times[impl, "LayerNorm", step]
+          for impl in impls for step in STEPS}
+plot_time(lesson, ds, n, times, copy, impls)
+pct_copy = {key: 100 * moved_bytes(key[2], n, ds) / t / 1e9 / copy for key, t in times.items()}
+plot_bandwidth(lesson, ds, n, pct_copy, copy, impls)
+plot_ratio(lesson, ds, ratios, impls)
+if not lesson.quick:                          # generous bounds only; the machine may be busy
+    check(np.median(ratios["numpy", "fwd+bwd"]) < 1.0,
+          f"the unfused NumPy RMSNorm should be faster than its LayerNorm (ratios {ratios['numpy', 'fwd+bwd']})")
+    if numba_ok:
+        check(np.median(ratios["numba", "fwd+bwd"]) < 1.3,
+              f"numba's RMSNorm should not be much slower than its LayerNorm ({ratios['numba', 'fwd+bwd']})")
+span = f"d = {ds[0]}…{ds[-1]}, {n} rows {DTYPE}, fwd+bwd, 1 thread"
+saving_claims(lesson, ds, span, ratios, pct_copy, impls)
+computation_claim(lesson, ratios, impls)
+
+# %%
+lesson.finish()

@@ -1,58 +1,55 @@
-"""Training curves: a 10-layer MLP with no norm, BatchNorm, LayerNorm, RMSNorm and pRMSNorm.
+# %% [markdown]
+# # Training curves: a 10-layer MLP with no norm, BatchNorm, LayerNorm, RMSNorm and pRMSNorm.
+# The RMSNorm paper's central claim is about training: RMSNorm trains as well
+# as LayerNorm and costs less per step, so it reaches a given loss sooner in
+# wall-clock time. Its Figure 1 makes a related point about LayerNorm against
+# no normalization: fewer steps to a loss is not enough; if each step costs
+# more, the gain in time is smaller. So this lesson plots every loss twice,
+# against steps and against seconds, and grades both points.
+#
+# The task: three interleaved spirals of two turns in the plane (4000
+# training points, 2000 test points, seeded). A boundary that winds twice
+# needs many pieces, which is what depth buys: in the same steps a LayerNorm
+# MLP with 2 hidden layers (dotted) stays far behind the 10-layer ones.
+#
+# The model: ``nn.mlp([2, 64 x 10, 3], norm=...)``, [Linear -> Norm -> ReLU]
+# ten times, then a Linear; the norms' numba kernels; Adam (lr 1e-3), batches
+# of 128, 800 steps, the same batches for every model of a seed. The models
+# train in turn, one step each (``lessons/_training.py``), and every step is
+# timed, so a noisy second of the machine slows all of them alike. pRMSNorm
+# at d = 64 estimates the RMS from k = ceil(64 * 6.25%) = 4 features.
+#
+# Seeds and intervals. ``python -m lessons --seeds N`` trains N independent
+# seeds (default 3; 1 with --quick). Every comparison is paired: the
+# difference LayerNorm − RMSNorm (or a ratio) on the same seed and the same
+# batches, then the mean over seeds and its 95% t interval. A claim "holds"
+# only if the whole interval agrees with its bound: the ledger grades the
+# interval's end nearest the bound. With 3 seeds the t factor is 4.3, so an
+# interval is wide, and a claim the seeds cannot settle is graded as such.
+#
+# Cost: the whole step is timed (median over all steps), Adam's update alone,
+# and each layer's forward + backward alone at the step's shape (128, 64). At
+# this size a call is mostly fixed overhead. In the network the norms cost
+# more than their calls timed alone: Adam updates their parameters too, and
+# every step handles more arrays. A cheaper normalization can save only its
+# own share of the step, and RMSNorm's has no bias: one vector fewer per layer
+# for Adam. Timing verdicts depend on the machine and its load: they are
+# recorded, not expected; so are the accuracy comparisons, which the seeds
+# may not settle. --quick trains too briefly to compare.
+#
+# Figures
+# * 10_training_curves_loss.png: test loss against steps (band: min–max over
+#   seeds) and against the seconds each model spent training.
+# * 10_training_curves_cost.png: the median time of a step per norm, split
+#   into Adam's update and the rest, against the norm layers timed alone.
+# * 10_training_curves_regions.png: the decision regions of the seed-0 models.
 
-The RMSNorm paper's central claim is about training: RMSNorm trains as well
-as LayerNorm and costs less per step, so it reaches a given loss sooner in
-wall-clock time. Its Figure 1 makes a related point about LayerNorm against
-no normalization: fewer steps to a loss is not enough; if each step costs
-more, the gain in time is smaller. So this lesson plots every loss twice,
-against steps and against seconds, and grades both points.
-
-The task: three interleaved spirals of two turns in the plane (4000
-training points, 2000 test points, seeded). A boundary that winds twice
-needs many pieces, which is what depth buys: in the same steps a LayerNorm
-MLP with 2 hidden layers (dotted) stays far behind the 10-layer ones.
-
-The model: ``nn.mlp([2, 64 x 10, 3], norm=...)``, [Linear -> Norm -> ReLU]
-ten times, then a Linear; the norms' numba kernels; Adam (lr 1e-3), batches
-of 128, 800 steps, the same batches for every model of a seed. The models
-train in turn, one step each (``lessons/_training.py``), and every step is
-timed, so a noisy second of the machine slows all of them alike. pRMSNorm
-at d = 64 estimates the RMS from k = ceil(64 * 6.25%) = 4 features.
-
-Seeds and intervals. ``python -m lessons --seeds N`` trains N independent
-seeds (default 3; 1 with --quick). Every comparison is paired: the
-difference LayerNorm − RMSNorm (or a ratio) on the same seed and the same
-batches, then the mean over seeds and its 95% t interval. A claim "holds"
-only if the whole interval agrees with its bound: the ledger grades the
-interval's end nearest the bound. With 3 seeds the t factor is 4.3, so an
-interval is wide, and a claim the seeds cannot settle is graded as such.
-
-Cost: the whole step is timed (median over all steps), Adam's update alone,
-and each layer's forward + backward alone at the step's shape (128, 64). At
-this size a call is mostly fixed overhead. In the network the norms cost
-more than their calls timed alone: Adam updates their parameters too, and
-every step handles more arrays. A cheaper normalization can save only its
-own share of the step, and RMSNorm's has no bias: one vector fewer per layer
-for Adam. Timing verdicts depend on the machine and its load: they are
-recorded, not expected; so are the accuracy comparisons, which the seeds
-may not settle. --quick trains too briefly to compare.
-
-Figures
-* 10_training_curves_loss.png: test loss against steps (band: min–max over
-  seeds) and against the seconds each model spent training.
-* 10_training_curves_cost.png: the median time of a step per norm, split
-  into Adam's update and the rest, against the norm layers timed alone.
-* 10_training_curves_regions.png: the decision regions of the seed-0 models.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/10_training_curves.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import COMMON, VERDICTS, check, paper, run_alone
+from lessons._common import COMMON, VERDICTS, check, paper, start
 from lessons._grading import above, below, nearest_end
 from lessons._stats import mean_interval
 from lessons._training import (STYLE, accuracy, interleaved_medians, interval, one_blas_thread, paired,
@@ -60,6 +57,9 @@ from lessons._training import (STYLE, accuracy, interleaved_medians, interval, o
                                spirals, warm_up)
 from scratchnorm import Linear, nn
 
+lesson = start(__name__, "10_training_curves")
+
+# %%
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
 DEPTH, WIDTH, CLASSES = 10, 64, 3
 BATCH, LR = 128, 1e-3
@@ -108,26 +108,6 @@ def update_costs(lesson, x, y):
     return interleaved_medians(fns, lesson.pick(50, 300))
 
 
-def run(lesson):
-    with one_blas_thread():
-        rng = np.random.default_rng(10)
-        xtr, ytr = spirals(4000, rng, CLASSES)
-        xte, yte = spirals(2000, rng, CLASSES)
-        curves, acc, seed0 = train_all(lesson, xtr, ytr, xte, yte)
-        layer_t, update_t = layer_costs(lesson, rng), update_costs(lesson, xtr[:BATCH], ytr[:BATCH])
-        step_t = {name: float(np.median([c.step_time for c in runs])) for name, runs in curves.items()}
-        final = {name: seed_mean(runs)[2][-1] for name, runs in curves.items()}
-        for name in curves:
-            check(np.all(np.isfinite([c.loss for c in curves[name]])), f"{name}: the test loss stays finite")
-            report(lesson, f"  {STYLE[name][1]:<28} test accuracy {pm(acc[name])} (seeds: "
-                           f"{', '.join(f'{a:.3f}' for a in acc[name])}), final test loss {final[name]:.3f}, "
-                           f"{step_t[name] * 1e3:.2f} ms/step")
-        check(all(final[n] < np.log(CLASSES) for n in ("batchnorm", "layernorm", "rmsnorm")),
-              "the normalized MLPs learn")
-        if not lesson.quick:
-            check(max(acc[n].mean() for n in NORMS) > 0.85, f"the best {DEPTH}-layer model fits the spirals")
-        claims(lesson, acc, step_t, layer_t, update_t, curves)
-        figures(lesson, curves, acc, step_t, layer_t, update_t, seed0, xte, yte)
 
 
 SAVING = above(0.07, approx=0.02)        # the paper's "7%–64% less time", at its lower end; 2–7% approximately
@@ -219,5 +199,26 @@ def figures(lesson, curves, acc, step_t, layer_t, update_t, seed0, xte, yte):
     plot_regions(lesson, {n: seed0[n] for n in list(NORMS) + ["shallow"]}, {n: acc[n][0] for n in acc}, xte, yte)
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+with one_blas_thread():
+    rng = np.random.default_rng(10)
+    xtr, ytr = spirals(4000, rng, CLASSES)
+    xte, yte = spirals(2000, rng, CLASSES)
+    curves, acc, seed0 = train_all(lesson, xtr, ytr, xte, yte)
+    layer_t, update_t = layer_costs(lesson, rng), update_costs(lesson, xtr[:BATCH], ytr[:BATCH])
+    step_t = {name: float(np.median([c.step_time for c in runs])) for name, runs in curves.items()}
+    final = {name: seed_mean(runs)[2][-1] for name, runs in curves.items()}
+    for name in curves:
+        check(np.all(np.isfinite([c.loss for c in curves[name]])), f"{name}: the test loss stays finite")
+        report(lesson, f"  {STYLE[name][1]:<28} test accuracy {pm(acc[name])} (seeds: "
+                       f"{', '.join(f'{a:.3f}' for a in acc[name])}), final test loss {final[name]:.3f}, "
+                       f"{step_t[name] * 1e3:.2f} ms/step")
+    check(all(final[n] < np.log(CLASSES) for n in ("batchnorm", "layernorm", "rmsnorm")),
+          "the normalized MLPs learn")
+    if not lesson.quick:
+        check(max(acc[n].mean() for n in NORMS) > 0.85, f"the best {DEPTH}-layer model fits the spirals")
+    claims(lesson, acc, step_t, layer_t, update_t, curves)
+    figures(lesson, curves, acc, step_t, layer_t, update_t, seed0, xte, yte)
+
+# %%
+lesson.finish()

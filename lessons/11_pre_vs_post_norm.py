@@ -1,95 +1,70 @@
-"""Pre-Norm and Post-Norm: gradients at initialization, and stability against the learning rate.
+# %% [markdown]
+# # Pre-Norm and Post-Norm: gradients at initialization, and stability against the learning rate.
+# Where the normalization sits in a residual block (``nn.Residual``):
+#
+#     Pre-Norm    x + F(Norm(x))      the skip path carries x untouched; GPT-2, LLaMA
+#     Post-Norm   Norm(x + F(x))      every block's output is normalized; the original Transformer
+#
+# x + F(Norm(x)) is Pre-Norm: the norm comes before the sublayer, inside the
+# branch. (One explainer, 003 in lessons/SOURCES.md, swaps the names and calls
+# ``x + Sublayer(LayerNorm(x))`` Post-Norm; the ledger records that.)
+#
+# Gradients at initialization. A stack of Transformer blocks (d = 32, 2 heads,
+# contexts of 16 characters of Python's docstrings, ``lessons/_corpus.py``),
+# one forward and backward, and the norm of the gradient of each block's two
+# feed-forward weight matrices, block 1 at the input (mean of 3
+# initializations). In Post-Norm the gradient of block i passes through the
+# norms of every block above it, and the profile rises toward the output.
+# Xiong et al. (2020, arXiv 2002.04745) prove and plot that for Post-LN, and
+# report that Pre-LN's gradient norm stays about the same across layers. Here
+# the Pre-Norm profile is not flat: the skip path carries the output's
+# gradient down unchanged and each block adds to the stream, so the lower
+# blocks get the larger gradients and the profile falls toward the output.
+# The ledger grades both statements of Xiong et al. on this model. RMSNorm
+# gives the same profiles as LayerNorm.
+#
+# Stability. Short runs (80 steps, all on the same batches) of a 4-block model
+# at three learning rates of Adam without warm-up, Post-Norm also with a
+# linear warm-up over the first 30% of the steps at the middle rate, and an
+# 8-block model of each placement at the smallest rate, repeated for every
+# seed (``--seeds N``, default 3). The measure is the validation loss at the
+# end against the unigram baseline: a model that ignores the context sits on
+# that plateau, so a run that ends on it has stalled. Each comparison is
+# paired (Pre-Norm and Post-Norm on the same seed, data and rate) and graded
+# on the end of its 95% interval nearest the bound, so a verdict of "holds"
+# needs every seed to agree well enough. The numbers are in the ledger; these
+# are short runs of small models, and a learning-rate sweep of three points
+# is a coarse measure of stability. --quick runs too briefly to compare: its
+# verdicts are recorded, not expected.
+#
+# Figures
+# * 11_pre_vs_post_norm_gradients.png: gradient norm per block at
+#   initialization; the ratio of the top blocks' gradient to the bottom
+#   blocks' against depth.
+# * 11_pre_vs_post_norm_stability.png: final validation loss against the
+#   learning rate, with and without warm-up, LayerNorm and RMSNorm.
 
-Where the normalization sits in a residual block (``nn.Residual``):
-
-    Pre-Norm    x + F(Norm(x))      the skip path carries x untouched; GPT-2, LLaMA
-    Post-Norm   Norm(x + F(x))      every block's output is normalized; the original Transformer
-
-x + F(Norm(x)) is Pre-Norm: the norm comes before the sublayer, inside the
-branch. (One explainer, 003 in lessons/SOURCES.md, swaps the names and calls
-``x + Sublayer(LayerNorm(x))`` Post-Norm; the ledger records that.)
-
-Gradients at initialization. A stack of Transformer blocks (d = 32, 2 heads,
-contexts of 16 characters of Python's docstrings, ``lessons/_corpus.py``),
-one forward and backward, and the norm of the gradient of each block's two
-feed-forward weight matrices, block 1 at the input (mean of 3
-initializations). In Post-Norm the gradient of block i passes through the
-norms of every block above it, and the profile rises toward the output.
-Xiong et al. (2020, arXiv 2002.04745) prove and plot that for Post-LN, and
-report that Pre-LN's gradient norm stays about the same across layers. Here
-the Pre-Norm profile is not flat: the skip path carries the output's
-gradient down unchanged and each block adds to the stream, so the lower
-blocks get the larger gradients and the profile falls toward the output.
-The ledger grades both statements of Xiong et al. on this model. RMSNorm
-gives the same profiles as LayerNorm.
-
-Stability. Short runs (80 steps, all on the same batches) of a 4-block model
-at three learning rates of Adam without warm-up, Post-Norm also with a
-linear warm-up over the first 30% of the steps at the middle rate, and an
-8-block model of each placement at the smallest rate, repeated for every
-seed (``--seeds N``, default 3). The measure is the validation loss at the
-end against the unigram baseline: a model that ignores the context sits on
-that plateau, so a run that ends on it has stalled. Each comparison is
-paired (Pre-Norm and Post-Norm on the same seed, data and rate) and graded
-on the end of its 95% interval nearest the bound, so a verdict of "holds"
-needs every seed to agree well enough. The numbers are in the ledger; these
-are short runs of small models, and a learning-rate sweep of three points
-is a coarse measure of stability. --quick runs too briefly to compare: its
-verdicts are recorded, not expected.
-
-Figures
-* 11_pre_vs_post_norm_gradients.png: gradient norm per block at
-  initialization; the ratio of the top blocks' gradient to the bottom
-  blocks' against depth.
-* 11_pre_vs_post_norm_stability.png: final validation loss against the
-  learning rate, with and without warm-up, LayerNorm and RMSNorm.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/11_pre_vs_post_norm.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, explainer, run_alone, ticks_at
+from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, explainer, start, ticks_at
 from lessons._grading import above, within
 from lessons._stats import mean_interval
 from lessons._corpus import char_data
 from lessons._placement import BATCH, DEEP_LAYERS, NORMS, PLACEMENTS, SWEEP_LAYERS, T, sweep, transformer
 from lessons._training import STYLE, gradient_profile, interval, one_blas_thread, report, top_over_bottom, warm_up
 
+lesson = start(__name__, "11_pre_vs_post_norm")
+
+# %%
 LINE = {"pre": "-", "post": "--"}
 LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there uses the context
 SIGNED = "{:+.3f}"
 XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
 
 
-def run(lesson):
-    data, rng = char_data(), np.random.default_rng(11)
-    unigram, batch = data.unigram_loss(), data.windows("train", BATCH, T + 1, rng)
-    depth, depths, seeds = lesson.pick(6, 12), lesson.pick((2, 4), (2, 4, 8, 16)), lesson.pick((0,), (0, 1, 2))
-    with one_blas_thread():
-        warm_up([transformer(data.vocab_size, n, "pre", 1) for n in NORMS], batch[:, :-1], batch[:, 1:])
-        profile = lambda n, p, L: gradient_profile(lambda s: transformer(data.vocab_size, n, p, L, s), L,  # noqa: E731
-                                                   batch, seeds)
-        profiles = {(n, p): profile(n, p, depth) for n in NORMS for p in PLACEMENTS}
-        ratios = {(n, p): [top_over_bottom(profile(n, p, L)) for L in depths] for n in NORMS for p in PLACEMENTS}
-        sweeps = [sweep(lesson, data, np.random.default_rng(110 + seed), seed) for seed in range(lesson.seeds)]
-        lrs, final = sweeps[0][0], [f for _, f in sweeps]              # final: one {key: loss} per seed
-    for key, prof in profiles.items():
-        check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")
-        report(lesson, f"  {key[1]:>4}-{STYLE[key[0]][1]:<10} FFN gradient norm per block (input -> output): "
-                       + " ".join(f"{g:.2f}" for g in prof) + f"; top/bottom quarter for {depths} blocks: "
-                       + " ".join(f"{r:.2f}" for r in ratios[key]))
-    for (norm, placement, layers, lr, warmup) in final[0]:
-        report(lesson, f"  sweep {placement:>4}-{STYLE[norm][1]:<10} {layers:2d} blocks, lr {lr:<6g} "
-                       f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss per seed "
-                       + ", ".join(f"{f[norm, placement, layers, lr, warmup]:.3f}" for f in final)
-                       + f" (unigram {unigram:.3f})")
-    claims(lesson, profiles, depth, lrs, final, unigram)
-    mean_final = {key: float(np.mean([f[key] for f in final])) for key in final[0]}
-    figures(lesson, profiles, ratios, depths, lrs, mean_final, unigram, len(final))
 
 
 def claims(lesson, profiles, depth, lrs, final, unigram):
@@ -205,5 +180,31 @@ def figures(lesson, profiles, ratios, depths, lrs, final, unigram, n_seeds):
     lesson.save(fig, "stability")
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+data, rng = char_data(), np.random.default_rng(11)
+unigram, batch = data.unigram_loss(), data.windows("train", BATCH, T + 1, rng)
+depth, depths, seeds = lesson.pick(6, 12), lesson.pick((2, 4), (2, 4, 8, 16)), lesson.pick((0,), (0, 1, 2))
+with one_blas_thread():
+    warm_up([transformer(data.vocab_size, n, "pre", 1) for n in NORMS], batch[:, :-1], batch[:, 1:])
+    profile = lambda n, p, L: gradient_profile(lambda s: transformer(data.vocab_size, n, p, L, s), L,  # noqa: E731
+                                               batch, seeds)
+    profiles = {(n, p): profile(n, p, depth) for n in NORMS for p in PLACEMENTS}
+    ratios = {(n, p): [top_over_bottom(profile(n, p, L)) for L in depths] for n in NORMS for p in PLACEMENTS}
+    sweeps = [sweep(lesson, data, np.random.default_rng(110 + seed), seed) for seed in range(lesson.seeds)]
+    lrs, final = sweeps[0][0], [f for _, f in sweeps]              # final: one {key: loss} per seed
+for key, prof in profiles.items():
+    check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")
+    report(lesson, f"  {key[1]:>4}-{STYLE[key[0]][1]:<10} FFN gradient norm per block (input -> output): "
+                   + " ".join(f"{g:.2f}" for g in prof) + f"; top/bottom quarter for {depths} blocks: "
+                   + " ".join(f"{r:.2f}" for r in ratios[key]))
+for (norm, placement, layers, lr, warmup) in final[0]:
+    report(lesson, f"  sweep {placement:>4}-{STYLE[norm][1]:<10} {layers:2d} blocks, lr {lr:<6g} "
+                   f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss per seed "
+                   + ", ".join(f"{f[norm, placement, layers, lr, warmup]:.3f}" for f in final)
+                   + f" (unigram {unigram:.3f})")
+claims(lesson, profiles, depth, lrs, final, unigram)
+mean_final = {key: float(np.mean([f[key] for f in final])) for key in final[0]}
+figures(lesson, profiles, ratios, depths, lrs, mean_final, unigram, len(final))
+
+# %%
+lesson.finish()

@@ -1,60 +1,58 @@
-"""A tiny Transformer on Python's docstrings: LayerNorm, RMSNorm and pRMSNorm, in steps and in seconds.
+# %% [markdown]
+# # A tiny Transformer on Python's docstrings: LayerNorm, RMSNorm and pRMSNorm, in steps and in seconds.
+# A character-level, decoder-only Transformer, pre-norm with RMSNorm as in
+# LLaMA (``nn.Transformer(norm="rmsnorm")``: h = h + Attn(Norm(h)), h = h +
+# MLP(Norm(h)), a final Norm, then the head), and the same model with
+# LayerNorm and with pRMSNorm. It reads English that ships with Python: the
+# docstrings of 29 standard-library modules (``lessons/_corpus.py``), one
+# document in ten held out for validation, one token per character (96).
+#
+# Model: d = 48, 4 heads, 2 blocks, contexts of 16 characters, batches of 32,
+# Adam (lr 3e-3, betas 0.9 / 0.99), the numba kernels of the norms. The three
+# models start from the same weights (the norms' weights are all 1), see the
+# same batches and train in turn, one step each, every step timed
+# (``lessons/_training.py``). pRMSNorm at d = 48 estimates the RMS from
+# k = ceil(48 * 6.25%) = 3 features.
+#
+# What learning means here: the unigram baseline (one fixed character
+# distribution, from the training counts) is the loss of a model that ignores
+# the context; the bigram baseline (the previous character) the loss of a
+# model that reads one character back. A model below the bigram line uses more
+# than one character of context. The lesson asserts that the validation loss
+# ends well below the unigram baseline, and prints samples.
+#
+# Explainer 000 (lessons/SOURCES.md) in its §8.3 offers a "convergence analysis" that never
+# trains: it applies both norms to one fixed input, adds noise to the input
+# at every step and records mean(Norm(x)^2). No parameter changes; the number
+# it records is ms/(ms + eps) (RMSNorm) or var/(var + eps) (LayerNorm), 1 up
+# to eps, from the first step to the last (right panel). A comparison of
+# normalizations needs real training, as in the left panels.
+#
+# Seeds. ``--seeds N`` (default 3; 1 with --quick) repeats the race with
+# other initial weights and other batches. Every comparison is paired, the
+# difference of two norms on the same seed, and graded on the end of its 95%
+# interval nearest the bound. Per step, the norms are a small part of a
+# Transformer's time (attention, the MLP and Adam dominate), so the lesson
+# also times each norm layer alone and says what saving of a step that
+# predicts; the numbers are in the ledger. On a shared machine per-step timing
+# at the level of a few percent is noise, and the timing verdict is recorded,
+# not expected. --quick trains too briefly to compare: its verdicts are
+# recorded, not expected.
+#
+# Figures
+# * 12_tiny_transformer_loss.png: validation loss against steps and against
+#   seconds (mean of the seeds), with the unigram and bigram baselines; the
+#   paired difference of each norm's loss from LayerNorm's, per seed; and what
+#   the §8.3 procedure records.
 
-A character-level, decoder-only Transformer, pre-norm with RMSNorm as in
-LLaMA (``nn.Transformer(norm="rmsnorm")``: h = h + Attn(Norm(h)), h = h +
-MLP(Norm(h)), a final Norm, then the head), and the same model with
-LayerNorm and with pRMSNorm. It reads English that ships with Python: the
-docstrings of 29 standard-library modules (``lessons/_corpus.py``), one
-document in ten held out for validation, one token per character (96).
-
-Model: d = 48, 4 heads, 2 blocks, contexts of 16 characters, batches of 32,
-Adam (lr 3e-3, betas 0.9 / 0.99), the numba kernels of the norms. The three
-models start from the same weights (the norms' weights are all 1), see the
-same batches and train in turn, one step each, every step timed
-(``lessons/_training.py``). pRMSNorm at d = 48 estimates the RMS from
-k = ceil(48 * 6.25%) = 3 features.
-
-What learning means here: the unigram baseline (one fixed character
-distribution, from the training counts) is the loss of a model that ignores
-the context; the bigram baseline (the previous character) the loss of a
-model that reads one character back. A model below the bigram line uses more
-than one character of context. The lesson asserts that the validation loss
-ends well below the unigram baseline, and prints samples.
-
-Explainer 000 (lessons/SOURCES.md) in its §8.3 offers a "convergence analysis" that never
-trains: it applies both norms to one fixed input, adds noise to the input
-at every step and records mean(Norm(x)^2). No parameter changes; the number
-it records is ms/(ms + eps) (RMSNorm) or var/(var + eps) (LayerNorm), 1 up
-to eps, from the first step to the last (right panel). A comparison of
-normalizations needs real training, as in the left panels.
-
-Seeds. ``--seeds N`` (default 3; 1 with --quick) repeats the race with
-other initial weights and other batches. Every comparison is paired, the
-difference of two norms on the same seed, and graded on the end of its 95%
-interval nearest the bound. Per step, the norms are a small part of a
-Transformer's time (attention, the MLP and Adam dominate), so the lesson
-also times each norm layer alone and says what saving of a step that
-predicts; the numbers are in the ledger. On a shared machine per-step timing
-at the level of a few percent is noise, and the timing verdict is recorded,
-not expected. --quick trains too briefly to compare: its verdicts are
-recorded, not expected.
-
-Figures
-* 12_tiny_transformer_loss.png: validation loss against steps and against
-  seconds (mean of the seeds), with the unigram and bigram baselines; the
-  paired difference of each norm's loss from LayerNorm's, per seed; and what
-  the §8.3 procedure records.
-"""
-import sys
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: python lessons/12_tiny_transformer.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import FAILS, VERDICTS, check, explainer, paper, run_alone
+from lessons._common import FAILS, VERDICTS, check, explainer, paper, start
 from lessons._grading import above, below, nearest_end
 from lessons._corpus import char_data
 from lessons._stats import mean_interval
@@ -62,6 +60,9 @@ from lessons._training import (STYLE, interleaved_medians, interval, one_blas_th
                                warm_up)
 from scratchnorm import nn
 
+lesson = start(__name__, "12_tiny_transformer")
+
+# %%
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
 D, HEADS, LAYERS, T, BATCH = 48, 4, 2, 16, 32
 LR, BETAS = 3e-3, (0.9, 0.99)
@@ -103,34 +104,6 @@ def train(lesson, data, seed):
     return models, curves, layer_t
 
 
-def run(lesson):
-    t0 = time.perf_counter()
-    data = char_data()
-    unigram, bigram = data.unigram_loss(), data.bigram_loss()
-    report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training and {len(data.val)} "
-                   f"validation characters ({time.perf_counter() - t0:.2f} s); unigram {unigram:.3f}, "
-                   f"bigram {bigram:.3f} nats")
-    with one_blas_thread():
-        runs = [train(lesson, data, seed) for seed in range(lesson.seeds)]
-        models, layer_t = runs[0][0], runs[0][2]
-        curves = {n: [r[1][n] for r in runs] for n in NORMS}                   # {norm: [Curve per seed]}
-        final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in NORMS}   # last two evaluations
-        step_t = {n: np.array([c.step_time for c in curves[n]]) for n in NORMS}
-        for n in NORMS:
-            check(all(np.all(np.isfinite(c.loss)) for c in curves[n]), f"{n}: the validation loss stays finite")
-            report(lesson, f"  {STYLE[n][1]:<22} final validation loss per seed "
-                           f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step, "
-                           f"layer alone {layer_t[n] * 1e6:.1f} us")
-        margin, judged = lesson.pick((0.05, NORMS[:2]), (0.5, NORMS))    # --quick: pRMSNorm is on the plateau
-        check(all(final[n].max() < unigram - margin for n in judged),
-              f"{', '.join(judged)} end at least {margin} nats below the unigram baseline {unigram:.3f}: {final}")
-        for n in ("rmsnorm", "layernorm"):
-            for prompt in PROMPTS[:lesson.pick(1, 2)]:
-                out = models[n].generate(data.encode(prompt)[None], lesson.pick(30, 60), temperature=0.8, seed=1)
-                print(f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
-        noise = noise_procedure(lesson.pick(100, 1000), np.random.default_rng(83))
-    claims(lesson, curves, final, step_t, layer_t, unigram, noise)
-    figure(lesson, curves, unigram, bigram, noise)
 
 
 def claims(lesson, curves, final, step_t, layer_t, unigram, noise):
@@ -207,5 +180,34 @@ def figure(lesson, curves, unigram, bigram, noise):
     lesson.save(fig, "loss")
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+t0 = time.perf_counter()
+data = char_data()
+unigram, bigram = data.unigram_loss(), data.bigram_loss()
+report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training and {len(data.val)} "
+               f"validation characters ({time.perf_counter() - t0:.2f} s); unigram {unigram:.3f}, "
+               f"bigram {bigram:.3f} nats")
+with one_blas_thread():
+    runs = [train(lesson, data, seed) for seed in range(lesson.seeds)]
+    models, layer_t = runs[0][0], runs[0][2]
+    curves = {n: [r[1][n] for r in runs] for n in NORMS}                   # {norm: [Curve per seed]}
+    final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in NORMS}   # last two evaluations
+    step_t = {n: np.array([c.step_time for c in curves[n]]) for n in NORMS}
+    for n in NORMS:
+        check(all(np.all(np.isfinite(c.loss)) for c in curves[n]), f"{n}: the validation loss stays finite")
+        report(lesson, f"  {STYLE[n][1]:<22} final validation loss per seed "
+                       f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step, "
+                       f"layer alone {layer_t[n] * 1e6:.1f} us")
+    margin, judged = lesson.pick((0.05, NORMS[:2]), (0.5, NORMS))    # --quick: pRMSNorm is on the plateau
+    check(all(final[n].max() < unigram - margin for n in judged),
+          f"{', '.join(judged)} end at least {margin} nats below the unigram baseline {unigram:.3f}: {final}")
+    for n in ("rmsnorm", "layernorm"):
+        for prompt in PROMPTS[:lesson.pick(1, 2)]:
+            out = models[n].generate(data.encode(prompt)[None], lesson.pick(30, 60), temperature=0.8, seed=1)
+            print(f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
+    noise = noise_procedure(lesson.pick(100, 1000), np.random.default_rng(83))
+claims(lesson, curves, final, step_t, layer_t, unigram, noise)
+figure(lesson, curves, unigram, bigram, noise)
+
+# %%
+lesson.finish()

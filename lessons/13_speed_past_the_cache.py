@@ -1,79 +1,82 @@
-"""Appendix to lesson 09: writing past the cache, page faults, rsqrt, and the memory a backward keeps.
+# %% [markdown]
+# # Appendix to lesson 09: writing past the cache, page faults, rsqrt, and the memory a backward keeps.
+# Lesson 09 times the norms against d. This appendix looks at four things the
+# timings there hide.
+#
+# Writing past the cache. "A kernel that reads x and writes y moves two
+# arrays' worth of bytes" is how bandwidth is usually counted, and it is not
+# what a plain store does: before writing into a cache line the core reads it
+# from memory (a read for ownership), so writing y costs a read and a write.
+# Non-temporal stores skip that read and send whole lines to memory. From
+# the size at which x and y fill the last-level cache the numba kernels write
+# y and dx that way (scratchnorm/fast/_stream.py); below it they write
+# normally, so that the next layer finds y in cache. The lesson measures it
+# at one large shape, on one thread: a numba copy with plain stores against
+# the same copy with non-temporal stores (their time ratio is the cost of the
+# hidden read), np.copyto, and the RMSNorm and LayerNorm forwards with the
+# kernels' ``stream=False`` and ``stream=True`` (13_speed_past_the_cache_streaming.png).
+# Where the plain copy takes about 1.5x the streamed one, the hidden read is
+# half again the traffic, and the claim below does not hold for plain stores.
+# A fused forward gains less than the copy does: it also computes, and its two
+# passes over each row (statistics, then y) read and write in turns.
+#
+# Page faults. In the NumPy code every operation is one more pass over an
+# (N, d) array and one more fresh temporary: once they are large, the
+# allocator hands freed blocks back to the operating system and the next call
+# pays a page fault for each 4 KiB page again. The pages figure counts that
+# memory per call; where it is large, the allocator, not the arithmetic, sets
+# the time, and the RMSNorm / LayerNorm ratio moves from run to run. How much
+# a call faults in depends on what the process allocated before (glibc raises
+# its thresholds as it sees large blocks come and go), so the lesson measures
+# it in a freshly started process.
+#
+# rsqrt. NumPy has no rsqrt: 1/np.sqrt(v) runs two passes (sqrt, then
+# divide) and v ** -0.5 goes through pow. numba compiles the same loop two
+# ways: IEEE 1/sqrt, and with fastmath, where LLVM may use the processor's
+# approximate reciprocal square root plus a Newton step; torch has rsqrt. In a
+# norm the reciprocal square root runs once per row, on N numbers, against
+# N * d elements of work: its whole cost bounds what rsqrt can save.
+#
+# Memory. What the backward needs per row: LayerNorm keeps x (or x_hat) and
+# two numbers (mean, rstd), RMSNorm x and one (rstd). Not storing the mean
+# saves 1 of d + 2 values. The lesson counts the bytes each implementation's
+# cache holds per row (torch: the tensors autograd saves), and grades the
+# claim on the largest saving it measures: whether any implementation keeps
+# less for RMSNorm than for LayerNorm, by at least the mean's share.
+#
+# Timing verdicts are the measurement's (expect = any verdict), as in lesson 09;
+# so is the memory verdict, which depends on which implementations are installed.
+#
+# The benchmark's own table. If SCRATCHNORM_BENCH_JSON names a JSON written
+# by ``python -m scratchnorm.bench --json PATH``, or <out>/bench.json exists,
+# the lesson also plots its LayerNorm and RMSNorm rows: % of copy bandwidth
+# per shape (13_speed_past_the_cache_bench.png).
+#
+# Figures
+# * 13_speed_past_the_cache_streaming.png: GB/s of three copies and of the
+#   RMSNorm and LayerNorm forwards with plain and with non-temporal stores
+#   (hatched), at one shape past the cache, one thread (numba's JIT only).
+# * 13_speed_past_the_cache_pages.png: memory first touched at each fwd+bwd
+#   call against d, per norm and implementation.
 
-Lesson 09 times the norms against d. This appendix looks at four things the
-timings there hide.
-
-Writing past the cache. "A kernel that reads x and writes y moves two
-arrays' worth of bytes" is how bandwidth is usually counted, and it is not
-what a plain store does: before writing into a cache line the core reads it
-from memory (a read for ownership), so writing y costs a read and a write.
-Non-temporal stores skip that read and send whole lines to memory. From
-the size at which x and y fill the last-level cache the numba kernels write
-y and dx that way (scratchnorm/fast/_stream.py); below it they write
-normally, so that the next layer finds y in cache. The lesson measures it
-at one large shape, on one thread: a numba copy with plain stores against
-the same copy with non-temporal stores (their time ratio is the cost of the
-hidden read), np.copyto, and the RMSNorm and LayerNorm forwards with the
-kernels' ``stream=False`` and ``stream=True`` (13_speed_past_the_cache_streaming.png).
-Where the plain copy takes about 1.5x the streamed one, the hidden read is
-half again the traffic, and the claim below does not hold for plain stores.
-A fused forward gains less than the copy does: it also computes, and its two
-passes over each row (statistics, then y) read and write in turns.
-
-Page faults. In the NumPy code every operation is one more pass over an
-(N, d) array and one more fresh temporary: once they are large, the
-allocator hands freed blocks back to the operating system and the next call
-pays a page fault for each 4 KiB page again. The pages figure counts that
-memory per call; where it is large, the allocator, not the arithmetic, sets
-the time, and the RMSNorm / LayerNorm ratio moves from run to run. How much
-a call faults in depends on what the process allocated before (glibc raises
-its thresholds as it sees large blocks come and go), so the lesson measures
-it in a freshly started process.
-
-rsqrt. NumPy has no rsqrt: 1/np.sqrt(v) runs two passes (sqrt, then
-divide) and v ** -0.5 goes through pow. numba compiles the same loop two
-ways: IEEE 1/sqrt, and with fastmath, where LLVM may use the processor's
-approximate reciprocal square root plus a Newton step; torch has rsqrt. In a
-norm the reciprocal square root runs once per row, on N numbers, against
-N * d elements of work: its whole cost bounds what rsqrt can save.
-
-Memory. What the backward needs per row: LayerNorm keeps x (or x_hat) and
-two numbers (mean, rstd), RMSNorm x and one (rstd). Not storing the mean
-saves 1 of d + 2 values. The lesson counts the bytes each implementation's
-cache holds per row (torch: the tensors autograd saves), and grades the
-claim on the largest saving it measures: whether any implementation keeps
-less for RMSNorm than for LayerNorm, by at least the mean's share.
-
-Timing verdicts are the measurement's (expect = any verdict), as in lesson 09;
-so is the memory verdict, which depends on which implementations are installed.
-
-The benchmark's own table. If SCRATCHNORM_BENCH_JSON names a JSON written
-by ``python -m scratchnorm.bench --json PATH``, or <out>/bench.json exists,
-the lesson also plots its LayerNorm and RMSNorm rows: % of copy bandwidth
-per shape (13_speed_past_the_cache_bench.png).
-
-Figures
-* 13_speed_past_the_cache_streaming.png: GB/s of three copies and of the
-  RMSNorm and LayerNorm forwards with plain and with non-temporal stores
-  (hatched), at one shape past the cache, one thread (numba's JIT only).
-* 13_speed_past_the_cache_pages.png: memory first touched at each fwd+bwd
-  call against d, per norm and implementation.
-"""
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import math
 import os
-import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: python lessons/13_speed_past_the_cache.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numba
 import numpy as np
 
-from lessons._common import COMMON, VERDICTS, check, explainer, run_alone
+from lessons._common import COMMON, VERDICTS, check, explainer, start
 from lessons._grading import above, below
 from lessons._past_the_cache import (divide_vs_multiply, fresh_per_call, held_bytes, plot_pages, plot_streaming,
                                      rsqrt_costs, streaming_times)
 from lessons._speed import DTYPE, Budget, measure, one_thread, optional_torch, plot_bench_json, sweep
 
+lesson = start(__name__, "13_speed_past_the_cache")
+
+# %%
 NORMS = ("LayerNorm", "RMSNorm")
 
 
@@ -147,44 +150,43 @@ def rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_valu
 
 
 # -- the lesson ------------------------------------------------------------------------------
-def run(lesson):
-    import numba
-
-    torch = optional_torch()
-    numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
-    impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
-    n = lesson.pick(16, 512)
-    ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096, 16384)))    # full: x up to 32 MiB
-    rounds = lesson.pick(2, 3)
-    with one_thread(numba, torch):
-        times, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
-                                rounds, False)
-        m_values = lesson.pick(1 << 12, 1 << 20)
-        op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
-        per_value = rsqrt_costs(m_values, op_budget, numba if numba_ok else None, torch)
-        # rstd from the mean squares of the rows: once per row, float64 (N, 1) as in the reference.
-        ms = np.random.default_rng(3).uniform(0.5, 2.0, (n, 1))
-        rstd_numpy = measure(lambda: 1 / np.sqrt(ms + 1e-6), op_budget).median_s
-        # The paper's code divides the row by the RMS; PyTorch and LLaMA multiply by the rsqrt: time both in a
-        # fused kernel (numba), where the row is in cache and the arithmetic could show.
-        div_vs_mul = divide_vs_multiply(numba, (n, 1024), op_budget) if numba_ok else float("nan")
-        stream_shape = lesson.pick((64, 4096), (8192, 2048))       # full: 64 MiB an array, past the cache
-        stream_times = (streaming_times(stream_shape, lesson.pick(Budget(0.003, 2, 10), Budget(0.15, 5, 100)), rounds)
-                        if numba_ok else None)
-    for t in times.values():
-        check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
-    plot_pages(lesson, ds, n, fresh_per_call(ds, n, impls, NORMS, torch is not None), impls, NORMS)
-    rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
-    memory_claim(lesson, impls, torch)
-    if stream_times is not None:
-        check(all(t > 0 for t in stream_times.values()), "every streaming timing is measured")
-        plot_streaming(lesson, stream_shape, stream_times)
-        streaming_claim(lesson, stream_shape, stream_times)
-    env = os.environ.get("SCRATCHNORM_BENCH_JSON")
-    path = Path(env) if env else lesson.out / "bench.json"
-    if path.is_file():
-        plot_bench_json(lesson, path)
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+torch = optional_torch()
+numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
+impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
+n = lesson.pick(16, 512)
+ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096, 16384)))    # full: x up to 32 MiB
+rounds = lesson.pick(2, 3)
+with one_thread(numba, torch):
+    times, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
+                            rounds, False)
+    m_values = lesson.pick(1 << 12, 1 << 20)
+    op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
+    per_value = rsqrt_costs(m_values, op_budget, numba if numba_ok else None, torch)
+    # rstd from the mean squares of the rows: once per row, float64 (N, 1) as in the reference.
+    ms = np.random.default_rng(3).uniform(0.5, 2.0, (n, 1))
+    rstd_numpy = measure(lambda: 1 / np.sqrt(ms + 1e-6), op_budget).median_s
+    # The paper's code divides the row by the RMS; PyTorch and LLaMA multiply by the rsqrt: time both in a
+    # fused kernel (numba), where the row is in cache and the arithmetic could show.
+    div_vs_mul = divide_vs_multiply(numba, (n, 1024), op_budget) if numba_ok else float("nan")
+    stream_shape = lesson.pick((64, 4096), (8192, 2048))       # full: 64 MiB an array, past the cache
+    stream_times = (streaming_times(stream_shape, lesson.pick(Budget(0.003, 2, 10), Budget(0.15, 5, 100)), rounds)
+                    if numba_ok else None)
+for t in times.values():
+    check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
+plot_pages(lesson, ds, n, fresh_per_call(ds, n, impls, NORMS, torch is not None), impls, NORMS)
+rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
+memory_claim(lesson, impls, torch)
+if stream_times is not None:
+    check(all(t > 0 for t in stream_times.values()), "every streaming timing is measured")
+    plot_streaming(lesson, stream_shape, stream_times)
+    streaming_claim(lesson, stream_shape, stream_times)
+env = os.environ.get("SCRATCHNORM_BENCH_JSON")
+path = Path(env) if env else lesson.out / "bench.json"
+if path.is_file():
+    plot_bench_json(lesson, path)
+
+# %%
+lesson.finish()

@@ -1,56 +1,55 @@
-"""The paper's other claims: its hypothesis, eq. 8, LayerNorm as a re-centred RMSNorm, and what bounds ||W||.
+# %% [markdown]
+# # The paper's other claims: its hypothesis, eq. 8, LayerNorm as a re-centred RMSNorm, and what bounds ||W||.
+# The hypothesis (§1). LayerNorm's re-centring is dispensable: it does not
+# reduce the variance of hidden states or of gradients, and re-scaling alone
+# gives the benefit. The lesson measures both on one layer a = h W normalized
+# by LayerNorm or by RMSNorm, with hidden states h that have a nonzero mean
+# (ReLU features; lessons/_gradnoise.py), on the same data and weights for
+# both: the variance across examples of each unit of the normalized output,
+# and the noise of dL/dW across minibatches (lesson 04's measure). "Does not
+# reduce" is graded as: LayerNorm's variance is at least 0.9 times RMSNorm's,
+# for the whole 95% interval over the seeds.
+#
+# Eq. 8. For v = RMSNorm(W x) * g + b, dL/db = dL/dv and dL/dg = dL/dv * x_hat.
+# x_hat does not change when x or W is scaled, so neither does v, dL/dv, or
+# the two gradients: with eps = 0 (the paper's definition) they should agree
+# to round-off for any scale.
+#
+# LayerNorm is RMSNorm after re-centred weights. LayerNorm subtracts the
+# mean of a = W x; P = I - 1 1^T / n subtracts it as a matrix: P W x has mean
+# 0, and RMSNorm of a mean-zero vector is LayerNorm. So LN(W x) = RMSNorm(P W x)
+# exactly, with the same eps and the same affine: the two differ only in
+# whether the centring is done by the layer, on every input, or folded into
+# the weights, where training would have to keep it.
+#
+# What bounds ||W|| (§4.2). The paper argues that the implicit learning rate,
+# a step that shrinks as 1/||W||, keeps weights from growing large. Lesson 05
+# shows the opposite mechanism: dL/dW is orthogonal to W, so every SGD step
+# lengthens W, and ||W|| grows without a bound, only more slowly as it grows.
+# What bounds it is weight decay: W <- W - lr (dL/dW + lambda W) shrinks W
+# by a factor (1 - lr lambda) each step while the gradient lengthens it, and
+# the two balance at a finite norm. The lesson runs lesson 05's layer
+# (Linear -> RMSNorm, SGD, lr 2) for longer, with and without decay.
+#
+# Figures
+# * 15_the_papers_other_claims_norm.png: ||W|| against the step, with and
+#   without weight decay; and the variance ratios of the hypothesis, per seed.
 
-The hypothesis (§1). LayerNorm's re-centring is dispensable: it does not
-reduce the variance of hidden states or of gradients, and re-scaling alone
-gives the benefit. The lesson measures both on one layer a = h W normalized
-by LayerNorm or by RMSNorm, with hidden states h that have a nonzero mean
-(ReLU features; lessons/_gradnoise.py), on the same data and weights for
-both: the variance across examples of each unit of the normalized output,
-and the noise of dL/dW across minibatches (lesson 04's measure). "Does not
-reduce" is graded as: LayerNorm's variance is at least 0.9 times RMSNorm's,
-for the whole 95% interval over the seeds.
-
-Eq. 8. For v = RMSNorm(W x) * g + b, dL/db = dL/dv and dL/dg = dL/dv * x_hat.
-x_hat does not change when x or W is scaled, so neither does v, dL/dv, or
-the two gradients: with eps = 0 (the paper's definition) they should agree
-to round-off for any scale.
-
-LayerNorm is RMSNorm after re-centred weights. LayerNorm subtracts the
-mean of a = W x; P = I - 1 1^T / n subtracts it as a matrix: P W x has mean
-0, and RMSNorm of a mean-zero vector is LayerNorm. So LN(W x) = RMSNorm(P W x)
-exactly, with the same eps and the same affine: the two differ only in
-whether the centring is done by the layer, on every input, or folded into
-the weights, where training would have to keep it.
-
-What bounds ||W|| (§4.2). The paper argues that the implicit learning rate,
-a step that shrinks as 1/||W||, keeps weights from growing large. Lesson 05
-shows the opposite mechanism: dL/dW is orthogonal to W, so every SGD step
-lengthens W, and ||W|| grows without a bound, only more slowly as it grows.
-What bounds it is weight decay: W <- W - lr (dL/dW + lambda W) shrinks W
-by a factor (1 - lr lambda) each step while the gradient lengthens it, and
-the two balance at a finite norm. The lesson runs lesson 05's layer
-(Linear -> RMSNorm, SGD, lr 2) for longer, with and without decay.
-
-Figures
-* 15_the_papers_other_claims_norm.png: ||W|| against the step, with and
-  without weight decay; and the variance ratios of the hypothesis, per seed.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/15_the_papers_other_claims.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, paper, run_alone
+from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, paper, start
 from lessons._gradnoise import gradient_noise, hidden_variance
 from lessons._grading import above, below
 from lessons._stats import mean_interval
 from lessons._training import interval
 
+lesson = start(__name__, "15_the_papers_other_claims")
 
+# %%
 def eq8_change(rng, n=16, d_in=12, d=10):
     """Largest relative change of dL/db and dL/dg when x or W is scaled by delta (eps = 0)."""
     x, W = rng.standard_normal((n, d_in)), rng.standard_normal((d, d_in))
@@ -81,68 +80,67 @@ def train_norm(X, T, lr, decay, steps, seed=7):
     return np.array(norms)
 
 
-def run(lesson):
-    rng = np.random.default_rng(15)
-    seeds = range(lesson.pick(3, 12))
-    hid = [hidden_variance(s, n=lesson.pick(1024, 4096)) for s in seeds]
-    noise = [gradient_noise(s, n=lesson.pick(1024, 4096)) for s in seeds]
-    for what, data, unit in (("hidden states (variance across examples of each unit of Norm(h W))", hid, "variance"),
-                             ("gradients (noise-to-signal of dL/dW over minibatches of 32)", noise, "noise")):
-        ratio = np.exp(mean_interval([np.log(np.ravel(r["LayerNorm"])[0] / np.ravel(r["RMSNorm"])[0]) for r in data]))
-        lesson.claim(f"Re-centring does not reduce the variance of {what.split(' (')[0]}", source=paper("§1"),
-                     measured=f"{what}, ReLU features with a nonzero mean: LayerNorm / RMSNorm = "
-                              f"{interval(*ratio, n=len(data))} (geometric mean, paired per seed); value: the "
-                              f"interval's lower end (holds: LayerNorm's {unit} at least 0.9 times RMSNorm's)",
-                     value=ratio[1], **above(0.9, approx=0.8), expect=VERDICTS)
+# %%
+rng = np.random.default_rng(15)
+seeds = range(lesson.pick(3, 12))
+hid = [hidden_variance(s, n=lesson.pick(1024, 4096)) for s in seeds]
+noise = [gradient_noise(s, n=lesson.pick(1024, 4096)) for s in seeds]
+for what, data, unit in (("hidden states (variance across examples of each unit of Norm(h W))", hid, "variance"),
+                         ("gradients (noise-to-signal of dL/dW over minibatches of 32)", noise, "noise")):
+    ratio = np.exp(mean_interval([np.log(np.ravel(r["LayerNorm"])[0] / np.ravel(r["RMSNorm"])[0]) for r in data]))
+    lesson.claim(f"Re-centring does not reduce the variance of {what.split(' (')[0]}", source=paper("§1"),
+                 measured=f"{what}, ReLU features with a nonzero mean: LayerNorm / RMSNorm = "
+                          f"{interval(*ratio, n=len(data))} (geometric mean, paired per seed); value: the "
+                          f"interval's lower end (holds: LayerNorm's {unit} at least 0.9 times RMSNorm's)",
+                 value=ratio[1], **above(0.9, approx=0.8), expect=VERDICTS)
 
-    change = eq8_change(rng)
-    lesson.claim("dL/db and dL/dg do not change when x or W is scaled (eq. 8)", source=paper("§4.2, eq. 8"),
-                 measured=f"v = RMSNorm(Wx)·g + b, eps = 0, L = sum(r·tanh(v)); x or W scaled by 1e-3 … 1e3: largest "
-                          f"relative change {change:.1e}",
-                 value=change, **below(1e-12, approx=1e-6), expect=HOLDS)
+change = eq8_change(rng)
+lesson.claim("dL/db and dL/dg do not change when x or W is scaled (eq. 8)", source=paper("§4.2, eq. 8"),
+             measured=f"v = RMSNorm(Wx)·g + b, eps = 0, L = sum(r·tanh(v)); x or W scaled by 1e-3 … 1e3: largest "
+                      f"relative change {change:.1e}",
+             value=change, **below(1e-12, approx=1e-6), expect=HOLDS)
 
-    a = rng.standard_normal((64, 32)) * rng.uniform(0.2, 3, (64, 1)) + rng.uniform(-3, 3, (64, 1))
-    w, b = rng.uniform(0.5, 2, 32), rng.standard_normal(32)
-    P = np.eye(32) - np.ones((32, 32)) / 32                          # the re-centring matrix
-    gap = np.max(np.abs(sn.layer_norm_forward(a, w, b, eps=1e-5)[0] - sn.rms_norm_forward(a @ P.T, w, b, eps=1e-5)[0]))
-    lesson.claim("LayerNorm is RMSNorm after re-centred weights: LN(Wx) = RMSNorm((I − 11ᵀ/n)Wx)", source=paper("§4"),
-                 measured=f"64 rows of 32 summed inputs with means from −3 to 3, the same eps, weight and bias: "
-                          f"largest difference {gap:.1e}",
-                 value=gap, **below(1e-12, approx=1e-6), expect=HOLDS)
+a = rng.standard_normal((64, 32)) * rng.uniform(0.2, 3, (64, 1)) + rng.uniform(-3, 3, (64, 1))
+w, b = rng.uniform(0.5, 2, 32), rng.standard_normal(32)
+P = np.eye(32) - np.ones((32, 32)) / 32                          # the re-centring matrix
+gap = np.max(np.abs(sn.layer_norm_forward(a, w, b, eps=1e-5)[0] - sn.rms_norm_forward(a @ P.T, w, b, eps=1e-5)[0]))
+lesson.claim("LayerNorm is RMSNorm after re-centred weights: LN(Wx) = RMSNorm((I − 11ᵀ/n)Wx)", source=paper("§4"),
+             measured=f"64 rows of 32 summed inputs with means from −3 to 3, the same eps, weight and bias: "
+                      f"largest difference {gap:.1e}",
+             value=gap, **below(1e-12, approx=1e-6), expect=HOLDS)
 
-    X = rng.standard_normal((2048, 16))
-    T = sn.rms_norm_forward(X @ rng.standard_normal((8, 16)).T)[0] + 0.5 * rng.standard_normal((2048, 8))
-    steps, lr, decay = lesson.pick(400, 3000), 2.0, 1e-3
-    plain, decayed = train_norm(X, T, lr, 0.0, steps), train_norm(X, T, lr, decay, steps)
-    growth = plain[-1] / plain[0]
-    q = steps // 4
-    settle = abs(decayed[-1] / decayed[-q] - 1)
-    lesson.claim("The implicit learning-rate adaptation keeps the weights from growing large", source=paper("§4.2"),
-                 measured=f"Linear → RMSNorm, SGD lr {lr:g}, {steps} steps, no weight decay: ‖W‖ grows "
-                          f"{growth:.2f}× (the value; holds if at most 1.05×), still growing at the end "
-                          f"({plain[-1] / plain[-q] - 1:+.1%} over the last quarter)",
-                 value=growth, **below(1.05, approx=1.5), expect=lesson.pick(VERDICTS, FAILS))
-    lesson.claim("With weight decay ‖W‖ settles where the decay balances the gradient's lengthening", source=COMMON,
-                 measured=f"the same run with weight decay λ = {decay:g}: ‖W‖ {decayed[0]:.2f} → {decayed[-1]:.2f}, "
-                          f"changing {settle:.2%} over the last quarter (the value); without: {plain[-1]:.2f}",
-                 value=settle, **below(0.02, approx=0.05), expect=lesson.pick(VERDICTS, HOLDS))
+X = rng.standard_normal((2048, 16))
+T = sn.rms_norm_forward(X @ rng.standard_normal((8, 16)).T)[0] + 0.5 * rng.standard_normal((2048, 8))
+steps, lr, decay = lesson.pick(400, 3000), 2.0, 1e-3
+plain, decayed = train_norm(X, T, lr, 0.0, steps), train_norm(X, T, lr, decay, steps)
+growth = plain[-1] / plain[0]
+q = steps // 4
+settle = abs(decayed[-1] / decayed[-q] - 1)
+lesson.claim("The implicit learning-rate adaptation keeps the weights from growing large", source=paper("§4.2"),
+             measured=f"Linear → RMSNorm, SGD lr {lr:g}, {steps} steps, no weight decay: ‖W‖ grows "
+                      f"{growth:.2f}× (the value; holds if at most 1.05×), still growing at the end "
+                      f"({plain[-1] / plain[-q] - 1:+.1%} over the last quarter)",
+             value=growth, **below(1.05, approx=1.5), expect=lesson.pick(VERDICTS, FAILS))
+lesson.claim("With weight decay ‖W‖ settles where the decay balances the gradient's lengthening", source=COMMON,
+             measured=f"the same run with weight decay λ = {decay:g}: ‖W‖ {decayed[0]:.2f} → {decayed[-1]:.2f}, "
+                      f"changing {settle:.2%} over the last quarter (the value); without: {plain[-1]:.2f}",
+             value=settle, **below(0.02, approx=0.05), expect=lesson.pick(VERDICTS, HOLDS))
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
-    t = np.arange(1, steps + 1)
-    ax1.plot(t, plain, label="no weight decay")
-    ax1.plot(t, decayed, label=f"weight decay λ = {decay:g}")
-    ax1.set(xlabel="SGD step", ylabel="‖W‖", title=f"Linear → RMSNorm, SGD lr {lr:g}: what bounds ‖W‖")
-    ax1.legend()
-    for i, (data, label) in enumerate(((hid, "hidden-state variance"), (noise, "gradient noise"))):
-        r = [np.ravel(d["LayerNorm"])[0] / np.ravel(d["RMSNorm"])[0] for d in data]
-        ax2.plot(np.full(len(r), i) + rng.uniform(-0.08, 0.08, len(r)), r, "o", alpha=0.7, label=label)
-    ax2.axhline(1, color="k", lw=0.8)
-    ax2.axhline(0.9, color="0.5", lw=0.8, ls=":")
-    ax2.set_xticks([0, 1], ["hidden-state variance", "gradient noise"])
-    ax2.set_xlim(-0.6, 1.6)
-    ax2.set(ylabel="LayerNorm / RMSNorm, same seed", title="Does re-centring reduce variance? (one dot per seed)")
-    lesson.save(fig, "norm")
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+t = np.arange(1, steps + 1)
+ax1.plot(t, plain, label="no weight decay")
+ax1.plot(t, decayed, label=f"weight decay λ = {decay:g}")
+ax1.set(xlabel="SGD step", ylabel="‖W‖", title=f"Linear → RMSNorm, SGD lr {lr:g}: what bounds ‖W‖")
+ax1.legend()
+for i, (data, label) in enumerate(((hid, "hidden-state variance"), (noise, "gradient noise"))):
+    r = [np.ravel(d["LayerNorm"])[0] / np.ravel(d["RMSNorm"])[0] for d in data]
+    ax2.plot(np.full(len(r), i) + rng.uniform(-0.08, 0.08, len(r)), r, "o", alpha=0.7, label=label)
+ax2.axhline(1, color="k", lw=0.8)
+ax2.axhline(0.9, color="0.5", lw=0.8, ls=":")
+ax2.set_xticks([0, 1], ["hidden-state variance", "gradient noise"])
+ax2.set_xlim(-0.6, 1.6)
+ax2.set(ylabel="LayerNorm / RMSNorm, same seed", title="Does re-centring reduce variance? (one dot per seed)")
+lesson.save(fig, "norm")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

@@ -1,55 +1,55 @@
-"""Questions answered by training: the Euclidean norm, a learnable eps, RMSNorm with a bias, the row mean.
+# %% [markdown]
+# # Questions answered by training: the Euclidean norm, a learnable eps, RMSNorm with a bias, the row mean.
+# Four questions the paper and explainer 000 raise, each settled by training
+# the same small model with one change, on the same batches, over several seeds
+# (``--seeds``; every comparison is paired, the difference on one seed, and
+# graded on its 95% interval).
+#
+# The Euclidean norm (paper §4). x / ||x|| differs from x / RMS(x) only by the
+# factor sqrt(d), which a weight g could absorb. The paper reports that it
+# does not work, and guesses that the scale should follow the vector's size.
+# Here it is a layer, x / ||x|| * g with g starting at 1 (lessons below call it
+# L2Norm), in place of RMSNorm in the spirals MLP of lesson 10 (4 hidden layers
+# of 64, Adam): the same function family, a different starting scale and a
+# different step for Adam, which moves g by about lr per step whatever its
+# size.
+#
+# A learnable eps (explainer 000 §6): RMSNormLearnableEps makes eps a
+# parameter, used through |eps|, started at the explainer's 1e-8. Its gradient
+# is tiny, but Adam divides each step by the gradient's own size, so the
+# parameter can move by about lr per step anyway. Does it move, and how far?
+#
+# RMSNorm with a bias "close to LayerNorm" (explainer 000 §6). A bias is the
+# same for every input; LayerNorm subtracts each input's own mean. On inputs
+# whose rows have different means, no bias can make the one the other. The
+# lesson fits the best bias (least squares) and measures what is left; and it
+# trains both.
+#
+# A label that is the row mean (explainer 000 §10.2 says RMSNorm may do worse on
+# tasks that need centring). Here the label *is* the mean of each row of x, the
+# quantity LayerNorm removes. A Linear before the norm can move it into other
+# directions, so both might learn it: the lesson trains Linear -> Norm -> ReLU
+# -> Linear on it and compares the final error.
+#
+# Figures
+# * 16_questions_answered_by_training_results.png: test accuracy per seed for
+#   RMSNorm, L2Norm, RMSNorm with a bias, learnable eps and LayerNorm; the
+#   learnable eps over training; the row-mean task's error.
 
-Four questions the paper and explainer 000 raise, each settled by training
-the same small model with one change, on the same batches, over several seeds
-(``--seeds``; every comparison is paired, the difference on one seed, and
-graded on its 95% interval).
-
-The Euclidean norm (paper §4). x / ||x|| differs from x / RMS(x) only by the
-factor sqrt(d), which a weight g could absorb. The paper reports that it
-does not work, and guesses that the scale should follow the vector's size.
-Here it is a layer, x / ||x|| * g with g starting at 1 (lessons below call it
-L2Norm), in place of RMSNorm in the spirals MLP of lesson 10 (4 hidden layers
-of 64, Adam): the same function family, a different starting scale and a
-different step for Adam, which moves g by about lr per step whatever its
-size.
-
-A learnable eps (explainer 000 §6): RMSNormLearnableEps makes eps a
-parameter, used through |eps|, started at the explainer's 1e-8. Its gradient
-is tiny, but Adam divides each step by the gradient's own size, so the
-parameter can move by about lr per step anyway. Does it move, and how far?
-
-RMSNorm with a bias "close to LayerNorm" (explainer 000 §6). A bias is the
-same for every input; LayerNorm subtracts each input's own mean. On inputs
-whose rows have different means, no bias can make the one the other. The
-lesson fits the best bias (least squares) and measures what is left; and it
-trains both.
-
-A label that is the row mean (explainer 000 §10.2 says RMSNorm may do worse on
-tasks that need centring). Here the label *is* the mean of each row of x, the
-quantity LayerNorm removes. A Linear before the norm can move it into other
-directions, so both might learn it: the lesson trains Linear -> Norm -> ReLU
--> Linear on it and compares the final error.
-
-Figures
-* 16_questions_answered_by_training_results.png: test accuracy per seed for
-  RMSNorm, L2Norm, RMSNorm with a bias, learnable eps and LayerNorm; the
-  learnable eps over training; the row-mean task's error.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/16_questions_answered_by_training.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import FAILS, VERDICTS, explainer, paper, run_alone
+from lessons._common import FAILS, VERDICTS, explainer, paper, start
 from lessons._grading import above, below, nearest_end
 from lessons._training import STYLE, accuracy, interval, one_blas_thread, paired, race, spirals
 from scratchnorm import nn
 
+lesson = start(__name__, "16_questions_answered_by_training")
+
+# %%
 WIDTH, DEPTH, BATCH, LR = 64, 4, 128, 3e-3
 
 
@@ -108,67 +108,66 @@ def row_mean_task(seed, steps, d=16):
     return out
 
 
-def run(lesson):
-    k, steps = lesson.seeds, lesson.pick(40, 800)
-    with one_blas_thread():
-        races = [spirals_race(lesson, s, steps) for s in range(k)]
-        mean_task = [row_mean_task(s, lesson.pick(60, 1500)) for s in range(k)]
-    acc = {m: np.array([r[0][m] for r in races]) for m in MODELS}
+# %%
+k, steps = lesson.seeds, lesson.pick(40, 800)
+with one_blas_thread():
+    races = [spirals_race(lesson, s, steps) for s in range(k)]
+    mean_task = [row_mean_task(s, lesson.pick(60, 1500)) for s in range(k)]
+acc = {m: np.array([r[0][m] for r in races]) for m in MODELS}
 
-    short = paired(acc["rmsnorm"], acc["l2norm"])                       # accuracy lost with the Euclidean norm
-    lesson.claim("Normalizing by the Euclidean norm instead of the RMS does not work", source=paper("§4"),
-                 measured=f"spirals MLP, {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, {steps} steps: test "
-                          f"accuracy RMSNorm {acc['rmsnorm'].mean():.3f}, L2Norm {acc['l2norm'].mean():.3f}; paired "
-                          f"shortfall {interval(*short, n=k)}; value: the interval's lower end (holds: at least 5 "
-                          "points worse)",
-                 value=short[1], **above(0.05, approx=0.0), expect=VERDICTS)
+short = paired(acc["rmsnorm"], acc["l2norm"])                       # accuracy lost with the Euclidean norm
+lesson.claim("Normalizing by the Euclidean norm instead of the RMS does not work", source=paper("§4"),
+             measured=f"spirals MLP, {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, {steps} steps: test "
+                      f"accuracy RMSNorm {acc['rmsnorm'].mean():.3f}, L2Norm {acc['l2norm'].mean():.3f}; paired "
+                      f"shortfall {interval(*short, n=k)}; value: the interval's lower end (holds: at least 5 "
+                      "points worse)",
+             value=short[1], **above(0.05, approx=0.0), expect=VERDICTS)
 
-    eps_end = np.concatenate([r[1][-1] for r in races])
-    moved = float(np.median(eps_end / 1e-8))
-    lesson.claim("A learnable eps moves in training", source=explainer("000", "§6"),
-                 measured=f"RMSNormLearnableEps started at eps = 1e-8, Adam lr {LR:g}: after {steps} steps |eps| is "
-                          f"{np.min(eps_end):.1e} to {np.max(eps_end):.1e} over {eps_end.size} layers; median factor "
-                          f"{moved:.1e} (the value; holds if it moves by 10× or more)",
-                 value=moved, **above(10, approx=2), expect=VERDICTS)
+eps_end = np.concatenate([r[1][-1] for r in races])
+moved = float(np.median(eps_end / 1e-8))
+lesson.claim("A learnable eps moves in training", source=explainer("000", "§6"),
+             measured=f"RMSNormLearnableEps started at eps = 1e-8, Adam lr {LR:g}: after {steps} steps |eps| is "
+                      f"{np.min(eps_end):.1e} to {np.max(eps_end):.1e} over {eps_end.size} layers; median factor "
+                      f"{moved:.1e} (the value; holds if it moves by 10× or more)",
+             value=moved, **above(10, approx=2), expect=VERDICTS)
 
-    rng = np.random.default_rng(16)
-    x = rng.standard_normal((256, 32)) * rng.uniform(0.5, 2, (256, 1)) + rng.normal(0, 1, (256, 1))
-    ln, rms = sn.layer_norm_forward(x)[0], sn.rms_norm_forward(x)[0]
-    best_bias = (ln - rms).mean(axis=0)                                    # least squares over the rows
-    resid = float(np.linalg.norm(rms + best_bias - ln) / np.linalg.norm(ln))
-    gap = paired(acc["layernorm"], acc["rmsnorm_bias"])
-    lesson.claim("RMSNorm with a bias is close to LayerNorm", source=explainer("000", "§6"),
-                 measured=f"rows with means of spread 1 and scales 0.5–2: the best bias leaves a relative difference "
-                          f"of {resid:.2f} (the value); trained, LayerNorm minus RMSNorm + bias accuracy "
-                          f"{interval(*gap, n=k)}",
-                 value=resid, **below(0.05, approx=0.2), expect=FAILS)
+rng = np.random.default_rng(16)
+x = rng.standard_normal((256, 32)) * rng.uniform(0.5, 2, (256, 1)) + rng.normal(0, 1, (256, 1))
+ln, rms = sn.layer_norm_forward(x)[0], sn.rms_norm_forward(x)[0]
+best_bias = (ln - rms).mean(axis=0)                                    # least squares over the rows
+resid = float(np.linalg.norm(rms + best_bias - ln) / np.linalg.norm(ln))
+gap = paired(acc["layernorm"], acc["rmsnorm_bias"])
+lesson.claim("RMSNorm with a bias is close to LayerNorm", source=explainer("000", "§6"),
+             measured=f"rows with means of spread 1 and scales 0.5–2: the best bias leaves a relative difference "
+                      f"of {resid:.2f} (the value); trained, LayerNorm minus RMSNorm + bias accuracy "
+                      f"{interval(*gap, n=k)}",
+             value=resid, **below(0.05, approx=0.2), expect=FAILS)
 
-    ratio = np.exp(paired(np.log([t["rmsnorm"] for t in mean_task]), np.log([t["layernorm"] for t in mean_task])))
-    bounds = above(1.1, approx=1.0)
-    lesson.claim("RMSNorm does worse on a task that needs the centring statistic (the label is the row mean)",
-                 source=explainer("000", "§10.2"),
-                 measured=f"Linear → Norm → ReLU → Linear, Adam: test MSE / var(label) RMSNorm "
-                          f"{np.mean([t['rmsnorm'] for t in mean_task]):.4f}, LayerNorm "
-                          f"{np.mean([t['layernorm'] for t in mean_task]):.4f}; RMSNorm / LayerNorm, paired: "
-                          f"{interval(*ratio, n=k)}; value: the interval's lower end (holds: RMSNorm 10% worse)",
-                 value=nearest_end(ratio[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+ratio = np.exp(paired(np.log([t["rmsnorm"] for t in mean_task]), np.log([t["layernorm"] for t in mean_task])))
+bounds = above(1.1, approx=1.0)
+lesson.claim("RMSNorm does worse on a task that needs the centring statistic (the label is the row mean)",
+             source=explainer("000", "§10.2"),
+             measured=f"Linear → Norm → ReLU → Linear, Adam: test MSE / var(label) RMSNorm "
+                      f"{np.mean([t['rmsnorm'] for t in mean_task]):.4f}, LayerNorm "
+                      f"{np.mean([t['layernorm'] for t in mean_task]):.4f}; RMSNorm / LayerNorm, paired: "
+                      f"{interval(*ratio, n=k)}; value: the interval's lower end (holds: RMSNorm 10% worse)",
+             value=nearest_end(ratio[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
-    for i, m in enumerate(MODELS):
-        axes[0].plot(np.full(k, i), acc[m], "o", color=COLORS[m], alpha=0.8)
-    axes[0].set_xticks(range(len(MODELS)), [LABELS[m] for m in MODELS], rotation=20, ha="right")
-    axes[0].set(ylabel="test accuracy", title=f"Spirals, {k} seed{'s' * (k > 1)} (one dot each)")
-    for r in races:
-        axes[1].semilogy(np.linspace(0, steps, len(r[1])), np.maximum(r[1], 1e-12), color="tab:blue", alpha=0.5)
-    axes[1].axhline(1e-8, color="k", lw=0.8, ls=":")
-    axes[1].set(xlabel="training step", ylabel="|eps|, one line per layer and seed",
-                title="A learnable eps under Adam (dotted: its start, 1e-8)")
-    for i, norm in enumerate(("layernorm", "rmsnorm")):
-        axes[2].plot(np.full(k, i), [t[norm] for t in mean_task], "o", color=STYLE[norm][0])
-    axes[2].set_xticks([0, 1], ["LayerNorm", "RMSNorm"])
-    axes[2].set(ylabel="test MSE / var(label)", title="Label = the row mean of x", xlim=(-0.6, 1.6))
-    lesson.save(fig, "results")
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
+for i, m in enumerate(MODELS):
+    axes[0].plot(np.full(k, i), acc[m], "o", color=COLORS[m], alpha=0.8)
+axes[0].set_xticks(range(len(MODELS)), [LABELS[m] for m in MODELS], rotation=20, ha="right")
+axes[0].set(ylabel="test accuracy", title=f"Spirals, {k} seed{'s' * (k > 1)} (one dot each)")
+for r in races:
+    axes[1].semilogy(np.linspace(0, steps, len(r[1])), np.maximum(r[1], 1e-12), color="tab:blue", alpha=0.5)
+axes[1].axhline(1e-8, color="k", lw=0.8, ls=":")
+axes[1].set(xlabel="training step", ylabel="|eps|, one line per layer and seed",
+            title="A learnable eps under Adam (dotted: its start, 1e-8)")
+for i, norm in enumerate(("layernorm", "rmsnorm")):
+    axes[2].plot(np.full(k, i), [t[norm] for t in mean_task], "o", color=STYLE[norm][0])
+axes[2].set_xticks([0, 1], ["LayerNorm", "RMSNorm"])
+axes[2].set(ylabel="test MSE / var(label)", title="Label = the row mean of x", xlim=(-0.6, 1.6))
+lesson.save(fig, "results")
 
-
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+lesson.finish()

@@ -1,56 +1,56 @@
-"""Precision in practice: bfloat16, float16 and float32 through the three places models round.
+# %% [markdown]
+# # Precision in practice: bfloat16, float16 and float32 through the three places models round.
+# Lesson 08 measured the formats; this one measures the code that models run. With a
+# narrow input, implementations of RMSNorm agree on the formula and disagree on where
+# they round back to the input's dtype (``scratchnorm/casts.py``; ``RMSNorm(d, cast=...)``):
+#
+#     "gemma"  everything in float32 or wider, one rounding at the end      Gemma; this library's default
+#     "llama"  statistics in float32, x_hat rounded before the weight,      LLaMA, most Hugging Face RMSNorms
+#              the weight held in the input's dtype
+#     "none"   every operation in the input's dtype                          a naive port
+#
+# Error. Rows of d = 512 activations with a few large channels (as trained LLMs have),
+# a weight near 1, and each mode's output against the float64 formula on the same rounded
+# input, in units of the output format's spacing (ulps) at each value. One rounding of the
+# exact result is at most half an ulp: the error of "gemma" is that bound. "llama" rounds
+# x_hat, then the product x_hat * w: up to three roundings. "none" adds one per step.
+#
+# A third rounding, found while writing this lesson: ml_dtypes casts float64 to bfloat16
+# through float32, which rounds twice. 0.18017578733 becomes 0.18017578125 in float32,
+# exactly halfway between two bfloat16 numbers, and the tie goes to the even one, below,
+# though the float64 value was above the halfway point. The library rounds once
+# (``dtypes.round_to``: float32 rounded to odd, then bfloat16); the lesson counts how often
+# the plain cast is wrong.
+#
+# Two traps.
+# * Gemma multiplies by 1 + w and starts w at 0. A bfloat16 number near 1 keeps 8 bits:
+#   the spacing is 2^-7 = 0.0078 just above 1 and 2^-8 just below, so 1 + 0.0039 (half a
+#   spacing, a tie) rounds to 1, and every w from -0.00195 to 0.0039 vanishes. A model that
+#   forms 1 + w in bfloat16 cannot learn a small w. Gemma forms it in float32 ("gemma"
+#   mode); the figure shows the staircase.
+# * float16's smallest number is 6e-8: eps = 1e-8 (pRMSNorm's default, and the RMSNorm
+#   paper's code) rounds to 0, and an all-zero row divides 0 by 0. bfloat16 has float32's
+#   range and holds 1e-8. The library refuses cast="none" with such an eps rather than
+#   return NaN; the other modes add eps in float32 or wider.
+#
+# Figures
+# * 17_precision_in_practice_error.png: worst and median error in ulps, per format and mode.
+# * 17_precision_in_practice_one_plus_w.png: 1 + w after rounding to bfloat16 and float16.
 
-Lesson 08 measured the formats; this one measures the code that models run. With a
-narrow input, implementations of RMSNorm agree on the formula and disagree on where
-they round back to the input's dtype (``scratchnorm/casts.py``; ``RMSNorm(d, cast=...)``):
-
-    "gemma"  everything in float32 or wider, one rounding at the end      Gemma; this library's default
-    "llama"  statistics in float32, x_hat rounded before the weight,      LLaMA, most Hugging Face RMSNorms
-             the weight held in the input's dtype
-    "none"   every operation in the input's dtype                          a naive port
-
-Error. Rows of d = 512 activations with a few large channels (as trained LLMs have),
-a weight near 1, and each mode's output against the float64 formula on the same rounded
-input, in units of the output format's spacing (ulps) at each value. One rounding of the
-exact result is at most half an ulp: the error of "gemma" is that bound. "llama" rounds
-x_hat, then the product x_hat * w: up to three roundings. "none" adds one per step.
-
-A third rounding, found while writing this lesson: ml_dtypes casts float64 to bfloat16
-through float32, which rounds twice. 0.18017578733 becomes 0.18017578125 in float32,
-exactly halfway between two bfloat16 numbers, and the tie goes to the even one, below,
-though the float64 value was above the halfway point. The library rounds once
-(``dtypes.round_to``: float32 rounded to odd, then bfloat16); the lesson counts how often
-the plain cast is wrong.
-
-Two traps.
-* Gemma multiplies by 1 + w and starts w at 0. A bfloat16 number near 1 keeps 8 bits:
-  the spacing is 2^-7 = 0.0078 just above 1 and 2^-8 just below, so 1 + 0.0039 (half a
-  spacing, a tie) rounds to 1, and every w from -0.00195 to 0.0039 vanishes. A model that
-  forms 1 + w in bfloat16 cannot learn a small w. Gemma forms it in float32 ("gemma"
-  mode); the figure shows the staircase.
-* float16's smallest number is 6e-8: eps = 1e-8 (pRMSNorm's default, and the RMSNorm
-  paper's code) rounds to 0, and an all-zero row divides 0 by 0. bfloat16 has float32's
-  range and holds 1e-8. The library refuses cast="none" with such an eps rather than
-  return NaN; the other modes add eps in float32 or wider.
-
-Figures
-* 17_precision_in_practice_error.png: worst and median error in ulps, per format and mode.
-* 17_precision_in_practice_one_plus_w.png: 1 + w after rounding to bfloat16 and float16.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/17_precision_in_practice.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import ml_dtypes
 import numpy as np
 
 import scratchnorm as sn
 from scratchnorm.dtypes import round_to
-from lessons._common import COMMON, FAILS, HOLDS, check, run_alone
+from lessons._common import COMMON, FAILS, HOLDS, check, start
 from lessons._grading import above, below, exactly
 
+lesson = start(__name__, "17_precision_in_practice")
+
+# %%
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FORMATS = {"bfloat16": BF16, "float16": np.dtype(np.float16), "float32": np.dtype(np.float32)}
 CASTS = ("gemma", "llama", "none")
@@ -94,91 +94,6 @@ def activations(rng, rows):
     return x, 1.0 + 0.1 * rng.standard_normal(D)
 
 
-def run(lesson):
-    rng = np.random.default_rng(17)
-    x64, w = activations(rng, lesson.pick(64, 512))
-    errors = {}
-    for fmt, dt in FORMATS.items():
-        x = x64.astype(dt)
-        ref = sn.RMSNorm(D, backend="numpy")
-        ref.params["weight"] = w
-        exact = ref.forward(x.astype(np.float64))                       # the formula on the rounded input
-        for cast in CASTS:
-            layer = sn.RMSNorm(D, cast=cast, backend="numpy")
-            layer.params["weight"] = w
-            e = ulp_error(layer.forward(x), exact, dt)
-            errors[fmt, cast] = (float(e.max()), float(np.median(e)))
-            check(np.isfinite(e).all(), f"{fmt} {cast}: finite output")
-    worst_gemma = max(errors[f, "gemma"][0] for f in FORMATS)
-    lesson.claim("Rounding once at the end (Gemma's order) keeps RMSNorm's output within half an ulp of the "
-                 "exact result, in every format", source=GEMMA,
-                 measured="worst error in ulps of the output format, gemma / llama / none: "
-                          + "; ".join(f"{f} " + " / ".join(f"{errors[f, c][0]:.2f}" for c in CASTS) for f in FORMATS)
-                          + f"; value: the worst of gemma's ({worst_gemma:.3f})",
-                 value=worst_gemma, **below(0.5 + 1e-6), expect=HOLDS)
-    a = rng.standard_normal(lesson.pick(100_000, 2_000_000))
-    wrong = int(np.sum(a.astype(BF16) != round_to(a, BF16)))
-    lesson.claim("A float64 -> bfloat16 cast (ml_dtypes' astype) is correctly rounded", source=COMMON,
-                 measured=f"{wrong} of {a.size} standard normal float64 values (the value) land on the other "
-                          "bfloat16 neighbour than one rounding gives: the cast goes through float32",
-                 value=wrong, **exactly(0), expect=FAILS)
-    bf_ratio = errors["bfloat16", "llama"][0] / errors["bfloat16", "gemma"][0]
-    lesson.claim("Casting x_hat to the input dtype before the weight (LLaMA's order) costs accuracy",
-                 source=COMMON,
-                 measured="worst / median error in ulps, gemma vs llama: "
-                          + "; ".join(f"{f} {errors[f, 'gemma'][0]:.2f} / {errors[f, 'gemma'][1]:.3f} vs "
-                                      f"{errors[f, 'llama'][0]:.2f} / {errors[f, 'llama'][1]:.3f}" for f in FORMATS)
-                          + f"; value: llama's worst over gemma's in bfloat16 ({bf_ratio:.2f}; holds from 1.5, "
-                          "a further rounding's worth)",
-                 value=bf_ratio, **above(1.5, approx=1.0), expect=HOLDS)
-
-    # The (1 + w) trap.
-    one_bf, one_16 = (float((np.ones(1, dt) + np.full(1, 0.0039, dt))[0]) for dt in (BF16, np.float16))
-    xb = x64[:8].astype(BF16)
-    outs = {}
-    for cast in ("gemma", "none"):
-        for wv in (0.0, 0.0039):
-            g = sn.GemmaRMSNorm(D, cast=cast, backend="numpy")
-            g.params["weight"] = np.full(D, wv)
-            outs[cast, wv] = g.forward(xb).astype(np.float64)
-    lost = np.array_equal(outs["none", 0.0], outs["none", 0.0039])
-    kept = float(np.mean(outs["gemma", 0.0039] != outs["gemma", 0.0]))
-    check(lost and kept > 0.1, "the weight vanishes only when 1 + w is formed in bfloat16")
-    lesson.claim("In bfloat16, 1 + 0.0039 rounds to 1: a zero-centered weight must be added in float32",
-                 source=GEMMA,
-                 measured=f"bfloat16(1) + bfloat16(0.0039) = {one_bf} (the value; float16 keeps it: {one_16:.5f}); "
-                          f"GemmaRMSNorm with w = 0.0039 on bfloat16 input: cast='none' gives exactly the output of "
-                          f"w = 0, cast='gemma' changes {kept:.0%} of the outputs",
-                 value=one_bf, **exactly(1.0), expect=HOLDS)
-
-    # eps = 1e-8 in float16 and bfloat16.
-    e16, ebf = float(np.float16(1e-8)), float(BF16.type(1e-8))
-    layer = sn.RMSNorm(D, eps=1e-8, cast="none", backend="numpy")
-    try:
-        layer.forward(np.zeros((1, D), np.float16))
-        refused = False
-    except ValueError:
-        refused = True
-    safe = sn.RMSNorm(D, eps=1e-8, backend="numpy").forward(np.zeros((1, D), np.float16))
-    check(refused and np.all(safe == 0), "the library refuses the zero eps and the default mode returns 0")
-    lesson.claim("float16 cannot hold eps = 1e-8: it rounds to 0 (an all-zero row then gives 0/0)", source=COMMON,
-                 measured=f"float16(1e-8) = {e16} (the value), bfloat16(1e-8) = {ebf:.3g}; cast='none' with that "
-                          f"eps raises a ValueError; cast='gemma' gives 0 for an all-zero row",
-                 value=e16, **exactly(0.0), expect=HOLDS)
-    lesson.claim("bfloat16 needs no larger eps than float32 (it has float32's range)", source=COMMON,
-                 measured=f"bfloat16(1e-8) = {ebf:.4g}, relative rounding {abs(ebf - 1e-8) / 1e-8:.1e} "
-                          "(the value: 1 if it were lost)",
-                 value=abs(ebf - 1e-8) / 1e-8, **below(2.0 ** -8), expect=HOLDS)
-    safe = {f: safe_scale(x64[:16], w, FORMATS[f]) for f in ("float16", "bfloat16")}
-    lesson.claim("float16 is the safer half format for RMSNorm, being the more precise", source=COMMON,
-                 measured="worst error of cast='none' in ulps of its own format: float16 "
-                          f"{errors['float16', 'none'][0]:.1f}, bfloat16 {errors['bfloat16', 'none'][0]:.1f} (a "
-                          "float16 ulp is 8x finer); largest input scale (max |x|) at which cast='none' stays within "
-                          f"8 ulps of the float64 output: float16 {safe['float16']:.3g}, bfloat16 "
-                          f"{safe['bfloat16']:.3g} (the largest tried)"
-                          f"; value: float16's over bfloat16's ({safe['float16'] / safe['bfloat16']:.2g})",
-                 value=safe["float16"] / safe["bfloat16"], **above(1.0, approx=0.5), expect=FAILS)
-    figures(lesson, errors)
 
 
 def figures(lesson, errors):
@@ -206,5 +121,91 @@ def figures(lesson, errors):
     lesson.save(fig, "one_plus_w")
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+rng = np.random.default_rng(17)
+x64, w = activations(rng, lesson.pick(64, 512))
+errors = {}
+for fmt, dt in FORMATS.items():
+    x = x64.astype(dt)
+    ref = sn.RMSNorm(D, backend="numpy")
+    ref.params["weight"] = w
+    exact = ref.forward(x.astype(np.float64))                       # the formula on the rounded input
+    for cast in CASTS:
+        layer = sn.RMSNorm(D, cast=cast, backend="numpy")
+        layer.params["weight"] = w
+        e = ulp_error(layer.forward(x), exact, dt)
+        errors[fmt, cast] = (float(e.max()), float(np.median(e)))
+        check(np.isfinite(e).all(), f"{fmt} {cast}: finite output")
+worst_gemma = max(errors[f, "gemma"][0] for f in FORMATS)
+lesson.claim("Rounding once at the end (Gemma's order) keeps RMSNorm's output within half an ulp of the "
+             "exact result, in every format", source=GEMMA,
+             measured="worst error in ulps of the output format, gemma / llama / none: "
+                      + "; ".join(f"{f} " + " / ".join(f"{errors[f, c][0]:.2f}" for c in CASTS) for f in FORMATS)
+                      + f"; value: the worst of gemma's ({worst_gemma:.3f})",
+             value=worst_gemma, **below(0.5 + 1e-6), expect=HOLDS)
+a = rng.standard_normal(lesson.pick(100_000, 2_000_000))
+wrong = int(np.sum(a.astype(BF16) != round_to(a, BF16)))
+lesson.claim("A float64 -> bfloat16 cast (ml_dtypes' astype) is correctly rounded", source=COMMON,
+             measured=f"{wrong} of {a.size} standard normal float64 values (the value) land on the other "
+                      "bfloat16 neighbour than one rounding gives: the cast goes through float32",
+             value=wrong, **exactly(0), expect=FAILS)
+bf_ratio = errors["bfloat16", "llama"][0] / errors["bfloat16", "gemma"][0]
+lesson.claim("Casting x_hat to the input dtype before the weight (LLaMA's order) costs accuracy",
+             source=COMMON,
+             measured="worst / median error in ulps, gemma vs llama: "
+                      + "; ".join(f"{f} {errors[f, 'gemma'][0]:.2f} / {errors[f, 'gemma'][1]:.3f} vs "
+                                  f"{errors[f, 'llama'][0]:.2f} / {errors[f, 'llama'][1]:.3f}" for f in FORMATS)
+                      + f"; value: llama's worst over gemma's in bfloat16 ({bf_ratio:.2f}; holds from 1.5, "
+                      "a further rounding's worth)",
+             value=bf_ratio, **above(1.5, approx=1.0), expect=HOLDS)
+
+# The (1 + w) trap.
+one_bf, one_16 = (float((np.ones(1, dt) + np.full(1, 0.0039, dt))[0]) for dt in (BF16, np.float16))
+xb = x64[:8].astype(BF16)
+outs = {}
+for cast in ("gemma", "none"):
+    for wv in (0.0, 0.0039):
+        g = sn.GemmaRMSNorm(D, cast=cast, backend="numpy")
+        g.params["weight"] = np.full(D, wv)
+        outs[cast, wv] = g.forward(xb).astype(np.float64)
+lost = np.array_equal(outs["none", 0.0], outs["none", 0.0039])
+kept = float(np.mean(outs["gemma", 0.0039] != outs["gemma", 0.0]))
+check(lost and kept > 0.1, "the weight vanishes only when 1 + w is formed in bfloat16")
+lesson.claim("In bfloat16, 1 + 0.0039 rounds to 1: a zero-centered weight must be added in float32",
+             source=GEMMA,
+             measured=f"bfloat16(1) + bfloat16(0.0039) = {one_bf} (the value; float16 keeps it: {one_16:.5f}); "
+                      f"GemmaRMSNorm with w = 0.0039 on bfloat16 input: cast='none' gives exactly the output of "
+                      f"w = 0, cast='gemma' changes {kept:.0%} of the outputs",
+             value=one_bf, **exactly(1.0), expect=HOLDS)
+
+# eps = 1e-8 in float16 and bfloat16.
+e16, ebf = float(np.float16(1e-8)), float(BF16.type(1e-8))
+layer = sn.RMSNorm(D, eps=1e-8, cast="none", backend="numpy")
+try:
+    layer.forward(np.zeros((1, D), np.float16))
+    refused = False
+except ValueError:
+    refused = True
+safe = sn.RMSNorm(D, eps=1e-8, backend="numpy").forward(np.zeros((1, D), np.float16))
+check(refused and np.all(safe == 0), "the library refuses the zero eps and the default mode returns 0")
+lesson.claim("float16 cannot hold eps = 1e-8: it rounds to 0 (an all-zero row then gives 0/0)", source=COMMON,
+             measured=f"float16(1e-8) = {e16} (the value), bfloat16(1e-8) = {ebf:.3g}; cast='none' with that "
+                      f"eps raises a ValueError; cast='gemma' gives 0 for an all-zero row",
+             value=e16, **exactly(0.0), expect=HOLDS)
+lesson.claim("bfloat16 needs no larger eps than float32 (it has float32's range)", source=COMMON,
+             measured=f"bfloat16(1e-8) = {ebf:.4g}, relative rounding {abs(ebf - 1e-8) / 1e-8:.1e} "
+                      "(the value: 1 if it were lost)",
+             value=abs(ebf - 1e-8) / 1e-8, **below(2.0 ** -8), expect=HOLDS)
+safe = {f: safe_scale(x64[:16], w, FORMATS[f]) for f in ("float16", "bfloat16")}
+lesson.claim("float16 is the safer half format for RMSNorm, being the more precise", source=COMMON,
+             measured="worst error of cast='none' in ulps of its own format: float16 "
+                      f"{errors['float16', 'none'][0]:.1f}, bfloat16 {errors['bfloat16', 'none'][0]:.1f} (a "
+                      "float16 ulp is 8x finer); largest input scale (max |x|) at which cast='none' stays within "
+                      f"8 ulps of the float64 output: float16 {safe['float16']:.3g}, bfloat16 "
+                      f"{safe['bfloat16']:.3g} (the largest tried)"
+                      f"; value: float16's over bfloat16's ({safe['float16'] / safe['bfloat16']:.2g})",
+             value=safe["float16"] / safe["bfloat16"], **above(1.0, approx=0.5), expect=FAILS)
+figures(lesson, errors)
+
+# %%
+lesson.finish()

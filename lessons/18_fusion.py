@@ -1,39 +1,36 @@
-"""Fusion: the residual add and RMSNorm in one pass, against the add then the norm.
+# %% [markdown]
+# # Fusion: the residual add and RMSNorm in one pass, against the add then the norm.
+# Every pre-norm block ends with the residual add, and the next one starts with its norm:
+#
+#     h = x + residual          the new residual stream (kept: the next add needs it)
+#     y = RMSNorm(h)            the next sublayer's input
+#
+# Written as two calls, the add reads x and the residual and writes h, then the norm reads h
+# back and writes y: 6 arrays' worth of memory traffic. Inference engines fuse the two (vLLM's
+# ``fused_add_rms_norm``, llama.cpp, TensorRT-LLM): one pass reads x and the residual, computes
+# h and keeps it in the cache while it normalizes it, and writes h and y: 4 arrays
+# (``scratchnorm.add_rms_norm_forward``; the kernel is ``scratchnorm/fast/add_rmsnorm.py``).
+# When the arrays do not fit in the cache, the time follows the bytes, and fusion can save up
+# to a third of it; when they fit, both paths run from the cache and the saving is smaller.
+#
+# What is timed, float32, on one thread (NumPy's add has one, so the kernels get one too):
+# the fused kernel and the pair ``np.add(x, r, out=h)``, ``rms_norm_forward(h, w, out=y)``,
+# both writing into buffers kept from call to call; and both again allocating their
+# outputs, as ``add_rms_norm_forward(x, r, w)`` and ``rms_norm_forward(x + r, w)`` do. The
+# allocating calls measure the allocator as well: a new 4 MiB array may come back as fresh
+# pages that the kernel must zero on first touch (about a thousand page faults a call for
+# 1024x1024, which can cost more than the pass; lesson 13 measured it at larger sizes), and
+# whether it does depends on what the process allocated before. So the claims use the kept
+# buffers. Each path's bytes over its time is compared with the same run's copy bandwidth
+# on the same thread (the benchmark's roofline, ``scratchnorm.bench.roofline``): 100% would
+# be a pass as fast as copying those bytes. The benchmark prints the allocating comparison
+# on all threads (``python -m scratchnorm.bench``).
+#
+# Figure
+# * 18_fusion_time.png: each path's time per call over the copy time of the fused pass's bytes.
 
-Every pre-norm block ends with the residual add, and the next one starts with its norm:
-
-    h = x + residual          the new residual stream (kept: the next add needs it)
-    y = RMSNorm(h)            the next sublayer's input
-
-Written as two calls, the add reads x and the residual and writes h, then the norm reads h
-back and writes y: 6 arrays' worth of memory traffic. Inference engines fuse the two (vLLM's
-``fused_add_rms_norm``, llama.cpp, TensorRT-LLM): one pass reads x and the residual, computes
-h and keeps it in the cache while it normalizes it, and writes h and y: 4 arrays
-(``scratchnorm.add_rms_norm_forward``; the kernel is ``scratchnorm/fast/add_rmsnorm.py``).
-When the arrays do not fit in the cache, the time follows the bytes, and fusion can save up
-to a third of it; when they fit, both paths run from the cache and the saving is smaller.
-
-What is timed, float32, on one thread (NumPy's add has one, so the kernels get one too):
-the fused kernel and the pair ``np.add(x, r, out=h)``, ``rms_norm_forward(h, w, out=y)``,
-both writing into buffers kept from call to call; and both again allocating their
-outputs, as ``add_rms_norm_forward(x, r, w)`` and ``rms_norm_forward(x + r, w)`` do. The
-allocating calls measure the allocator as well: a new 4 MiB array may come back as fresh
-pages that the kernel must zero on first touch (about a thousand page faults a call for
-1024x1024, which can cost more than the pass; lesson 13 measured it at larger sizes), and
-whether it does depends on what the process allocated before. So the claims use the kept
-buffers. Each path's bytes over its time is compared with the same run's copy bandwidth
-on the same thread (the benchmark's roofline, ``scratchnorm.bench.roofline``): 100% would
-be a pass as fast as copying those bytes. The benchmark prints the allocating comparison
-on all threads (``python -m scratchnorm.bench``).
-
-Figure
-* 18_fusion_time.png: each path's time per call over the copy time of the fused pass's bytes.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/18_fusion.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numba
 import numpy as np
@@ -41,10 +38,13 @@ import numpy as np
 from scratchnorm import fast
 from scratchnorm.bench.roofline import copy_bandwidth
 from scratchnorm.bench.timing import Budget
-from lessons._common import APPROX, COMMON, HOLDS, check, run_alone
+from lessons._common import APPROX, COMMON, HOLDS, check, start
 from lessons._grading import above, exactly
 from lessons._training import expect, interleaved_medians, report
 
+lesson = start(__name__, "18_fusion")
+
+# %%
 FUSED, UNFUSED = 4, 6         # arrays of memory traffic per call (module docstring)
 ENGINES = f"{COMMON} (vLLM's fused_add_rms_norm, llama.cpp, TensorRT-LLM)"
 
@@ -57,19 +57,6 @@ def paths(x, r, w):
             "add, then norm, allocating": lambda: fast.rms_norm_forward(x + r, w)}
 
 
-def run(lesson):
-    rng = np.random.default_rng(18)
-    shapes = lesson.pick([(64, 512), (256, 1024)], [(64, 512), (1024, 1024), (8192, 4096)])
-    rows = []
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        for shape in shapes:
-            rows.append(measure(lesson, rng, shape))
-    finally:
-        numba.set_num_threads(threads)
-    claims(lesson, rows)
-    figure(lesson, rows)
 
 
 def measure(lesson, rng, shape):
@@ -128,5 +115,20 @@ def figure(lesson, rows):
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     lesson.save(fig, "time")
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+
+# %%
+rng = np.random.default_rng(18)
+shapes = lesson.pick([(64, 512), (256, 1024)], [(64, 512), (1024, 1024), (8192, 4096)])
+rows = []
+threads = numba.get_num_threads()
+numba.set_num_threads(1)
+try:
+    for shape in shapes:
+        rows.append(measure(lesson, rng, shape))
+finally:
+    numba.set_num_threads(threads)
+claims(lesson, rows)
+figure(lesson, rows)
+
+# %%
+lesson.finish()

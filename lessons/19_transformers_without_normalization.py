@@ -1,54 +1,54 @@
-"""Transformers without normalization? DyT's observation and its claims, on the tiny Transformer.
+# %% [markdown]
+# # Transformers without normalization? DyT's observation and its claims, on the tiny Transformer.
+# DyT (Zhu et al. 2025; ``scratchnorm.DyT``, its backward in ``scratchnorm/dyt.py``) replaces
+# each norm by an elementwise
+#
+#     y = tanh(alpha x) * weight + bias,      alpha a learnable scalar, alpha0 = 0.5 by default
+#
+# with no statistic at all, so no reduction over the features. The paper starts from an
+# observation: plotted against its input, a trained Transformer's LayerNorm output traces an
+# S-shaped, tanh-like curve. The division by each token's own standard deviation does it: the
+# few tokens with extreme values also have a large standard deviation, and come out squashed.
+#
+# The observation, measured. The tiny Transformer of lesson 12's data (Python's docstrings,
+# characters), LayerNorm, pre-norm, trained briefly; then for each LayerNorm and each channel,
+# the slope of its output (before the affine) against its input, fitted on the tokens in the
+# tails of that channel's input (beyond the 95th percentile of |x - median|) over the slope
+# in the middle half. A straight line gives 1; a curve that squashes the extremes, less. The
+# same number is taken on the untrained model, which has the division too.
+#
+# The claims, measured. LayerNorm, RMSNorm and DyT (alpha0 0.1, 0.5 and 2) trained on the same
+# batches, Adam at the rate lesson 12 uses, for each seed (``--seeds``, default 3): the
+# validation loss against steps and against seconds, and the pairwise differences with 95%
+# intervals. The paper's claims come from models thousands of times larger, trained for far
+# longer; in this small, short setting DyT trails the norms, and its result depends on
+# alpha0 (the two claims are expected not to hold here, and the ledger has the numbers). The
+# layers are also timed alone: DyT has no reduction, but it computes a tanh per element
+# (scratchnorm/fast/dyt.py writes one that vectorizes), which costs more than the statistic
+# it saves here.
+#
+# Figures
+# * 19_transformers_without_normalization_map.png: a trained LayerNorm's output against its
+#   input for four channels, with tanh(a x) fitted; the tail slope per layer, trained and not.
+# * 19_transformers_without_normalization_training.png: validation loss against steps and
+#   seconds, LayerNorm, RMSNorm and DyT(0.5), and DyT for three alpha0.
 
-DyT (Zhu et al. 2025; ``scratchnorm.DyT``, its backward in ``scratchnorm/dyt.py``) replaces
-each norm by an elementwise
-
-    y = tanh(alpha x) * weight + bias,      alpha a learnable scalar, alpha0 = 0.5 by default
-
-with no statistic at all, so no reduction over the features. The paper starts from an
-observation: plotted against its input, a trained Transformer's LayerNorm output traces an
-S-shaped, tanh-like curve. The division by each token's own standard deviation does it: the
-few tokens with extreme values also have a large standard deviation, and come out squashed.
-
-The observation, measured. The tiny Transformer of lesson 12's data (Python's docstrings,
-characters), LayerNorm, pre-norm, trained briefly; then for each LayerNorm and each channel,
-the slope of its output (before the affine) against its input, fitted on the tokens in the
-tails of that channel's input (beyond the 95th percentile of |x - median|) over the slope
-in the middle half. A straight line gives 1; a curve that squashes the extremes, less. The
-same number is taken on the untrained model, which has the division too.
-
-The claims, measured. LayerNorm, RMSNorm and DyT (alpha0 0.1, 0.5 and 2) trained on the same
-batches, Adam at the rate lesson 12 uses, for each seed (``--seeds``, default 3): the
-validation loss against steps and against seconds, and the pairwise differences with 95%
-intervals. The paper's claims come from models thousands of times larger, trained for far
-longer; in this small, short setting DyT trails the norms, and its result depends on
-alpha0 (the two claims are expected not to hold here, and the ledger has the numbers). The
-layers are also timed alone: DyT has no reduction, but it computes a tanh per element
-(scratchnorm/fast/dyt.py writes one that vectorizes), which costs more than the statistic
-it saves here.
-
-Figures
-* 19_transformers_without_normalization_map.png: a trained LayerNorm's output against its
-  input for four channels, with tanh(a x) fitted; the tail slope per layer, trained and not.
-* 19_transformers_without_normalization_training.png: validation loss against steps and
-  seconds, LayerNorm, RMSNorm and DyT(0.5), and DyT for three alpha0.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/19_transformers_without_normalization.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import APPROX, FAILS, HOLDS, check, run_alone, work
+from lessons._common import APPROX, FAILS, HOLDS, check, start, work
 from lessons._corpus import char_data
 from lessons._dyt import BATCH, D, T, captured_inputs, input_output, tail_slope, train, transformer
 from lessons._grading import below, nearest_end
 from lessons._stats import mean_interval
 from lessons._training import STYLE, expect, interleaved_medians, interval, one_blas_thread, plot_race, report
 
+lesson = start(__name__, "19_transformers_without_normalization")
+
+# %%
 KEYS = ("layernorm", "rmsnorm", ("dyt", 0.5), ("dyt", 0.1), ("dyt", 2.0))
 
 
@@ -56,30 +56,6 @@ def final(curve):
     return float(np.mean(curve.loss[-2:]))          # the last two evaluations
 
 
-def run(lesson):
-    data = char_data()
-    steps = lesson.pick(60, 250)
-    with one_blas_thread():
-        runs = [train(data, KEYS, steps, seed, lesson.pick(20, 25)) for seed in range(lesson.seeds)]
-        models, _, val = runs[0]
-        ids = val[:64, :-1]
-        maps = {}
-        for label, model in (("trained", models["layernorm"]), ("untrained", transformer(data.vocab_size, "layernorm",
-                                                                                       seed=5))):
-            seen = captured_inputs(model, ids)
-            maps[label] = [input_output(norm, x) for norm, x in seen.items()]
-        x, dy = np.random.default_rng(19).standard_normal((2, BATCH * T, D))
-        layers = {"layernorm": sn.LayerNorm(D), "rmsnorm": sn.RMSNorm(D), "dyt": sn.DyT(D)}
-        layer_t = interleaved_medians({n: (lambda m=m: (m.forward(x), m.backward(dy))) for n, m in layers.items()},
-                                      lesson.pick(100, 1000))
-    curves = {key: [r[1][key] for r in runs] for key in KEYS}
-    for key, cs in curves.items():
-        check(all(np.all(np.isfinite(c.loss)) for c in cs), f"{key}: the validation loss stays finite")
-        report(lesson, f"  {key}: final validation loss per seed " + ", ".join(f"{final(c):.3f}" for c in cs)
-               + f", {np.median([c.step_time for c in cs]) * 1e3:.2f} ms/step")
-    slopes = {label: [float(np.nanmedian(tail_slope(xi, y))) for xi, y in m] for label, m in maps.items()}
-    claims(lesson, curves, slopes, layer_t, data.unigram_loss())
-    figures(lesson, maps["trained"], slopes, curves, data.unigram_loss())
 
 
 def claims(lesson, curves, slopes, layer_t, unigram):
@@ -149,5 +125,30 @@ def figures(lesson, trained_maps, slopes, curves, unigram):
     lesson.save(fig, "training")
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+data = char_data()
+steps = lesson.pick(60, 250)
+with one_blas_thread():
+    runs = [train(data, KEYS, steps, seed, lesson.pick(20, 25)) for seed in range(lesson.seeds)]
+    models, _, val = runs[0]
+    ids = val[:64, :-1]
+    maps = {}
+    for label, model in (("trained", models["layernorm"]), ("untrained", transformer(data.vocab_size, "layernorm",
+                                                                                   seed=5))):
+        seen = captured_inputs(model, ids)
+        maps[label] = [input_output(norm, x) for norm, x in seen.items()]
+    x, dy = np.random.default_rng(19).standard_normal((2, BATCH * T, D))
+    layers = {"layernorm": sn.LayerNorm(D), "rmsnorm": sn.RMSNorm(D), "dyt": sn.DyT(D)}
+    layer_t = interleaved_medians({n: (lambda m=m: (m.forward(x), m.backward(dy))) for n, m in layers.items()},
+                                  lesson.pick(100, 1000))
+curves = {key: [r[1][key] for r in runs] for key in KEYS}
+for key, cs in curves.items():
+    check(all(np.all(np.isfinite(c.loss)) for c in cs), f"{key}: the validation loss stays finite")
+    report(lesson, f"  {key}: final validation loss per seed " + ", ".join(f"{final(c):.3f}" for c in cs)
+           + f", {np.median([c.step_time for c in cs]) * 1e3:.2f} ms/step")
+slopes = {label: [float(np.nanmedian(tail_slope(xi, y))) for xi, y in m] for label, m in maps.items()}
+claims(lesson, curves, slopes, layer_t, data.unigram_loss())
+figures(lesson, maps["trained"], slopes, curves, data.unigram_loss())
+
+# %%
+lesson.finish()

@@ -1,49 +1,46 @@
-"""Where the norm goes: Pre, Post, Peri, reordered and DeepNorm, with and without QK-Norm.
+# %% [markdown]
+# # Where the norm goes: Pre, Post, Peri, reordered and DeepNorm, with and without QK-Norm.
+# Lesson 11 compared Pre-Norm and Post-Norm. Today's models use three more placements
+# (``nn.Residual(f, norm, placement=...)``, the derivations in ``scratchnorm/nn/residual.py``):
+#
+#     pre         x + F(Norm(x))                  GPT-2, LLaMA
+#     post        Norm(x + F(x))                  the original Transformer
+#     peri        x + Norm_out(F(Norm(x)))        Gemma 2 and 3 ("sandwich"; Peri-LN)
+#     reordered   x + Norm(F(x))                  OLMo 2
+#     deepnorm    Norm(alpha x + F(x))            DeepNet: alpha = (2L)^(1/4), F's initial weights
+#                                                 scaled by (8L)^(-1/4) for L blocks
+#
+# and QK-Norm (``qk_norm="rmsnorm"``; Qwen3, Gemma 3, OLMo 2) normalizes each head's queries
+# and keys before their dot products, so that a score is bounded by the norms' weights
+# whatever the size the projections grow to.
+#
+# What is measured, on the tiny Transformer of lesson 11 (RMSNorm, d = 32, 2 heads, contexts of
+# 16 characters), each for every seed (``--seeds``, default 3):
+# * the hidden states: the variance of the residual stream after each of 8 blocks, Pre and
+#   Peri, after a short training (the Peri-LN paper's claim: Pre-LN's grows fast, up to
+#   exponentially, Peri-LN's about linearly, because Peri-LN normalizes what each block adds);
+# * gradient norms per block at initialization (the two feed-forward weights of each block),
+#   8 blocks, every placement;
+# * attention logits: the largest |score| after a short training at a high rate, Pre-Norm with
+#   and without QK-Norm;
+# * stability: 4-block models of every placement at two learning rates of Adam without warm-up,
+#   the validation loss at the end against the unigram baseline (a run that ends on it has not
+#   used the context: lesson 11 explains the measure).
+# The runs are short and the models small: the ledger records what they show, and the verdicts
+# that the text below does not announce are recorded, not expected.
+#
+# Figures
+# * 20_where_the_norm_goes_depth.png: stream variance per block (Pre, Peri, 8 blocks, and all five
+#   at 4 blocks); gradient norm per block at initialization.
+# * 20_where_the_norm_goes_training.png: the largest attention logit with and without QK-Norm;
+#   nats below the unigram baseline at the end against the learning rate, per placement.
 
-Lesson 11 compared Pre-Norm and Post-Norm. Today's models use three more placements
-(``nn.Residual(f, norm, placement=...)``, the derivations in ``scratchnorm/nn/residual.py``):
-
-    pre         x + F(Norm(x))                  GPT-2, LLaMA
-    post        Norm(x + F(x))                  the original Transformer
-    peri        x + Norm_out(F(Norm(x)))        Gemma 2 and 3 ("sandwich"; Peri-LN)
-    reordered   x + Norm(F(x))                  OLMo 2
-    deepnorm    Norm(alpha x + F(x))            DeepNet: alpha = (2L)^(1/4), F's initial weights
-                                                scaled by (8L)^(-1/4) for L blocks
-
-and QK-Norm (``qk_norm="rmsnorm"``; Qwen3, Gemma 3, OLMo 2) normalizes each head's queries
-and keys before their dot products, so that a score is bounded by the norms' weights
-whatever the size the projections grow to.
-
-What is measured, on the tiny Transformer of lesson 11 (RMSNorm, d = 32, 2 heads, contexts of
-16 characters), each for every seed (``--seeds``, default 3):
-* the hidden states: the variance of the residual stream after each of 8 blocks, Pre and
-  Peri, after a short training (the Peri-LN paper's claim: Pre-LN's grows fast, up to
-  exponentially, Peri-LN's about linearly, because Peri-LN normalizes what each block adds);
-* gradient norms per block at initialization (the two feed-forward weights of each block),
-  8 blocks, every placement;
-* attention logits: the largest |score| after a short training at a high rate, Pre-Norm with
-  and without QK-Norm;
-* stability: 4-block models of every placement at two learning rates of Adam without warm-up,
-  the validation loss at the end against the unigram baseline (a run that ends on it has not
-  used the context: lesson 11 explains the measure).
-The runs are short and the models small: the ledger records what they show, and the verdicts
-that the text below does not announce are recorded, not expected.
-
-Figures
-* 20_where_the_norm_goes_depth.png: stream variance per block (Pre, Peri, 8 blocks, and all five
-  at 4 blocks); gradient norm per block at initialization.
-* 20_where_the_norm_goes_training.png: the largest attention logit with and without QK-Norm;
-  nats below the unigram baseline at the end against the learning rate, per placement.
-"""
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python lessons/20_where_the_norm_goes.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# %%
+import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import COMMON, HOLDS, VERDICTS, check, run_alone, ticks_at, work
+from lessons._common import COMMON, HOLDS, VERDICTS, check, start, ticks_at, work
 from lessons._corpus import char_data
 from lessons._grading import above, below, nearest_end
 from lessons._placement import ALL_PLACEMENTS, D, HEADS, T, max_logit, placement_race, stream_variances
@@ -51,34 +48,14 @@ from lessons._stats import mean_interval
 from lessons._training import expect, gradient_profile, interval, one_blas_thread, report, top_over_bottom
 from scratchnorm import nn
 
+lesson = start(__name__, "20_where_the_norm_goes")
+
+# %%
 LRS, SWEEP, DEEP, STEPS = (1e-2, 3e-2), 4, 8, 60
 DEEPNET = f"{COMMON} (Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers, arXiv 2203.00555)"
 QKNORM = f"{COMMON} (Dehghani et al. 2023, ViT-22B; adopted by Qwen3, Gemma 3 and OLMo 2)"
 
 
-def run(lesson):
-    data = char_data()
-    unigram, steps = data.unigram_loss(), lesson.pick(30, STEPS)
-    batch = data.windows("train", 16, T + 1, np.random.default_rng(20))
-    with one_blas_thread():
-        grads = {p: gradient_profile(lambda s, p=p: nn.Transformer(data.vocab_size, D, HEADS, DEEP, T, norm="rmsnorm",
-                                                                   placement=p, seed=s), DEEP, batch, (0, 1, 2))
-                 for p in ALL_PLACEMENTS}
-        seeds = range(lesson.seeds)
-        sweep = [{lr: placement_race(data, [(p, None) for p in ALL_PLACEMENTS], steps, lr, s, SWEEP) for lr in LRS}
-                 for s in seeds]
-        deep = [placement_race(data, [("pre", None), ("peri", None)], steps, LRS[0], s, DEEP)[0] for s in seeds]
-        qk = [placement_race(data, [("pre", None), ("pre", "rmsnorm")], steps, LRS[1], s, SWEEP) for s in seeds]
-    below_unigram = {(p, lr): np.array([unigram - sw[lr][0][p, None][1].loss[-1] for sw in sweep])
-                     for p in ALL_PLACEMENTS for lr in LRS}
-    variances = {p: np.array([stream_variances(d[p, None][0], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
-    logits = {q: np.array([max_logit_after(run_[0][("pre", q)][0], run_[1]) for run_ in qk]) for q in (None, "rmsnorm")}
-    for key, v in below_unigram.items():
-        check(np.all(np.isfinite(v)), f"{key}: finite losses")
-        report(lesson, f"  {key[0]:>9} lr {key[1]:g}: nats below the unigram baseline per seed "
-                       + ", ".join(f"{b:+.3f}" for b in v))
-    claims(lesson, grads, variances, logits, below_unigram)
-    figures(lesson, grads, variances, logits, below_unigram, sweep, steps)
 
 
 def max_logit_after(model, val):
@@ -167,5 +144,29 @@ def figures(lesson, grads, variances, logits, below_unigram, sweep, steps):
     lesson.save(fig, "training")
 
 
-if __name__ == "__main__":
-    sys.exit(run_alone(__file__))
+# %%
+data = char_data()
+unigram, steps = data.unigram_loss(), lesson.pick(30, STEPS)
+batch = data.windows("train", 16, T + 1, np.random.default_rng(20))
+with one_blas_thread():
+    grads = {p: gradient_profile(lambda s, p=p: nn.Transformer(data.vocab_size, D, HEADS, DEEP, T, norm="rmsnorm",
+                                                               placement=p, seed=s), DEEP, batch, (0, 1, 2))
+             for p in ALL_PLACEMENTS}
+    seeds = range(lesson.seeds)
+    sweep = [{lr: placement_race(data, [(p, None) for p in ALL_PLACEMENTS], steps, lr, s, SWEEP) for lr in LRS}
+             for s in seeds]
+    deep = [placement_race(data, [("pre", None), ("peri", None)], steps, LRS[0], s, DEEP)[0] for s in seeds]
+    qk = [placement_race(data, [("pre", None), ("pre", "rmsnorm")], steps, LRS[1], s, SWEEP) for s in seeds]
+below_unigram = {(p, lr): np.array([unigram - sw[lr][0][p, None][1].loss[-1] for sw in sweep])
+                 for p in ALL_PLACEMENTS for lr in LRS}
+variances = {p: np.array([stream_variances(d[p, None][0], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
+logits = {q: np.array([max_logit_after(run_[0][("pre", q)][0], run_[1]) for run_ in qk]) for q in (None, "rmsnorm")}
+for key, v in below_unigram.items():
+    check(np.all(np.isfinite(v)), f"{key}: finite losses")
+    report(lesson, f"  {key[0]:>9} lr {key[1]:g}: nats below the unigram baseline per seed "
+                   + ", ".join(f"{b:+.3f}" for b in v))
+claims(lesson, grads, variances, logits, below_unigram)
+figures(lesson, grads, variances, logits, below_unigram, sweep, steps)
+
+# %%
+lesson.finish()

@@ -1,28 +1,34 @@
-"""What every lesson shares: the Lesson context, the claims ledger, the runner.
+"""What every lesson shares: the Lesson context it runs in, and how it starts.
 
-A lesson's ``run(lesson)`` receives a :class:`Lesson`. It reads ``lesson.quick``
-(or ``lesson.pick(quick_value, full_value)``) to size its work, saves figures
-with ``lesson.save(fig, "sphere")`` and records every claim it checks with
-``lesson.claim(...)``. ``run_lessons`` runs lessons, prints one progress line
-each and a summary table, and merges their claims into the ledger.
+A lesson calls ``lesson = start(__name__, "NN_name")`` in its first code cell and
+``lesson.finish()`` in its last. In between it reads ``lesson.quick`` (or
+``lesson.pick(quick_value, full_value)``) to size its work, saves figures with
+``lesson.save(fig, "sphere")``, records every claim it checks with
+``lesson.claim(...)`` and answers its inline questions with ``lesson.answer(...)``.
 
-The ledger lives next to the figures: ``claims.json`` (machine-readable, one
-entry per lesson) and ``CLAIMS.md`` (the same, as tables to read). Running
-every lesson rewrites both; running some lessons replaces only their entries,
-so ``python -m lessons 05`` does not erase the rows of the other lessons.
+``start`` knows three ways a lesson runs:
+
+* by the runner (``python -m lessons``, lessons/_runner.py), which made a Lesson
+  and runs the file: ``start`` returns that Lesson, and ``finish`` leaves the
+  ledger to the runner;
+* as a script (``python lessons/NN_name.py [--quick] [--out DIR]``): ``start``
+  hands the file to the runner, which runs it as above, and exits with its status;
+* as a notebook (Jupyter or VS Code through jupytext, or nbclient): ``start``
+  makes a Lesson sized by the environment (``SCRATCHNORM_QUICK=1`` for the quick
+  sizes, ``SCRATCHNORM_OUT`` for the folder, default figures/); figures and
+  answers are shown in the notebook, and ``finish`` writes the lesson's section
+  of the ledger.
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import importlib.util
+import html
 import io
-import json
-import re
+import os
+import sys
 import time
 import tokenize
-import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -31,8 +37,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lessons._grading import APPROX, FAILS, HOLDS, VERDICTS, grading, verdict_of  # noqa: E402,F401
-from lessons._sources import SOURCES_MD, cite  # noqa: E402
-from lessons._summary import summary_lines  # noqa: E402
+from lessons._sources import cite  # noqa: E402
 
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
@@ -113,19 +118,23 @@ class Claim:
 
 
 class Lesson:
-    """The context one lesson runs in: its sizes, its figures, its claims."""
+    """The context one lesson runs in: its sizes, its figures, its claims, its answers."""
 
-    def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None):
+    def __init__(self, path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None,
+                 notebook: bool = False):
         self.path = Path(path)
         self._seeds = seeds or (1 if quick else 3)         # training lessons: independent runs, paired
         self.used_seeds = False
         self.verbose = verbose
+        self.notebook = notebook                         # show figures and answers in the notebook
         self.stem = self.path.stem                       # "02_geometry"
         self.number = self.stem.split("_", 1)[0]         # "02"
         self.quick = quick
         self.out = Path(out)
         self.figures: list[Path] = []
         self.claims: list[Claim] = []
+        self.answers: list[str] = []
+        self.started = time.perf_counter()
 
     @property
     def seeds(self) -> int:
@@ -133,16 +142,24 @@ class Lesson:
         self.used_seeds = True
         return self._seeds
 
+    @property
+    def seeds_used(self) -> int:
+        """For the ledger: the seeds of a training lesson, 0 for a lesson that trains nothing."""
+        return self._seeds if self.used_seeds else 0
+
     def pick(self, quick_value, full_value):
         return quick_value if self.quick else full_value
 
     def save(self, fig, name: str) -> Path:
-        """Write ``fig`` to <out>/<stem>_<name>.png and close it."""
+        """Write ``fig`` to <out>/<stem>_<name>.png and close it (in a notebook, show the file written)."""
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"{self.stem}_{name}.png"
         fig.savefig(path, bbox_inches="tight")
         plt.close(fig)
         self.figures.append(path)
+        if self.notebook:
+            from IPython.display import Image, display
+            display(Image(filename=str(path)))
         return path
 
     def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
@@ -169,200 +186,71 @@ class Lesson:
                                  f"but the lesson's text says {' or '.join(map(repr, expect))}")
         return verdict
 
+    def answer(self, text: str) -> None:
+        """The answer to the inline question just above, with this run's numbers (CS231n's habit).
 
-def lesson_title(module) -> str:
-    doc = (module.__doc__ or "").strip()
-    return doc.splitlines()[0].strip() if doc else "(no docstring)"
+        It goes to the ledger's claims.json; a notebook shows it folded (``<details>``), a lesson run
+        alone prints it. The question itself is prose, in the markdown cell before.
+        """
+        check(isinstance(text, str) and text.strip(), "an answer is a non-empty string")
+        self.answers.append(text)
+        k = len(self.answers)
+        if self.notebook:
+            from IPython.display import HTML, display
+            display(HTML(f'<details class="answer"><summary>Answer {k}</summary><p>{html.escape(text)}</p>'
+                         f"</details>"))
+        elif self.verbose:
+            print(f"  answer {k}: {text}")
 
-
-def discover(directory: Path = LESSONS_DIR) -> list[Path]:
-    """lessons/NN_name.py, in order of NN."""
-    return sorted(p for p in directory.glob("[0-9][0-9]_*.py"))
-
-
-def load(path: Path):
-    name = f"lessons.lesson_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@dataclass
-class Result:
-    number: str
-    stem: str
-    title: str
-    quick: bool
-    seconds: float
-    status: str                      # "ok" or "FAILED"
-    error: str = ""
-    seeds: int = 0                   # independent runs of the training lessons
-    figures: list[str] = field(default_factory=list)
-    claims: list[dict] = field(default_factory=list)
+    def finish(self) -> None:
+        """The lesson's last line. Run by the runner: nothing to do (the runner writes the ledger).
+        In a notebook: write this lesson's section of the ledger and say where."""
+        if not self.notebook:
+            return
+        from lessons._ledger import write_ledger
+        from lessons._runner import lesson_title, result_of
+        result = result_of(self, title=lesson_title(self.path), seconds=time.perf_counter() - self.started)
+        ledger = write_ledger(self.out, [result], replace_all=False)
+        print(f"{self.stem}: {len(self.claims)} claims, {len(self.figures)} figures, {result.seconds:.1f} s; "
+              f"ledger: {ledger}")
 
 
-def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None) -> Result:
-    lesson = Lesson(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
-    t0 = time.perf_counter()
-    title, status, error = path.stem, "ok", ""
-    try:
-        module = load(path)
-        title = lesson_title(module)
-        module.run(lesson)
-    except Exception as exc:  # a failing lesson is reported, the others still run
-        status, error = "FAILED", f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
-    finally:
-        plt.close("all")
-    return Result(lesson.number, lesson.stem, title, quick, time.perf_counter() - t0, status, error,
-                  lesson.seeds if lesson.used_seeds else 0, [p.name for p in lesson.figures],
-                  [asdict(c) for c in lesson.claims])
+# -- how a lesson starts -----------------------------------------------------------------------
+
+DRIVEN: Lesson | None = None     # the runner's Lesson while it runs a lesson file (lessons/_runner.py)
+QUICK_ENV, OUT_ENV = "SCRATCHNORM_QUICK", "SCRATCHNORM_OUT"
 
 
-# -- the ledger ------------------------------------------------------------------------------
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def graded_by(holds_if, approx_if) -> str:
-    """'holds if ≤ 1e-12; approximately if ≤ 0.001' for the ledger."""
-    def cond(pairs):
-        return " and ".join(f"{op.replace('<=', '≤').replace('>=', '≥')} {bound:.3g}" for op, bound in pairs)
-    return f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (Jupyter, VS Code, nbclient)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def _linked(source: str) -> str:
-    """The source cell: each "(lessons/SOURCES.md#anchor)" becomes a link that works from figures/CLAIMS.md."""
-    return re.sub(re.escape(SOURCES_MD) + r"#([a-z0-9-]+)", r"[source](../" + SOURCES_MD + r"#\1)", source)
+def quick_from_env() -> bool:
+    value = os.environ.get(QUICK_ENV, "0").strip()
+    check(value in ("0", "1", ""), f"{QUICK_ENV}: expected 1 (quick sizes) or 0 (full sizes); received {value!r}. "
+                                   f"Fix: export {QUICK_ENV}=1, or unset it.")
+    return value == "1"
 
 
-def write_ledger(out: Path, results: list[Result], *, replace_all: bool) -> Path:
-    """Merge ``results`` into <out>/claims.json and rewrite <out>/CLAIMS.md from it."""
-    out.mkdir(parents=True, exist_ok=True)
-    store = out / "claims.json"
-    entries = {}
-    if store.exists() and not replace_all:
-        try:
-            entries = json.loads(store.read_text())
-        except (json.JSONDecodeError, OSError):
-            entries = {}
-    for r in results:
-        entries[r.stem] = {k: v for k, v in asdict(r).items() if k != "seconds"}  # keep the file stable
-    entries = dict(sorted(entries.items()))
-    store.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
+def start(name: str, stem: str) -> Lesson:
+    """The Lesson this run of ``lessons/<stem>.py`` works in; call it as ``start(__name__, "NN_name")``.
 
-    lines = ["# Claims ledger", "",
-             "Each lesson measures the claims below. A claim is graded on one measured number, its *value*, "
-             "against bounds declared beside it in the lesson: it *holds* when every `holds_if` bound holds, "
-             "*holds only approximately* when every `approx_if` bound holds, and *does not hold* otherwise "
-             "(`lessons/_grading.py`; `claims.json` has the same fields, so every verdict can be recomputed). "
-             "A claim that does not hold is a result, not an error. Sources are cited by section; each link "
-             f"leads to [{SOURCES_MD}](../{SOURCES_MD}), which describes the sources in English and says where "
-             "to read them. Nothing is quoted.", "",
-             "Written by `python -m lessons` (see `lessons/__init__.py`). Running some lessons replaces only "
-             "their sections; `claims.json` holds the same data.", ""]
-    lines += summary_lines(entries, _md_cell)
-    counts = {v: 0 for v in VERDICTS}
-    for e in entries.values():
-        mode = "quick run" if e["quick"] else "full run"
-        seeds = f", {e['seeds']} seed{'s' * (e['seeds'] > 1)} for training" if e.get("seeds") else ""
-        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}*", ""]
-        if e["status"] != "ok":
-            lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
-        if e["claims"]:
-            lines += ["| claim | source | measured | value | graded | verdict |", "|---|---|---|---|---|---|"]
-            for c in e["claims"]:
-                counts[c["verdict"]] += 1
-                cells = (c["claim"], _linked(c["source"]), c["measured"], f"{c['value']:.4g}",
-                         graded_by(c["holds_if"], c["approx_if"]), c["verdict"])
-                lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")
-            lines.append("")
-    lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]
-    path = out / "CLAIMS.md"
-    path.write_text("\n".join(lines))
-    return path
-
-
-# -- the command line ----------------------------------------------------------------------
-
-def _seed_count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of seeds, at least 1; received {text!r}. "
-                                         f"Fix: --seeds 3 (a confidence interval needs 2 or more).")
-    return int(text)
-
-
-def parse_args(argv, *, prog: str, allow_numbers: bool):
-    ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
-    if allow_numbers:
-        ap.add_argument("numbers", nargs="*", help="lesson numbers to run, e.g. 03 05 (default: all)")
-    ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
-    ap.add_argument("--seeds", type=_seed_count, default=None,
-                    help="independent runs of each training lesson (default: 3, or 1 with --quick)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
-                                                                    f"(default: {DEFAULT_OUT})")
-    return ap.parse_args(argv)
-
-
-def select(paths: list[Path], numbers: list[str]) -> list[Path]:
-    by_number = {p.stem.split("_", 1)[0]: p for p in paths}
-    chosen = []
-    for n in numbers:
-        key = n.zfill(2) if n.isdigit() else n
-        if key not in by_number:
-            available = ", ".join(by_number) or "none"
-            raise SystemExit(f"lesson: expected one of the lesson numbers ({available}); received {n!r}. "
-                             f"Fix: run `python -m lessons` without numbers to run them all.")
-        chosen.append(by_number[key])
-    return chosen
-
-
-def print_summary(results: list[Result], ledger: Path) -> None:
-    print()
-    print(f"{'lesson':<7}{'title':<58}{'status':<8}{'seconds':>8}{'figures':>9}  claims (holds/approx/not)")
-    for r in results:
-        tally = "/".join(str(sum(c["verdict"] == v for c in r.claims)) for v in VERDICTS)
-        title = r.title if len(r.title) <= 56 else r.title[:53] + "..."
-        budget = BUDGET_SECONDS[r.quick]
-        flag = f"  over the {budget:.0f} s budget" if r.seconds > budget else ""
-        print(f"{r.number:<7}{title:<58}{r.status:<8}{r.seconds:>8.1f}{len(r.figures):>9}  {tally}{flag}")
-    failed = [r for r in results if r.status != "ok"]
-    if not results:
-        print("no lessons found (lessons/NN_name.py)")
-    elif failed:
-        print(f"\n{len(failed)} of {len(results)} lessons FAILED: " + ", ".join(r.stem for r in failed))
-        for r in failed:
-            print(f"  {r.stem}: {r.error}")
-    else:
-        print(f"\nall {len(results)} lessons passed")
-    print(f"claims ledger: {ledger}")
-
-
-def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
-                seeds: int | None = None) -> int:
-    results = []
-    for path in paths:
-        r = run_one(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
-        print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
-              f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
-        results.append(r)
-    ledger = write_ledger(out, results, replace_all=replace_all)
-    print_summary(results, ledger)
-    return 1 if any(r.status != "ok" for r in results) else 0
-
-
-def main(argv=None) -> int:
-    """``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]``."""
-    args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
-    paths = discover()
-    chosen = select(paths, args.numbers) if args.numbers else paths
-    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds)
-
-
-def run_alone(path: str, argv=None) -> int:
-    """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
-    path = Path(path).resolve()
-    args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
-    return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True, seeds=args.seeds)
+    See the module docstring: under the runner, the runner's Lesson; as a script (``name == "__main__"``
+    outside a notebook), the runner runs this file and the process exits with its status; otherwise (a
+    notebook) a Lesson of its own, sized by SCRATCHNORM_QUICK and writing to SCRATCHNORM_OUT.
+    """
+    if DRIVEN is not None:
+        check(DRIVEN.stem == stem, f"start: the runner is running {DRIVEN.stem}, but this file calls itself "
+                                   f"{stem!r}. Fix: pass the lesson's own file name.")
+        return DRIVEN
+    path = LESSONS_DIR / f"{stem}.py"
+    check(path.is_file(), f"start: expected the stem of a lesson in {LESSONS_DIR} (e.g. '02_geometry'); "
+                          f"received {stem!r}. Fix: start(__name__, '<the file name without .py>').")
+    if name == "__main__" and not in_notebook():
+        from lessons._runner import run_alone
+        raise SystemExit(run_alone(path))
+    out = Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)
+    return Lesson(path, quick=quick_from_env(), out=out, verbose=True, notebook=True)

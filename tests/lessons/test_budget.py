@@ -8,7 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from lessons._common import CODE_LINES, HELPER_LINES, code_lines, discover  # noqa: E402
+from lessons._common import CODE_LINES, HELPER_LINES, code_lines  # noqa: E402
+from lessons._runner import discover  # noqa: E402
 
 SAMPLE = '''"""A docstring
 of three lines

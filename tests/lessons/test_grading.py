@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from lessons._common import graded_by  # noqa: E402
+from lessons._ledger import graded_by  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, OPERATORS, above, below, exactly, grading,  # noqa: E402
                               nearest_end, verdict_of, within)
 from lessons._summary import SUMMARY, entry_of  # noqa: E402

@@ -9,7 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
 
-from lessons._common import VERDICTS, discover, run_lessons  # noqa: E402
+from lessons._grading import VERDICTS  # noqa: E402
+from lessons._runner import discover, run_lessons  # noqa: E402
 
 
 def test_every_lesson_passes_quick(quick_run):
@@ -67,21 +68,30 @@ def test_unknown_lesson_number_is_an_error(tmp_path, python):
     assert "77" in proc.stderr and "Fix:" in proc.stderr
 
 
-LESSON_TEMPLATE = '''"""{title}"""
-from lessons._common import FAILS, HOLDS
+LESSON_TEMPLATE = '''# %% [markdown]
+# # {title}
+
+# %%
+import _path  # noqa: F401
+from lessons._common import FAILS, HOLDS, start
 from lessons._grading import exactly
 
+lesson = start(__name__, "{stem}")
 
-def run(lesson):
-    lesson.claim("two plus two is five", source="test", measured="4", value=2 + 2, **exactly(5), expect={expect})
+# %%
+lesson.claim("two plus two is five", source="test", measured="4", value=2 + 2, **exactly(5), expect={expect})
+
+# %%
+lesson.finish()
 '''
 
 
 def test_false_claim_is_a_result_but_a_contradicted_text_fails(tmp_path, capsys):
     good = tmp_path / "97_false_claim.py"
-    good.write_text(LESSON_TEMPLATE.format(title="A false claim, reported", expect="FAILS"))
+    good.write_text(LESSON_TEMPLATE.format(title="A false claim, reported", stem=good.stem, expect="FAILS"))
     bad = tmp_path / "98_wrong_text.py"
-    bad.write_text(LESSON_TEMPLATE.format(title="A text that the measurement contradicts", expect="HOLDS"))
+    bad.write_text(LESSON_TEMPLATE.format(title="A text that the measurement contradicts", stem=bad.stem,
+                                           expect="HOLDS"))
     out = tmp_path / "out"
     assert run_lessons([good], quick=True, out=out, replace_all=True) == 0
     assert run_lessons([good, bad], quick=True, out=out, replace_all=True) == 1

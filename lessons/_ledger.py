@@ -1,0 +1,79 @@
+"""The claims ledger: every lesson's graded claims, as ``claims.json`` and ``CLAIMS.md``.
+
+The ledger lives next to the figures: ``claims.json`` (machine-readable, one entry per lesson) and
+``CLAIMS.md`` (the same, as tables to read). Running every lesson rewrites both; running some lessons
+replaces only their entries, so ``python -m lessons 05`` does not erase the rows of the other lessons.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from lessons._grading import VERDICTS
+from lessons._sources import SOURCES_MD
+from lessons._summary import summary_lines
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def graded_by(holds_if, approx_if) -> str:
+    """'holds if ≤ 1e-12; approximately if ≤ 0.001' for the ledger."""
+    def cond(pairs):
+        return " and ".join(f"{op.replace('<=', '≤').replace('>=', '≥')} {bound:.3g}" for op, bound in pairs)
+    return f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+
+
+def _linked(source: str) -> str:
+    """The source cell: each "(lessons/SOURCES.md#anchor)" becomes a link that works from figures/CLAIMS.md."""
+    return re.sub(re.escape(SOURCES_MD) + r"#([a-z0-9-]+)", r"[source](../" + SOURCES_MD + r"#\1)", source)
+
+
+def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
+    """Merge ``results`` into <out>/claims.json and rewrite <out>/CLAIMS.md from it."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "claims.json"
+    entries = {}
+    if store.exists() and not replace_all:
+        try:
+            entries = json.loads(store.read_text())
+        except (json.JSONDecodeError, OSError):
+            entries = {}
+    for r in results:
+        entries[r.stem] = {k: v for k, v in asdict(r).items() if k != "seconds"}  # keep the file stable
+    entries = dict(sorted(entries.items()))
+    store.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
+
+    lines = ["# Claims ledger", "",
+             "Each lesson measures the claims below. A claim is graded on one measured number, its *value*, "
+             "against bounds declared beside it in the lesson: it *holds* when every `holds_if` bound holds, "
+             "*holds only approximately* when every `approx_if` bound holds, and *does not hold* otherwise "
+             "(`lessons/_grading.py`; `claims.json` has the same fields, so every verdict can be recomputed). "
+             "A claim that does not hold is a result, not an error. Sources are cited by section; each link "
+             f"leads to [{SOURCES_MD}](../{SOURCES_MD}), which describes the sources in English and says where "
+             "to read them. Nothing is quoted.", "",
+             "Written by `python -m lessons` (see `lessons/__init__.py`). Running some lessons replaces only "
+             "their sections; `claims.json` holds the same data.", ""]
+    lines += summary_lines(entries, _md_cell)
+    counts = {v: 0 for v in VERDICTS}
+    for e in entries.values():
+        mode = "quick run" if e["quick"] else "full run"
+        seeds = f", {e['seeds']} seed{'s' * (e['seeds'] > 1)} for training" if e.get("seeds") else ""
+        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}*", ""]
+        if e["status"] != "ok":
+            lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
+        if e["claims"]:
+            lines += ["| claim | source | measured | value | graded | verdict |", "|---|---|---|---|---|---|"]
+            for c in e["claims"]:
+                counts[c["verdict"]] += 1
+                cells = (c["claim"], _linked(c["source"]), c["measured"], f"{c['value']:.4g}",
+                         graded_by(c["holds_if"], c["approx_if"]), c["verdict"])
+                lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")
+            lines.append("")
+    lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]
+    path = out / "CLAIMS.md"
+    path.write_text("\n".join(lines))
+    return path

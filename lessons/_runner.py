@@ -1,0 +1,158 @@
+"""The runner: ``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]`` (see lessons/__init__.py).
+
+It runs each lesson file from top to bottom (``runpy``) with a :class:`~lessons._common.Lesson` it made,
+which the lesson's ``start(__name__, stem)`` picks up; prints one progress line per lesson and a summary
+table; and merges the lessons' claims into the ledger (lessons/_ledger.py). A lesson that raises is
+reported as FAILED and the others still run.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import runpy
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from lessons import _common
+from lessons._common import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Lesson
+from lessons._grading import VERDICTS
+from lessons._ledger import write_ledger
+
+TITLE = re.compile(r"^# # (.+)$", re.MULTILINE)     # the first markdown heading: "# # The title"
+
+
+def lesson_title(path: Path) -> str:
+    """The title of a lesson: the level-1 heading of its first markdown cell."""
+    found = TITLE.search(Path(path).read_text(encoding="utf-8"))
+    return found.group(1).strip() if found else "(no title)"
+
+
+def discover(directory: Path = LESSONS_DIR) -> list[Path]:
+    """lessons/NN_name.py, in order of NN."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.py"))
+
+
+@dataclass
+class Result:
+    number: str
+    stem: str
+    title: str
+    quick: bool
+    seconds: float
+    status: str                      # "ok" or "FAILED"
+    error: str = ""
+    seeds: int = 0                   # independent runs of the training lessons
+    figures: list[str] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)   # the inline questions' answers, with this run's numbers
+
+
+def result_of(lesson: Lesson, *, title: str, seconds: float, status: str = "ok", error: str = "") -> Result:
+    return Result(lesson.number, lesson.stem, title, lesson.quick, seconds, status, error,
+                  lesson.seeds_used, [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims],
+                  list(lesson.answers))
+
+
+def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None) -> Result:
+    """Run one lesson file top to bottom with a Lesson of ours; report, never raise."""
+    lesson = Lesson(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
+    title, status, error = lesson_title(path), "ok", ""
+    if str(LESSONS_DIR) not in sys.path:
+        sys.path.insert(0, str(LESSONS_DIR))      # a lesson's first line: import _path
+    t0 = time.perf_counter()
+    _common.DRIVEN = lesson
+    try:
+        runpy.run_path(str(path), run_name="__lesson__")
+    except Exception as exc:  # a failing lesson is reported, the others still run
+        status, error = "FAILED", f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        _common.DRIVEN = None
+        plt.close("all")
+    return result_of(lesson, title=title, seconds=time.perf_counter() - t0, status=status, error=error)
+
+
+def _seed_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of seeds, at least 1; received {text!r}. "
+                                         f"Fix: --seeds 3 (a confidence interval needs 2 or more).")
+    return int(text)
+
+
+def parse_args(argv, *, prog: str, allow_numbers: bool):
+    ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
+    if allow_numbers:
+        ap.add_argument("numbers", nargs="*", help="lesson numbers to run, e.g. 03 05 (default: all)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
+    ap.add_argument("--seeds", type=_seed_count, default=None,
+                    help="independent runs of each training lesson (default: 3, or 1 with --quick)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
+                                                                    f"(default: {DEFAULT_OUT})")
+    return ap.parse_args(argv)
+
+
+def select(paths: list[Path], numbers: list[str]) -> list[Path]:
+    by_number = {p.stem.split("_", 1)[0]: p for p in paths}
+    chosen = []
+    for n in numbers:
+        key = n.zfill(2) if n.isdigit() else n
+        if key not in by_number:
+            available = ", ".join(by_number) or "none"
+            raise SystemExit(f"lesson: expected one of the lesson numbers ({available}); received {n!r}. "
+                             f"Fix: run `python -m lessons` without numbers to run them all.")
+        chosen.append(by_number[key])
+    return chosen
+
+
+def print_summary(results: list[Result], ledger: Path) -> None:
+    print()
+    print(f"{'lesson':<7}{'title':<58}{'status':<8}{'seconds':>8}{'figures':>9}  claims (holds/approx/not)")
+    for r in results:
+        tally = "/".join(str(sum(c["verdict"] == v for c in r.claims)) for v in VERDICTS)
+        title = r.title if len(r.title) <= 56 else r.title[:53] + "..."
+        budget = BUDGET_SECONDS[r.quick]
+        flag = f"  over the {budget:.0f} s budget" if r.seconds > budget else ""
+        print(f"{r.number:<7}{title:<58}{r.status:<8}{r.seconds:>8.1f}{len(r.figures):>9}  {tally}{flag}")
+    failed = [r for r in results if r.status != "ok"]
+    if not results:
+        print("no lessons found (lessons/NN_name.py)")
+    elif failed:
+        print(f"\n{len(failed)} of {len(results)} lessons FAILED: " + ", ".join(r.stem for r in failed))
+        for r in failed:
+            print(f"  {r.stem}: {r.error}")
+    else:
+        print(f"\nall {len(results)} lessons passed")
+    print(f"claims ledger: {ledger}")
+
+
+def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
+                seeds: int | None = None) -> int:
+    results = []
+    for path in paths:
+        r = run_one(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
+        print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
+              f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
+        results.append(r)
+    ledger = write_ledger(out, results, replace_all=replace_all)
+    print_summary(results, ledger)
+    return 1 if any(r.status != "ok" for r in results) else 0
+
+
+def main(argv=None) -> int:
+    """``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]``."""
+    args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
+    paths = discover()
+    chosen = select(paths, args.numbers) if args.numbers else paths
+    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds)
+
+
+def run_alone(path, argv=None) -> int:
+    """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
+    path = Path(path).resolve()
+    args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
+    return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True, seeds=args.seeds)
