@@ -7,6 +7,8 @@ Running them
     python -m lessons --quick         # small sizes, < 10 s a lesson (the tests run this)
     python -m lessons --out DIR       # where figures and the claims ledger go (default: figures/)
     python lessons/02_geometry.py [--quick] [--out DIR]     # a lesson on its own
+    SCRATCHNORM_QUICK=1 jupyter lab lessons/      # open a lesson as a notebook (jupytext; the book extra)
+    make book                                     # the course as a web site in book/ (see book/README)
 
 The runner prints one line per lesson (number, title, status, seconds, figures
 written), then a summary table, and exits non-zero naming every lesson that
@@ -27,53 +29,81 @@ other lessons' rows survive.
 
 Writing a lesson
 ----------------
-A lesson is ``lessons/NN_name.py`` (NN: two digits, the order). Its module
-docstring is the lesson's text; its first line is the title. It reads::
+A lesson is ``lessons/NN_name.py`` (NN: two digits, the order), a percent-format
+script: ``# %%`` starts a code cell, ``# %% [markdown]`` a prose cell whose lines
+are comments (jupytext's format; Jupyter and VS Code open the file as a
+notebook through jupytext, and Python runs it as a script). Its first cell is
+markdown and opens with the title as a level-1 heading. The prose stands in
+markdown cells beside the code it explains, with formulas in LaTeX
+(``$\hat x = (x - \mu)/\sigma$``). It reads::
 
-    \"\"\"Title: one line.
+    # %% [markdown]
+    # # Title: one line
+    #
+    # What it shows and why, the math: $y = x / \mathrm{RMS}(x)$.
 
-    What it shows, the math in a few lines, what to look at in the figures.
-    \"\"\"
-    import sys
-    from pathlib import Path
-
-    if __package__ in (None, ""):                 # run as a script
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lessons._common import HOLDS, APPROX, FAILS, check, explainer, paper, run_alone
+    # %%
+    import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
+    import numpy as np
+    from lessons._common import HOLDS, APPROX, FAILS, check, explainer, paper, start
     from lessons._grading import below
 
+    lesson = start(__name__, "02_geometry")      # the run's context (lessons/_common.py)
 
-    def run(lesson):
-        n = lesson.pick(200, 5000)                # quick size, full size
-        rng = np.random.default_rng(0)            # seed every RNG
-        ...
-        check(np.isfinite(err), "the measurement is sane")     # sanity: raises AssertionError
-        lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
-                     measured=f"max deviation {err:.1e}", value=err, **below(1e-12, approx=1e-3),
-                     expect=APPROX)
-        fig, ax = plt.subplots(); ...
-        lesson.save(fig, "sphere")                # -> <out>/NN_name_sphere.png
+    # %% [markdown]
+    # What the next cell measures, and why.
 
+    # %%
+    n = lesson.pick(200, 5000)                    # quick size, full size
+    rng = np.random.default_rng(0)                # seed every RNG
+    ...
+    check(np.isfinite(err), "the measurement is sane")     # sanity: raises AssertionError
+    lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
+                 measured=f"max deviation {err:.1e}", value=err, **below(1e-12, approx=1e-3),
+                 expect=APPROX)
+    fig, ax = plt.subplots(); ...
+    lesson.save(fig, "sphere")                    # -> <out>/NN_name_sphere.png (shown in a notebook)
 
-    if __name__ == "__main__":
-        sys.exit(run_alone(__file__))
+    # %% [markdown]
+    # ## Questions
+    #
+    # **1.** A question about what the run measured?
 
-Size: a lesson is prose in its docstring plus about 100, at most 150, lines of
-code (``_common.code_lines``: blank lines, comments and docstrings don't count;
+    # %% tags=["remove-input"]
+    lesson.answer(f"The answer, with the run's number: {err:.1e}.")
+
+    # %%
+    lesson.finish()
+
+Numbers in prose come from the run: a markdown cell holds no measured number
+(it would go stale); the code prints it, records it in a claim, or states it
+in an answer. Each lesson ends with two or three inline questions (CS231n's
+habit): the question is prose, and ``lesson.answer(...)`` gives its answer with
+the run's numbers; the book folds the answer out (the ``remove-input`` tag
+hides the code that computes it), the ledger's claims.json keeps it.
+
+A lesson runs three ways, through ``start`` (lessons/_common.py): by the runner
+(``python -m lessons``, which runs each file top to bottom, lessons/_runner.py);
+as a script (``python lessons/NN_name.py``, which hands the file to the
+runner); and as a notebook, where ``--quick`` is the environment variable
+``SCRATCHNORM_QUICK=1`` and ``--out`` is ``SCRATCHNORM_OUT``.
+
+Size: a lesson is prose in its markdown cells plus about 100, at most 150, lines of
+code (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings don't count;
 tests/lessons/test_budget.py enforces it). Helpers that more than one lesson
 could use, or that would push a lesson over its budget, go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
 ``_placement.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``,
-``_corpus.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``),
+``_corpus.py``, ``_dyt.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
+``_ledger.py``; the runner's: ``_runner.py``, ``_path.py``),
 never in a lesson; a helper module stays under
 400 lines. An appendix lesson takes what its main lesson cannot hold
 (13_speed_past_the_cache.py is lesson 09's).
 
-Rules: ``run(lesson)`` raises (any exception) when the lesson fails; a claim
+Rules: a lesson fails when it raises (any exception); a claim
 found false is not a failure, but a verdict different from ``expect`` (what
 the text says) is. Sources: ``paper("§4.2")``, ``explainer("000", "§8.1")``
 or ``COMMON``; cite, never quote. matplotlib runs with the Agg backend
-(``lessons._common`` sets it); use ``import matplotlib.pyplot as plt`` after
-importing ``lessons._common``. Budgets: < 60 s full, < 10 s with ``--quick``;
+(``lessons._common`` sets it; a notebook shows each saved figure). Budgets: < 60 s full, < 10 s with ``--quick``;
 the summary flags a lesson over its budget.
 """
