@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lessons test lint bench gradcheck requirements clean
+.PHONY: lessons test lint bench gradcheck requirements clean book book-check
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,24 @@ gradcheck: $(STAMP)
 requirements: $(STAMP)
 	$(PY) tools/requirements.py
 
+# The course book (tools/book.py): `make book` installs the book extra into .venv (requirements-book.txt),
+# runs each lesson once as a notebook (SCRATCHNORM_QUICK=1 make book: the quick sizes) and builds book/.
+# `make book-check` opens it in headless Chromium (Debian: apt-get install chromium) and runs a lesson as a
+# notebook; figures/ and `make lessons` are untouched by both.
+BOOK_STAMP := $(VENV)/.book-installed
+
+$(BOOK_STAMP): $(STAMP) requirements-book.txt
+	$(PY) -m pip install -q -r requirements-book.txt
+	touch $(BOOK_STAMP)
+
+book: $(BOOK_STAMP)
+	MPLBACKEND=Agg $(PY) tools/book.py
+
+book-check: $(BOOK_STAMP)
+	MPLBACKEND=Agg $(PY) -m pytest -q tests/book tests/lessons/test_cells.py
+
 bench: $(STAMP)
 	$(PY) -m scratchnorm.bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis book .book

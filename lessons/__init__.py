@@ -1,4 +1,4 @@
-"""The lessons of scratchnorm: short scripts that measure what the layers do and check claims.
+r"""The lessons of scratchnorm: short scripts that measure what the layers do and check claims.
 
 Running them
 ------------

@@ -2,10 +2,11 @@
 
 pyproject.toml is the one source of the dependencies. requirements.txt pins, with ``==``,
 the version installed in the environment that runs this script, for the core dependencies
-and the ``lessons`` and ``test`` extras (not ``compare``: torch and jax are optional).
+and the ``lessons`` and ``test`` extras (not ``compare``: torch and jax are optional);
+requirements-book.txt pins the ``book`` extra the same way (``make book`` installs it).
 
-    python tools/requirements.py           # rewrite requirements.txt
-    python tools/requirements.py --check   # exit 1 if it is out of date
+    python tools/requirements.py           # rewrite both files
+    python tools/requirements.py --check   # exit 1 if one is out of date
 """
 from __future__ import annotations
 
@@ -18,34 +19,36 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("lessons", "test")
+FILES = {"requirements.txt": (True, EXTRAS), "requirements-book.txt": (False, ("book",))}   # core?, extras
 HEADER = "# Generated from pyproject.toml by tools/requirements.py: edit pyproject.toml, then rerun it.\n"
 
 
-def declared(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """The requirement strings of the core dependencies and the EXTRAS, in that order."""
+def declared(pyproject: Path = ROOT / "pyproject.toml", *, core: bool = True, extras=EXTRAS) -> list[str]:
+    """The requirement strings of the core dependencies (if ``core``) and the ``extras``, in that order."""
     project = tomllib.loads(pyproject.read_text())["project"]
-    extras = project.get("optional-dependencies", {})
-    return list(project["dependencies"]) + [r for name in EXTRAS for r in extras[name]]
+    optional = project.get("optional-dependencies", {})
+    return list(project["dependencies"]) * core + [r for name in extras for r in optional[name]]
 
 
 def name_of(requirement: str) -> str:
     return re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0).lower()
 
 
-def render() -> str:
-    return HEADER + "".join(f"{name_of(r)}=={version(name_of(r))}\n" for r in declared())
+def render(core: bool = True, extras=EXTRAS) -> str:
+    return HEADER + "".join(f"{name_of(r)}=={version(name_of(r))}\n" for r in declared(core=core, extras=extras))
 
 
 def main(argv: list[str]) -> int:
-    target = ROOT / "requirements.txt"
-    text = render()
-    if "--check" in argv:
-        if target.read_text() != text:
-            print("requirements.txt is out of date: run python tools/requirements.py", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(text)
-    return 0
+    stale = []
+    for name, (core, extras) in FILES.items():
+        target, text = ROOT / name, render(core, extras)
+        if "--check" not in argv:
+            target.write_text(text)
+        elif not target.exists() or target.read_text() != text:
+            stale.append(name)
+    for name in stale:
+        print(f"{name} is out of date: run python tools/requirements.py", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

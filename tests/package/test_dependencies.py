@@ -1,4 +1,5 @@
-"""One source of dependencies: requirements.txt is pyproject.toml's core + lessons + test, pinned."""
+"""One source of dependencies: requirements.txt is pyproject.toml's core + lessons + test, pinned;
+requirements-book.txt is its book extra, pinned."""
 from __future__ import annotations
 
 import re
@@ -20,8 +21,8 @@ def parse(requirement: str) -> tuple[str, str, tuple]:
     return m.group(1).lower(), m.group(2), tuple(int(p) for p in m.group(3).split("."))
 
 
-def requirement_lines() -> list[str]:
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
+def requirement_lines(name: str = "requirements.txt") -> list[str]:
+    lines = (ROOT / name).read_text().splitlines()
     return [ln for ln in lines if ln.strip() and not ln.startswith("#")]
 
 
@@ -31,11 +32,13 @@ def test_the_core_is_numpy_and_numba_only():
 
 def test_the_extras_are_named_for_their_users():
     extras = project()["optional-dependencies"]
-    assert set(extras) == {"lessons", "test", "compare"}
+    assert set(extras) == {"lessons", "test", "compare", "book"}
     assert {parse(r)[0] for r in extras["lessons"]} == {"matplotlib", "ml_dtypes"}
     assert {parse(r)[0] for r in extras["test"]} == {"pytest", "hypothesis", "ruff"}
     assert {parse(r)[0] for r in extras["compare"]} >= {"torch", "jax"}
     assert all(parse(r)[1] == "==" for r in extras["compare"]), "compare pins the versions tested here"
+    assert {parse(r)[0] for r in extras["book"]} == {"sphinx", "myst-nb", "furo", "sphinx-mathjax-offline",
+                                                     "jupytext", "nbclient", "ipykernel", "playwright"}
 
 
 def test_requirements_txt_pins_exactly_the_core_lessons_and_test_sets():
@@ -44,6 +47,15 @@ def test_requirements_txt_pins_exactly_the_core_lessons_and_test_sets():
               + p["optional-dependencies"]["test"]}
     pinned = [parse(r) for r in requirement_lines()]
     assert all(op == "==" for _, op, _ in pinned), "requirements.txt pins every version with =="
+    assert sorted(name for name, _, _ in pinned) == sorted(wanted)
+    for name, _, v in pinned:
+        assert v >= wanted[name][2], f"{name}: the pin {v} is below pyproject's lower bound {wanted[name][2]}"
+
+
+def test_requirements_book_txt_pins_exactly_the_book_extra():
+    wanted = {parse(r)[0]: parse(r) for r in project()["optional-dependencies"]["book"]}
+    pinned = [parse(r) for r in requirement_lines("requirements-book.txt")]
+    assert all(op == "==" for _, op, _ in pinned)
     assert sorted(name for name, _, _ in pinned) == sorted(wanted)
     for name, _, v in pinned:
         assert v >= wanted[name][2], f"{name}: the pin {v} is below pyproject's lower bound {wanted[name][2]}"

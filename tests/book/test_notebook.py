@@ -1,0 +1,39 @@
+"""A lesson opens as a notebook (jupytext) and runs headless in a Jupyter kernel (nbclient), quick sizes.
+
+Skipped, with the reason, without the book extra (``make book`` installs it; ``make book-check`` runs this).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext", reason="jupytext is in the book extra: `make book` installs it")
+nbclient = pytest.importorskip("nbclient", reason="nbclient is in the book extra: `make book` installs it")
+pytest.importorskip("ipykernel", reason="ipykernel is in the book extra: `make book` installs it")
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = ROOT / "lessons" / "03_invariance_table.py"
+
+
+def test_a_lesson_executes_as_a_notebook(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCRATCHNORM_QUICK", "1")
+    monkeypatch.setenv("SCRATCHNORM_OUT", str(tmp_path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = jupytext.read(LESSON)
+    kinds = [c.cell_type for c in nb.cells]
+    assert kinds[0] == "markdown" and kinds.count("markdown") >= 4 and kinds.count("code") >= 4
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", extra_arguments=["--log-level=ERROR"],
+                            resources={"metadata": {"path": str(LESSON.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the figure is shown in the notebook"
+    answers = [o for o in outputs if '<details class="answer">' in o.get("data", {}).get("text/html", "")]
+    assert len(answers) >= 2, "the inline questions' answers are shown folded"
+    entry = json.loads((tmp_path / "claims.json").read_text())["03_invariance_table"]
+    assert entry["quick"] is True and entry["status"] == "ok" and entry["claims"]
+    assert len(entry["answers"]) == len(answers)
+    assert (tmp_path / "03_invariance_table_heatmap.png").stat().st_size > 5000
+    assert os.environ["SCRATCHNORM_QUICK"] == "1"
