@@ -1,44 +1,23 @@
 # %% [markdown]
 # # Why normalize: activation and gradient scale through a deep MLP at initialization.
-# A plain ReLU network h_l = ReLU(W_l h_{l-1}) with weights drawn from
-# N(0, s^2 * 2/fan_in) multiplies the mean square of its activations by s^2
-# per layer, in expectation: half of the pre-activation's energy survives the
-# ReLU, and 2/fan_in puts it back (He et al. 2015). So
 #
-#     RMS(h_l) ~ s^l * RMS(h_0),        ||dL/dh_l|| ~ s^(L-l) * ||dL/dh_L||
+# A plain ReLU network $h_l = \mathrm{ReLU}(W_l h_{l-1})$ with weights drawn from
+# $\mathcal{N}(0,\ s^2 \cdot 2/\text{fan\_in})$ multiplies the mean square of its activations by $s^2$ per
+# layer, in expectation: half of the pre-activation's energy survives the ReLU, and $2/\text{fan\_in}$ puts it
+# back (He et al. 2015). So
 #
-# Only s = 1 (He initialization) keeps the scale; s = 0.5 or 2 shrink or grow
-# it geometrically: forward activations and backward gradients vanish or
-# explode. With a normalization after every Linear (Linear -> LayerNorm or
-# RMSNorm -> ReLU) each block starts from a vector of RMS 1, whatever s is:
-# the normalization divides the Linear's output by its own scale. That is the
-# "weight matrix re-scaling" invariance of lesson 03, taken through every layer
-# at once: the output does not change with s, the gradients reaching the
-# activations do not either, and dL/dW_l is divided by s (paper §4.2: larger
-# weights get smaller updates).
+# $$
+# \mathrm{RMS}(h_l) \approx s^l\, \mathrm{RMS}(h_0), \qquad
+# \left\lVert \frac{\partial L}{\partial h_l} \right\rVert \approx s^{L-l} \left\lVert \frac{\partial L}{\partial h_L} \right\rVert .
+# $$
 #
-# The networks: width d, L hidden blocks, then a linear readout with He
-# initialization (s applies to the hidden layers only). The same random
-# matrices, scaled by s, are used for every network, so the curves are paired.
-# The loss is a fixed random linear function of the output, L = sum(r * y),
-# so its gradient dL/dy = r is a random vector of RMS 1. Everything runs
-# through scratchnorm's layers (scratchnorm.nn.mlp) and their hand-written
-# backward passes.
-#
-# Figure 01_why_normalize_depth.png, against depth, log scale: the RMS of each
-# block's output (forward), the RMS of the gradient reaching each block's
-# input (backward), and the RMS of each weight gradient. Solid: no
-# normalization; dashed: LayerNorm; dotted: RMSNorm; the colour is s. Top row:
-# the plain lines fan out geometrically, slope log s per layer: 2^40 ~ 1e12 up
-# or down after 40 layers; the normalized lines stay flat. Bottom row, zoomed:
-# a normalized block's output has RMS about 1/sqrt(2) (the RMS-1 normalized
-# vector, about half of its energy cut by the ReLU) at every depth and for
-# every s; the gradient at the activations drifts by a few times over the
-# depth, the same for every s (a finite-width random walk, not a factor per
-# layer); for each normalization the weight gradients of the three s are
-# parallel lines a factor 2 apart (dL/dW ~ 1/s). Note that the plain net with
-# the exactly right s = 1 keeps its scales too: what normalization buys is not
-# needing to get s right.
+# Only $s = 1$ (He initialization) keeps the scale; $s = 0.5$ or $2$ shrink or grow it geometrically: forward
+# activations and backward gradients vanish or explode. With a normalization after every Linear
+# (Linear $\to$ LayerNorm or RMSNorm $\to$ ReLU) each block starts from a vector of RMS 1, whatever $s$ is:
+# the normalization divides the Linear's output by its own scale. That is the "weight matrix re-scaling"
+# invariance of lesson 03, taken through every layer at once: the output does not change with $s$, the
+# gradients reaching the activations do not either, and $\partial L / \partial W_l$ is divided by $s$
+# (paper §4.2: larger weights get smaller updates).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -50,6 +29,17 @@ from lessons._grading import below
 from scratchnorm import Linear, RMSNorm, nn
 
 lesson = start(__name__, "01_why_normalize")
+
+# %%
+# %% [markdown]
+# ## The networks
+#
+# Width $d$, $L$ hidden blocks, then a linear readout with He initialization ($s$ applies to the hidden layers
+# only). The same random matrices, scaled by $s$, are used for every network, so the curves are paired. The
+# loss is a fixed random linear function of the output, $L = \sum r \odot y$, so its gradient
+# $\partial L/\partial y = r$ is a random vector of RMS 1. Everything runs through scratchnorm's layers
+# (`scratchnorm.nn.mlp`) and their hand-written backward passes; `measure` records the scales at every block
+# on one forward and one backward.
 
 # %%
 SCALES = (0.5, 1.0, 2.0)
@@ -96,6 +86,13 @@ def measure(model, x, r):
 
 
 # %%
+# %% [markdown]
+# ## The plain network
+#
+# One forward and one backward of every network. Without a normalization the activation RMS should change
+# by a factor $s$ per layer: the slope of $\log \mathrm{RMS}(h_l)$ against $l$ is $\log s$.
+
+# %%
 depth, d, n = lesson.pick((30, 128, 16), (40, 256, 32))
 rng = np.random.default_rng(1)
 base = [rng.standard_normal((d, d)) for _ in range(depth + 1)]       # shared by every network
@@ -115,6 +112,13 @@ lesson.claim("Without normalization the activation RMS grows or shrinks geometri
                                                                   for s in SCALES) + " (input RMS 1)",
              value=worst, **below(0.1, approx=0.3), expect=HOLDS)
 
+# %% [markdown]
+# ## The normalized networks
+#
+# With LayerNorm or RMSNorm the block outputs and the gradients at the activations should not depend on
+# $s$ at all, and should stay within a small factor over the whole depth.
+
+# %%
 # Normalized networks: flat activations and gradients, whatever s.
 def spread(key, names):
     v = np.concatenate([res[nm, s][key] for nm in names for s in SCALES])
@@ -143,6 +147,14 @@ lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer
                       f"max |RMS − 1| = {rms_dev:.1e}",
              value=rms_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
+# %% [markdown]
+# ## The paper's invariance, through the whole network
+#
+# Scaling every hidden $W_l$ by $s$ should leave the output of a normalized network unchanged, and divide
+# every $\partial L/\partial W_l$ by $s$ (§4.1–4.2): $s \cdot \mathrm{RMS}(\partial L/\partial W_l(s)) =
+# \mathrm{RMS}(\partial L/\partial W_l(1))$.
+
+# %%
 # Paper §4.1-4.2 through the whole network: output invariant to s, dL/dW proportional to 1/s.
 out_dev, grad_dev = 0.0, 0.0
 for name in normed:
@@ -157,6 +169,21 @@ lesson.claim("Scaling the weights by s leaves a normalized layer's output unchan
                       f"{grad_dev:.1e}",
              value=max(out_dev, grad_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
+# %% [markdown]
+# ## The figure
+#
+# Against depth, log scale: the RMS of each block's output (forward), the RMS of the gradient reaching each
+# block's input (backward), and the RMS of each weight gradient. Solid: no normalization; dashed: LayerNorm;
+# dotted: RMSNorm; the colour is $s$. Top row: the plain lines fan out geometrically, slope $\log s$ per
+# layer: $2^{40} \approx 10^{12}$ up or down after 40 layers; the normalized lines stay flat. Bottom row,
+# zoomed: a normalized block's output has RMS about $1/\sqrt{2}$ (the RMS-1 normalized vector, about half of
+# its energy cut by the ReLU) at every depth and for every $s$; the gradient at the activations drifts by a
+# few times over the depth, the same for every $s$ (a finite-width random walk, not a factor per layer); for
+# each normalization the weight gradients of the three $s$ are parallel lines a factor 2 apart
+# ($\partial L/\partial W \propto 1/s$). Note that the plain net with the exactly right $s = 1$ keeps its
+# scales too: what normalization buys is not needing to get $s$ right.
+
+# %%
 fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), layout="constrained")
 panels = [("act", "RMS of block output $h_l$", "Forward: activations"),
           ("grad_in", r"RMS of $\partial L/\partial h_{l-1}$ (block input)", "Backward: gradient at activations"),
@@ -175,6 +202,37 @@ fig.suptitle(f"ReLU MLP at initialization, {depth} hidden layers of width {d}, w
              "three s "
              "coincide: they show as nested stripes (wide blue, green, thin red).")
 lesson.save(fig, "depth")
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** The plain network with $s = 1$ keeps its scale through every layer. What, then, does a normalization
+# buy at initialization?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Freedom from getting s right. The plain net's fitted factor per layer is "
+              f"{factor[1.0]:.3f} at s = 1 but {factor[0.5]:.3f} and {factor[2.0]:.3f} at s = 0.5 and 2, "
+              f"which compounds over {depth} layers; with LayerNorm or RMSNorm the block outputs stay within a "
+              f"factor {act_spread:.2f} for every s, because each block divides by its own input's scale.")
+
+# %% [markdown]
+# **2.** A normalized layer's weight gradient is divided by $s$. Why does that make large weights learn slowly,
+# and by how much more than the gradient alone suggests?
+
+# %% tags=["remove-input"]
+g1, g2 = res["RMSNorm", 1.0]["grad_w"][0], res["RMSNorm", 2.0]["grad_w"][0]
+lesson.answer(f"At s = 2 the first layer's weight gradient has RMS {g2:.3g} against {g1:.3g} at s = 1 "
+              f"(ratio {g2 / g1:.3f}), while the weights are twice as large: a step of the same learning rate "
+              "changes W by a relative amount s squared smaller, a quarter. The layer adapts its own step size.")
+
+# %% [markdown]
+# **3.** RMSNorm's output should have RMS exactly 1, yet the run finds a small deviation. Where does it come
+# from?
+
+# %% tags=["remove-input"]
+lesson.answer(f"From eps: the layer divides by sqrt(mean(a^2) + eps), not sqrt(mean(a^2)), so the output "
+              f"RMS is sqrt(ms / (ms + eps)), about 1 - eps / (2 ms). The run's largest deviation is "
+              f"{rms_dev:.1e} with eps = 1e-6: the rows with the smallest mean square ms deviate most.")
 
 # %%
 lesson.finish()

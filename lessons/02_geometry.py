@@ -1,30 +1,19 @@
 # %% [markdown]
 # # Geometry: what RMSNorm and LayerNorm do to a vector.
-# RMSNorm divides x by its root mean square, RMS(x) = sqrt(mean(x^2)) = ||x|| / sqrt(d).
-# So ||RMSNorm(x)|| = ||x|| / RMS(x) = sqrt(d): every nonzero vector lands on the
-# sphere of radius sqrt(d), in the direction it already had (weight = 1).
 #
-# LayerNorm first subtracts the mean, x - mean(x) 1, which is the orthogonal
-# projection onto the hyperplane sum(x) = 0 (it removes the component along
-# 1 = (1, ..., 1)). Then it divides by the standard deviation, the RMS of what is
-# left. Its outputs lie on the sphere of radius sqrt(d) AND in that hyperplane:
-# for d = 3, on a circle. When mean(x) = 0 the projection does nothing and the
+# RMSNorm divides $x$ by its root mean square,
+# $\mathrm{RMS}(x) = \sqrt{\tfrac{1}{d}\sum_i x_i^2} = \lVert x \rVert / \sqrt{d}$. So
+#
+# $$\lVert \mathrm{RMSNorm}(x) \rVert = \frac{\lVert x \rVert}{\mathrm{RMS}(x)} = \sqrt{d}:$$
+#
+# every nonzero vector lands on the sphere of radius $\sqrt{d}$, in the direction it already had
+# (weight $= 1$).
+#
+# LayerNorm first subtracts the mean, $x - \bar{x}\,\mathbf{1}$, which is the orthogonal projection onto the
+# hyperplane $\sum_i x_i = 0$ (it removes the component along $\mathbf{1} = (1, \dots, 1)$). Then it divides
+# by the standard deviation, the RMS of what is left. Its outputs lie on the sphere of radius $\sqrt{d}$
+# *and* in that hyperplane: for $d = 3$, on a circle. When $\bar{x} = 0$ the projection does nothing and the
 # two layers give the same output.
-#
-# eps changes the picture near the origin. With "inside", x / sqrt(ms + eps),
-# a vector with RMS(x) well below sqrt(eps) is shrunk toward 0 instead of
-# reaching the sphere: the output fills a ball. "outside", x / (RMS(x) + eps),
-# reaches the sphere already at RMS(x) >> eps; "clamp", x / sqrt(max(ms, eps)),
-# is linear (x / sqrt(eps)) inside the ball and exact on the sphere outside it.
-# So RMSNorm(kx) = RMSNorm(x) is exact only for eps = 0.
-#
-# Figures
-# * 02_geometry_sphere.png: d = 3. Left: inputs (grey) move radially onto the
-#   sphere (blue). Right: LayerNorm drops them onto the plane x+y+z = 0 (thin
-#   lines along 1), and then onto the circle of radius sqrt(3) in that plane.
-# * 02_geometry_mean.png: the distance between the two outputs against
-#   mean(x)/std(x); zero at mean 0, the curve is sqrt(2 - 2/sqrt(1 + (m/s)^2)).
-# * 02_geometry_eps.png: d = 2, where small inputs land for the three eps modes.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -36,6 +25,11 @@ from lessons._grading import below
 from scratchnorm import layer_norm_forward, rms_norm_forward
 
 lesson = start(__name__, "02_geometry")
+
+# %%
+# %% [markdown]
+# The layers come from the NumPy reference (`rms_norm_forward`, `layer_norm_forward`); the picture in
+# three dimensions uses $\epsilon = 0$, so that the outputs land exactly on the sphere and the circle.
 
 # %%
 EPS = 1e-6          # the RMSNorm layer's default (LLaMA-1)
@@ -94,11 +88,28 @@ def sphere_figure(lesson, rng):
 
 
 # %%
+# %% [markdown]
+# ## In three dimensions
+#
+# Left: inputs (grey) move radially onto the sphere (blue). Right: LayerNorm drops them onto the plane
+# $x_1 + x_2 + x_3 = 0$ (thin lines along $\mathbf{1}$), and then onto the circle of radius $\sqrt{3}$ in that
+# plane.
+
+# %%
 rng = np.random.default_rng(2)
 d = 64
 y_ln3 = sphere_figure(lesson, rng)
 check(np.allclose(y_ln3.sum(axis=1), 0, atol=1e-12), "LayerNorm outputs lie in the plane sum = 0")
 
+# %% [markdown]
+# ## The sphere, and what $\epsilon$ does to it
+#
+# In $d = 64$, with inputs whose RMS spans two decades: without $\epsilon$ every output has norm $\sqrt{d}$;
+# the layer's $\epsilon$ (inside the root) shrinks the output's RMS to $\sqrt{ms/(ms+\epsilon)}$, so an input
+# of RMS $\sqrt{\epsilon}$ comes out with RMS $\sqrt{1/2}$. Scale invariance, $\mathrm{RMSNorm}(kx) =
+# \mathrm{RMSNorm}(x)$, is exact only for $\epsilon = 0$.
+
+# %%
 # The sphere (the paper's definition: no eps) and the layer with its eps.
 x = rng.standard_normal((lesson.pick(500, 5000), d))
 x *= np.exp(rng.uniform(np.log(0.1), np.log(10), (len(x), 1)))  # RMS(x) from about 0.1 to 10
@@ -126,6 +137,14 @@ lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
                       f"RMS(Δy) ≤ {mid:.1e} for k in [0.1, 10], {small:.2f} at k = 1e-3",
              value=mid, **below(1e-12, approx=1e-3), expect=APPROX)
 
+# %% [markdown]
+# ## LayerNorm against RMSNorm
+#
+# LayerNorm's output has mean 0 and variance $\mathrm{var}/(\mathrm{var}+\epsilon)$. Rows of mean 0 and
+# standard deviation 1, shifted by $m$: RMSNorm and LayerNorm agree at $m = 0$, and their distance grows as
+# $\sqrt{2 - 2/\sqrt{1 + (m/s)^2}}$ (the angle between $z + m\mathbf{1}$ and $z$).
+
+# %%
 # LayerNorm's output statistics, and RMSNorm = LayerNorm at mean 0.
 y_ln = layer_norm_forward(x1, eps=1e-5)[0]
 mean_dev, var_dev = np.max(np.abs(y_ln.mean(axis=1))), np.max(np.abs(y_ln.var(axis=1) - 1))
@@ -152,6 +171,16 @@ ax.set(xlabel="mean(x) / std(x)", ylabel="RMS of RMSNorm(x) − LayerNorm(x)",
 ax.legend()
 lesson.save(fig, "mean")
 
+# %% [markdown]
+# ## $\epsilon$ near the origin
+#
+# With "inside", $x/\sqrt{ms+\epsilon}$, a vector with $\mathrm{RMS}(x)$ well below $\sqrt{\epsilon}$ is shrunk
+# toward 0 instead of reaching the sphere: the output fills a ball. "outside", $x/(\mathrm{RMS}(x)+\epsilon)$,
+# reaches the sphere already at $\mathrm{RMS}(x) \gg \epsilon$; "clamp", $x/\sqrt{\max(ms, \epsilon)}$, is
+# linear ($x/\sqrt{\epsilon}$) inside the ball and exact on the sphere outside it. In $d = 2$: where small
+# inputs land for the three modes.
+
+# %%
 # eps near the origin, d = 2: where do small vectors land?
 n = lesson.pick(300, 1500)
 angle = rng.uniform(0, 2 * np.pi, n)
@@ -169,6 +198,35 @@ fig.colorbar(sc, ax=axes, label="log10 RMS(x) of the input", shrink=0.85)
 fig.suptitle(f"d = 2, eps = {EPS:g} (√eps = {np.sqrt(EPS):g}): inputs far below √eps (inside, clamp) "
              f"or eps (outside) land inside the circle of radius √2")
 lesson.save(fig, "eps")
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** LayerNorm's outputs in three dimensions lie on a circle, RMSNorm's on a whole sphere. How many
+# dimensions does each layer's output set have in $d$ dimensions, and why?
+
+# %% tags=["remove-input"]
+lesson.answer(f"RMSNorm's outputs fill the sphere of radius sqrt(d), a (d - 1)-dimensional set: it fixes only "
+              f"the norm. LayerNorm also removes the mean, which puts its outputs in the hyperplane sum = 0 "
+              f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}), a (d - 2)-dimensional set: in d = 3, a circle.")
+
+# %% [markdown]
+# **2.** At mean/std ratio $m/s = 5$, how far apart are the two layers' outputs, and what limit does the distance
+# approach as the mean grows?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The RMS distance is {dist[-1]:.3f} at m/s = {ratios[-1]:g} (theory {theory[-1]:.3f}), on "
+              "its way to sqrt(2) = 1.414: for a large mean, RMSNorm's output points along the all-ones "
+              "direction, and LayerNorm's (which removed it) is orthogonal to it.")
+
+# %% [markdown]
+# **3.** An input of RMS $\sqrt{\epsilon}$ comes out of RMSNorm with RMS below 1. By how much, and which eps mode
+# would put it on the sphere?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Its output RMS is {tiny:.3f} = sqrt(1/2): inside the root, eps is as large as the mean square "
+              "itself. The outside mode divides by RMS(x) + eps, nearly RMS(x) when RMS(x) >> eps = 1e-6, "
+              "so it puts that input on the sphere; clamp also does, exactly at the boundary ms = eps.")
 
 # %%
 lesson.finish()

@@ -1,57 +1,30 @@
 # %% [markdown]
 # # Backward by hand: the gradients and Jacobians of LayerNorm and RMSNorm.
-# Write g = dL/dx_hat (= dy * weight). Walking the graph node by node (the
-# "staged" backward in layernorm.py and rmsnorm.py) and simplifying gives
 #
-#     LayerNorm  dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
-#     RMSNorm    dx = rstd * (g - x_hat * mean(g * x_hat))
+# Write $g = \partial L/\partial \hat{x} = dy \odot w$ (the weight). Walking the graph node by node (the
+# "staged" backward in `layernorm.py` and `rmsnorm.py`) and simplifying gives
 #
-# The mean(g) term is LayerNorm's mean subtraction, seen from the backward side;
-# RMSNorm has no mean, so it has no such term. Both are a projection of g
-# times rstd: the Jacobians (eps = 0) are
+# $$
+# \begin{aligned}
+# \text{LayerNorm:}\quad dx &= \mathrm{rstd}\,\bigl(g - \overline{g} - \hat{x}\,\overline{g \odot \hat{x}}\bigr) \\
+# \text{RMSNorm:}\quad dx &= \mathrm{rstd}\,\bigl(g - \hat{x}\,\overline{g \odot \hat{x}}\bigr)
+# \end{aligned}
+# $$
 #
-#     J_rms = rstd * (I - x_hat x_hat^T / d)                (the paper's R matrix)
-#     J_ln  = rstd * (I - 1 1^T / d - x_hat x_hat^T / d)
+# where $\overline{v} = \frac{1}{d}\sum_i v_i$. The $\overline{g}$ term is LayerNorm's mean subtraction, seen
+# from the backward side; RMSNorm has no mean, so it has no such term. Both are a projection of $g$ times
+# $\mathrm{rstd}$: the Jacobians ($\epsilon = 0$) are
 #
-# J_rms removes the direction x_hat (rank d - 1): scaling x does not change y,
-# so no gradient points along x. J_ln also removes 1 (rank d - 2): adding a
-# constant to x does not change y either. So dx . x = 0 for RMSNorm, and
-# sum(dx) = 0 and dx . x_hat = 0 for LayerNorm.
+# $$
+# J_{\mathrm{rms}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr) \quad\text{(the paper's } R
+# \text{ matrix)}, \qquad
+# J_{\mathrm{ln}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top - \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr).
+# $$
 #
-# What about the explainer's claim that RMSNorm's gradient is "more stable",
-# without the noise of the mean? The mean of one row is computed exactly from
-# that row: it carries no sampling noise. With a random upstream gradient the
-# size of dx differs only by deterministic factors (sqrt((d-1)/(d-2)) at zero
-# mean, one more direction kept; std/RMS = 1/sqrt(1 + m^2/s^2) with a mean m),
-# and its relative spread over rows is the same for both: that is fixed by the
-# Jacobians' ranks, checked below, not a claim that could come out either way.
-# What the claim can mean is the noise an optimizer sees: the variance of the
-# weight gradient dL/dW across minibatches, for a layer a = h W normalized by
-# LayerNorm or RMSNorm, with hidden states h that have a nonzero mean (ReLU
-# features). The lesson measures that noise-to-signal ratio on the same
-# minibatches, weights and targets for both norms, over several seeds, and
-# grades the paired ratio RMSNorm/LayerNorm: "holds" needs its whole 95%
-# interval at or below 0.9 (10% less noise), "approximately" at or below 1.
-# It is graded twice: at the features' own mean, and with a constant 4 added
-# to every hidden state (a mean far larger than the spread). The figure shows
-# every seed, and the ledger says where the interval falls (lessons/_gradnoise.py
-# has the model).
-#
-# Try it yourself. ``python -m scratchnorm.exercises new layernorm`` writes a
-# stub; fill in the backward and ``python -m scratchnorm.exercises check
-# layernorm.py`` tells you whether it is right, and if not, which term of the
-# derivation above went wrong (a missing -mean(g), a projection with the wrong
-# factor, ...). RMSNorm, BatchNorm, pRMSNorm and GroupNorm have exercises too.
-#
-# Figures
-# * 04_backward_by_hand_jacobians.png: J - rstd*I for d = 12 (what each Jacobian
-#   removes: x_hat x_hat^T / d, and for LayerNorm also 1 1^T / d), and the
-#   singular values: one (RMSNorm) or two (LayerNorm) are zero to round-off.
-# * 04_backward_by_hand_grad_noise.png: the noise-to-signal ratio of dL/dW over
-#   minibatches against a constant added to the hidden states (one line per
-#   seed), and the paired ratio RMSNorm/LayerNorm (below 1: RMSNorm less noisy).
-# * 04_backward_by_hand_gradcheck.png: every RMSNorm/LayerNorm case of
-#   scratchnorm.gradcheck against central finite differences.
+# $J_{\mathrm{rms}}$ removes the direction $\hat{x}$ (rank $d-1$): scaling $x$ does not change $y$, so no
+# gradient points along $x$. $J_{\mathrm{ln}}$ also removes $\mathbf{1}$ (rank $d-2$): adding a constant to
+# $x$ does not change $y$ either. So $dx \cdot x = 0$ for RMSNorm, and $\sum_i dx_i = 0$ and
+# $dx \cdot \hat{x} = 0$ for LayerNorm.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -66,6 +39,15 @@ from lessons._stats import mean_interval
 from scratchnorm.gradcheck.cases import all_cases
 
 lesson = start(__name__, "04_backward_by_hand")
+
+# %%
+# %% [markdown]
+# ## The closed forms against the chain rule, and the Jacobians
+#
+# `staged_vs_closed` compares the closed-form backward with the node-by-node one on the same cache;
+# `jacobians` draws $J - \mathrm{rstd}\,I$ for $d = 12$ (what each Jacobian removes:
+# $\hat{x}\hat{x}^\top/d$, and for LayerNorm also $\mathbf{1}\mathbf{1}^\top/d$) and the singular values: one
+# (RMSNorm) or two (LayerNorm) are zero to round-off.
 
 # %%
 FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")
@@ -148,6 +130,17 @@ lesson.claim("LayerNorm's Jacobian has rank d − 2: it removes 1 and x̂, so su
                                      f"{s_ln[-1] / s_ln[0]:.1e}; max |cos(dx, 1)|, |cos(dx, x̂)| = {cos_ln:.1e}",
              value=max(s_ln[-2] / s_ln[0], cos_ln, null_ln), **below(1e-12, approx=1e-6), expect=HOLDS)
 
+# %% [markdown]
+# ## Is RMSNorm's gradient "more stable"?
+#
+# An explainer claims RMSNorm's gradient is "more stable", without the noise of the mean. The mean of one row
+# is computed exactly from that row: it carries no sampling noise. With a random upstream gradient the size of
+# $dx$ differs only by deterministic factors ($\sqrt{(d-1)/(d-2)}$ at zero mean, one more direction kept;
+# $\mathrm{std}/\mathrm{RMS} = 1/\sqrt{1 + m^2/s^2}$ with a mean $m$), and its relative spread over rows is
+# the same for both: that is fixed by the Jacobians' ranks, checked in the next cell, not a claim that could
+# come out either way.
+
+# %%
 # Gradient size and spread against the input's mean.
 z = rng.standard_normal((lesson.pick(500, 5000), d))
 z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)   # mean 0, std 1
@@ -169,6 +162,18 @@ shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d 
 check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
 check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
 
+# %% [markdown]
+# What the claim can mean is the noise an optimizer sees: the variance of the weight gradient
+# $\partial L/\partial W$ across minibatches, for a layer $a = hW$ normalized by LayerNorm or RMSNorm, with
+# hidden states $h$ that have a nonzero mean (ReLU features; `lessons/_gradnoise.py` has the model). The
+# lesson measures that noise-to-signal ratio on the same minibatches, weights and targets for both norms, over
+# several seeds, and grades the paired ratio RMSNorm/LayerNorm: "holds" needs its whole 95% interval at or
+# below 0.9 (10% less noise), "approximately" at or below 1. It is graded twice: at the features' own mean, and
+# with a constant 4 added to every hidden state (a mean far larger than the spread). The figure: the
+# noise-to-signal ratio against the constant added (one line per seed), and the paired ratio (below 1: RMSNorm
+# less noisy).
+
+# %%
 # What "more stable" can mean: the noise of dL/dW across minibatches, paired (same data, same weights).
 seeds, shifts = range(lesson.pick(3, 12)), (0.0, 0.5, 1.0, 2.0, 4.0)
 nsr = [gradient_noise(seed, n=lesson.pick(1024, 4096), shifts=shifts) for seed in seeds]
@@ -198,6 +203,13 @@ axes[1].set(xlabel="constant added to the hidden states", ylabel="RMSNorm / Laye
 axes[0].legend()
 lesson.save(fig, "grad_noise")
 
+# %% [markdown]
+# ## The library's gradient checks
+#
+# Every RMSNorm/LayerNorm case of `scratchnorm.gradcheck` against central finite differences: float64, a
+# random upstream gradient, one table.
+
+# %%
 # The gradient checks of the library, as a table.
 cases = [c for c in all_cases() if c.label.startswith(FAMILY)]
 rows = []
@@ -218,6 +230,35 @@ ax.set_title(f"gradcheck against central differences: float64, random dy, tolera
              f"{report.checks[0].tol:g}, {len(rows)} cases",
              fontsize=10)
 lesson.save(fig, "gradcheck")
+
+# %% [markdown]
+# ## Exercise
+#
+# Write LayerNorm's and RMSNorm's backward yourself: `python -m scratchnorm.exercises new layernorm ex`
+# writes a stub; fill in the backward and `python -m scratchnorm.exercises check ex/layernorm.py` tells you
+# whether it is right, and if not, which term of the derivation above went wrong (a missing
+# $-\overline{g}$, a projection with the wrong factor, ...). The same with `rmsnorm`
+# (`python -m scratchnorm.exercises new rmsnorm ex`); BatchNorm, pRMSNorm and GroupNorm have exercises too.
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** Why is the mean term $-\overline{g}$ in LayerNorm's $dx$ and not in RMSNorm's, and what does it do to
+# $\sum_i dx_i$?
+
+# %% tags=["remove-input"]
+lesson.answer(f"It is the path through the mean: each x_i moves the mean by 1/d. It makes sum(dx) = 0, since "
+              f"adding a constant to x does not change LayerNorm's output (measured: cosine of dx with 1 at most "
+              f"{cos_ln:.0e}). RMSNorm subtracts no mean, so nothing removes that direction.")
+
+# %% [markdown]
+# **2.** At zero mean, RMSNorm's $dx$ is a little larger than LayerNorm's for the same $dy$. By how much, and
+# why exactly that factor?
+
+# %% tags=["remove-input"]
+lesson.answer(f"By {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((d - 1) / (d - 2)):.4f} for d = {d}: "
+              "a random g keeps d - 1 of its d directions through RMSNorm's projection and d - 2 through "
+              "LayerNorm's. Not noise: a deterministic factor.")
 
 # %%
 lesson.finish()

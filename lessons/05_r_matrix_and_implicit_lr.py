@@ -1,33 +1,22 @@
 # %% [markdown]
 # # The R matrix and the implicit learning rate: why large weights get small updates.
-# The paper's gradient analysis takes a = W x and v = a / RMS(a) * g + b. The
-# gradient with respect to W is, summed over the cases,
 #
-#     dL/dW = sum  (R (g * dL/dv)) x^T,   R = (1/RMS(a)) (I - a a^T / (d RMS(a)^2))
+# The paper's gradient analysis takes $a = Wx$ and $v = \frac{a}{\mathrm{RMS}(a)} \odot g + b$. The gradient
+# with respect to $W$ is, summed over the cases,
 #
-# R is RMSNorm's Jacobian (lesson 04). Scale a by delta (through x or W) and
-# RMS(a) scales by delta too, so R(delta a) = R(a) / delta, while v, and with it
-# dL/dv, does not change. Hence:
+# $$
+# \frac{\partial L}{\partial W} = \sum_{\text{cases}} \Bigl(R \bigl(g \odot \tfrac{\partial L}{\partial v}\bigr)\Bigr)\, x^\top,
+# \qquad R = \frac{1}{\mathrm{RMS}(a)} \Bigl(I - \frac{a a^\top}{d\, \mathrm{RMS}(a)^2}\Bigr).
+# $$
 #
-# * scale the input, x -> delta x: R / delta times x * delta, dL/dW is unchanged;
-# * scale the weights, W -> delta W: dL/dW -> dL/dW / delta, a slope of -1 on
-#   log-log axes. LayerNorm behaves the same; a layer without normalization
-#   does not (its output, and the loss's gradient, grow with W).
+# $R$ is RMSNorm's Jacobian (lesson 04). Scale $a$ by $\delta$ (through $x$ or $W$) and $\mathrm{RMS}(a)$
+# scales by $\delta$ too, so $R(\delta a) = R(a)/\delta$, while $v$, and with it $\partial L/\partial v$, does
+# not change. Hence:
 #
-# In training this is a learning-rate schedule nobody wrote. dL/dW is
-# orthogonal to W (<dL/dW, W> = sum over cases of dL/da . a = 0, because R a = 0),
-# so each SGD step W -> W - lr dL/dW lengthens W:
-# ||W_new||^2 = ||W||^2 + lr^2 ||dL/dW||^2. The relative step lr ||dL/dW|| / ||W||
-# falls like 1/||W||^2: a longer W turns more slowly. The output depends only
-# on the direction of W, so this relative step is the one that matters.
-#
-# Figures
-# * 05_r_matrix_and_implicit_lr_scaling.png: ||dL/dW|| against the weight
-#   scale delta, with fitted slopes.
-# * 05_r_matrix_and_implicit_lr_training.png: a short SGD run of Linear ->
-#   RMSNorm on a noisy regression task, started at two weight scales: ||W||
-#   grows, the relative step shrinks, and the run with 4x larger weights
-#   starts with a 16x smaller relative step.
+# * scale the input, $x \to \delta x$: $R/\delta$ times $\delta x$, and $\partial L/\partial W$ is unchanged;
+# * scale the weights, $W \to \delta W$: $\partial L/\partial W \to (\partial L/\partial W)/\delta$, a slope of
+#   $-1$ on log-log axes. LayerNorm behaves the same; a layer without normalization does not (its output,
+#   and the loss's gradient, grow with $W$).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -39,6 +28,12 @@ from lessons._grading import below
 from lessons._common import HOLDS, check, paper, start
 
 lesson = start(__name__, "05_r_matrix_and_implicit_lr")
+
+# %%
+# %% [markdown]
+# `weight_grad` computes $\partial L/\partial W$ through the library's backward passes for a squared loss;
+# `train` runs SGD on Linear $\to$ RMSNorm and records, per step, $\lVert W \rVert$, the relative step, the
+# loss and $\cos(\partial L/\partial W, W)$.
 
 # %%
 NORMS = {"RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward),
@@ -78,6 +73,13 @@ def train(X, T, scale, lr, steps, seed):
 
 
 # %%
+# %% [markdown]
+# ## $R$ and the paper's formula for $\partial L/\partial W$
+#
+# First the scaling of $R$ itself, then eq. 9 (the sum of outer products through $R$) against the library's
+# backward pass, then the invariance to scaling the input.
+
+# %%
 rng = np.random.default_rng(5)
 n, n_in, d = lesson.pick(64, 256), 24, 24
 x, W = rng.standard_normal((n, n_in)), rng.standard_normal((d, n_in)) / np.sqrt(n_in)
@@ -113,6 +115,13 @@ lesson.claim("dL/dW is invariant to scaling the input x", source=paper("§4.2"),
                       f"{x_err_eps:.1e} for δ in 0.1..10 with eps = 1e-6",
              value=x_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
+# %% [markdown]
+# ## The gradient against the weight scale
+#
+# $\lVert \partial L/\partial W \rVert$ against $\delta$ with $W \to \delta W$, with fitted slopes: $-1$ for
+# both normalizations, positive without one.
+
+# %%
 # ||dL/dW|| against the weight scale.
 deltas = np.logspace(-2, 2, lesson.pick(9, 17))
 fig, ax = plt.subplots(figsize=(6.8, 4.5))
@@ -135,6 +144,22 @@ lesson.claim("dL/dW is inversely proportional to the weight scale (slope −1 on
              f"{slopes['LayerNorm']:.4f}, no normalization {slopes['no normalization']:+.2f}",
              value=worst, **below(1e-9, approx=1e-2), expect=HOLDS)
 
+# %% [markdown]
+# ## In training: a learning-rate schedule nobody wrote
+#
+# $\partial L/\partial W$ is orthogonal to $W$: $\langle \partial L/\partial W, W\rangle = \sum_{\text{cases}}
+# \partial L/\partial a \cdot a = 0$, because $R a = 0$. So each SGD step $W \to W - \eta\, \partial L/\partial W$
+# lengthens $W$:
+#
+# $$\lVert W_{\text{new}} \rVert^2 = \lVert W \rVert^2 + \eta^2 \lVert \partial L/\partial W \rVert^2 .$$
+#
+# The relative step $\eta \lVert \partial L/\partial W \rVert / \lVert W \rVert$ falls like
+# $1/\lVert W \rVert^2$: a longer $W$ turns more slowly. The output depends only on the direction of $W$, so
+# this relative step is the one that matters. A short SGD run of Linear $\to$ RMSNorm on a noisy regression
+# task, started at two weight scales: $\lVert W \rVert$ grows, the relative step shrinks, and the run with
+# $4\times$ larger weights starts with a $16\times$ smaller relative step.
+
+# %%
 # A short training run: the weight norm grows, the relative step shrinks.
 X = rng.standard_normal((2048, n_in))
 T = sn.rms_norm_forward(X @ rng.standard_normal((d, n_in)).T)[0] + 0.5 * rng.standard_normal((2048, d))
@@ -165,6 +190,26 @@ for ax in axes:
     ax.legend()
 fig.suptitle(f"Linear → RMSNorm trained by SGD with a fixed learning rate {lr:g}")
 lesson.save(fig, "training")
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** SGD never shortens $W$ here. Why, and what would weight decay change?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The gradient is orthogonal to W (largest |cos(dW, W)| in the run {np.abs(h1[:, 3]).max():.0e}), "
+              f"so a step only adds a perpendicular piece: |W| went from {h1[0, 0]:.2f} to {h1[-1, 0]:.2f}. "
+              "Weight decay pulls W back toward 0 every step, so |W| settles where the two balance (lesson 15).")
+
+# %% [markdown]
+# **2.** Without normalization the fitted slope of $\lVert \partial L/\partial W \rVert$ against $\delta$
+# is about $+1$ for $\delta \ge 1$; with RMSNorm it is $-1$. Where does each sign come from?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Without a norm (slope {slopes['no normalization']:+.2f}) the output delta W x g, and with it the "
+              "residual v - target, grows like delta once it dwarfs the target, and dL/dW is that residual "
+              f"times the fixed x. With RMSNorm (slope {slopes['RMSNorm']:+.3f}) v and the residual do not move "
+              "with delta, and R(delta a) = R(a) / delta divides the gradient by delta.")
 
 # %%
 lesson.finish()

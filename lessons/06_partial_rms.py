@@ -1,45 +1,24 @@
 # %% [markdown]
 # # Partial RMSNorm: the RMS estimated from the first k = ceil(d p) features.
-# pRMSNorm computes the mean square from the first k features only and divides
-# the whole row by its root. If the features are iid with mean 0, that prefix is
-# a random sample of the row, and the estimate's relative error shrinks like
-# 1/sqrt(k). For Gaussian features (var(x^2) = 2 E[x^2]^2) it is
 #
-#     std(RMS_k / RMS_d - 1) ~ sqrt((1/k - 1/d) / 2)
+# pRMSNorm computes the mean square from the first $k$ features only and divides the whole row by its root:
 #
-# The paper assumes this iid structure. Real features need not have it: if
-# the scale varies along the features, or a few features carry most of the
-# energy (outlier channels), the prefix is not a sample of the row but a
-# biased part of it, and the estimate is off by the same factor on every row,
-# however large d is. The output is the full RMSNorm output times RMS_d / RMS_k.
+# $$\mathrm{RMS}_k(x) = \sqrt{\tfrac{1}{k}\textstyle\sum_{i \le k} x_i^2}, \qquad y = \frac{x}{\mathrm{RMS}_k(x)} \odot w .$$
 #
-# Invariance: the prefix RMS scales with the row, so pRMSNorm keeps RMSNorm's
-# invariance to any scaling of the whole row (weight matrix, dataset, one
-# case), and not to shifts: lesson 03 measures its row of the paper's Table 1.
+# If the features are iid with mean 0, that prefix is a random sample of the row, and the estimate's
+# relative error shrinks like $1/\sqrt{k}$. For Gaussian features ($\mathrm{var}(x^2) = 2\,\mathbb{E}[x^2]^2$)
+# it is
 #
-# k: the paper writes k = ceil(d p); its released code uses int(d p), which
-# truncates (and gives k = 0 when d p < 1). scratchnorm.partial_count uses the
-# ceiling, guarded against round-off (100 * 0.07 = 7.000000000000001).
+# $$\mathrm{std}\Bigl(\frac{\mathrm{RMS}_k}{\mathrm{RMS}_d} - 1\Bigr) \approx \sqrt{\tfrac{1}{2}\bigl(\tfrac{1}{k} - \tfrac{1}{d}\bigr)} .$$
 #
-# Speed: the statistic reads k features, but the forward still reads and
-# writes all d of them, and the backward needs sum(g * x) over all d. The
-# saving is therefore well below 1 - p; on a CPU, where a row of a few
-# thousand features stays in cache between the two passes, it can vanish.
-# Both layers are timed on float64 data, so that they run the same code path:
-# for float32 scratchnorm's fused forward computes y in float32 only where
-# nothing can overflow, which it can prove from |x_hat| <= sqrt(d) when every
-# feature feeds the statistic; with k < d it cannot, so pRMSNorm's float32
-# forward takes the float64 path, and a float32 timing would measure that
-# library decision rather than the statistic. Timings depend on the machine
-# (and on its load), so the lesson records the speed-up without asserting a
-# verdict; in a full run it only asserts that pRMSNorm is not more than 2x
-# slower.
+# The paper assumes this iid structure. Real features need not have it: if the scale varies along the
+# features, or a few features carry most of the energy (outlier channels), the prefix is not a sample of the
+# row but a biased part of it, and the estimate is off by the same factor on every row, however large $d$ is.
+# The output is the full RMSNorm output times $\mathrm{RMS}_d / \mathrm{RMS}_k$.
 #
-# Figures
-# * 06_partial_rms_estimate.png: left, the relative error of the prefix RMS
-#   against k for iid inputs, with the formula; right, the distance of the
-#   pRMSNorm output from RMSNorm against p, for iid and structured inputs.
-# * 06_partial_rms_speed.png: forward and backward time against p (numba backend).
+# Invariance: the prefix RMS scales with the row, so pRMSNorm keeps RMSNorm's invariance to any scaling of
+# the whole row (weight matrix, dataset, one case), and not to shifts: lesson 03 measures its row of the
+# paper's Table 1.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -89,6 +68,14 @@ def best_times(layers, x, dy, rounds):
 
 
 # %%
+# %% [markdown]
+# ## Which $k$?
+#
+# The paper writes $k = \lceil d p \rceil$; its released code uses `int(d * p)`, which truncates (and gives
+# $k = 0$ when $dp < 1$). `scratchnorm.partial_count` uses the ceiling, guarded against round-off
+# (`100 * 0.07 = 7.000000000000001`).
+
+# %%
 rng = np.random.default_rng(6)
 n = lesson.pick(400, 4000)
 
@@ -101,6 +88,14 @@ lesson.claim("k from the released code, int(d·p), equals the paper's k = ⌈d·
              measured=f"differ for {differ} of {len(pairs)} (d, p) pairs; int gives k = 0 for {zero}",
              value=differ, **exactly(0), expect=FAILS)
 
+# %% [markdown]
+# ## The estimate's error
+#
+# Left panel of the figure: the relative error of the prefix RMS against $k$ for iid inputs, with the
+# formula (grey). Then, at $d = 1024$, the distance of the pRMSNorm output from RMSNorm against $p$, for iid
+# inputs and for two structured ones (right panel).
+
+# %%
 # iid inputs: the error against k, for several d.
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
 ds = (64, 256, 1024, 4096) if not lesson.quick else (64, 256, 1024)
@@ -158,6 +153,21 @@ lesson.claim("pRMSNorm at p = 6.25% can stand in for RMSNorm on real features, w
                       ", ".join(f"{v:.0%} ({k})" for k, v in at_paper_p.items() if k != "iid"),
              value=worst, **below(0.01, approx=0.2), expect=FAILS)
 
+# %% [markdown]
+# ## Speed
+#
+# The statistic reads $k$ features, but the forward still reads and writes all $d$ of them, and the backward
+# needs $\sum_i g_i x_i$ over all $d$. The saving is therefore well below $1 - p$; on a CPU, where a row of a
+# few thousand features stays in cache between the two passes, it can vanish. Both layers are timed on
+# float64 data, so that they run the same code path: for float32, scratchnorm's fused forward computes $y$ in
+# float32 only where nothing can overflow, which it can prove from $|\hat{x}_i| \le \sqrt{d}$ when every
+# feature feeds the statistic; with $k < d$ it cannot, so pRMSNorm's float32 forward takes the float64 path,
+# and a float32 timing would measure that library decision rather than the statistic. Timings depend on the
+# machine (and on its load), so the lesson records the speed-up without asserting a verdict; in a full run
+# it only asserts that pRMSNorm is not more than $2\times$ slower. The figure: forward and backward time
+# against $p$ (numba backend).
+
+# %%
 # Speed against p: numba kernels, float64 (both layers on the same path), one thread, best of rounds.
 n_rows, d = lesson.pick((256, 1024), (2048, 4096))
 x = rng.standard_normal((n_rows, d))
@@ -187,6 +197,33 @@ lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k featur
                       f"(forward {times[0, 0] / times[1:][PS == 0.0625][0, 0]:.2f}×; {n_rows} × {d} float64, "
                       f"{layers[0].backend}, 1 thread; machine-dependent, not asserted)",
              value=speedup, **above(1.5, approx=1.05), expect=VERDICTS)
+
+# %% [markdown]
+# ## Exercise
+#
+# pRMSNorm's backward: only the first $k$ features feed the statistic, so the correction term lands on
+# them alone. Write it yourself: `python -m scratchnorm.exercises new prmsnorm ex`, then
+# `python -m scratchnorm.exercises check ex/prmsnorm.py`.
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** With 4 outlier features among 1024, why does the prefix estimate stay wrong however many rows you
+# average, while the iid error is small?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The first 64 features hold none or one of the outliers, so RMS_64 misses (or over-weights) most "
+              f"of the row's energy on every row alike: a bias, not noise. The run: mean output distance "
+              f"{at_paper_p['4 outlier features (×20)']:.0%} with outliers against {iid:.1%} for iid features.")
+
+# %% [markdown]
+# **2.** pRMSNorm at $p = 6.25\%$ reads a sixteenth of the row for its statistic. Why is it not close to
+# sixteen times faster?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Measured: {speedup:.2f}x RMSNorm's speed (forward + backward). The forward still reads and "
+              "writes all d features to normalize them, and the backward still sums g * x over all d: the "
+              "statistic was never more than a fraction of the memory traffic.")
 
 # %%
 lesson.finish()

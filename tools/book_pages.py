@@ -27,8 +27,8 @@ PREREQUISITES = {
     "14": ["04", "07"], "15": ["05"], "16": ["10"], "17": ["08"], "18": ["09", "13"], "19": ["12"],
     "20": ["11", "12"],
 }
-VERDICT_MARK = {"holds": "✅ holds", "holds only approximately": "🟡 approximately",
-                "does not hold": "❌ does not hold"}
+VERDICT_MARK = {v: f'<span class="sn-verdict sn-{v.split()[-1]}">{v}</span>'      # holds, approximately, hold
+                for v in ("holds", "holds only approximately", "does not hold")}
 SOURCE_LINK = re.compile(r"\(lessons/SOURCES\.md#([a-z0-9-]+)\)")
 EXERCISE = re.compile(r"scratchnorm\.exercises new (\w+)")
 API_MODULES = {          # page -> (title, the objects it documents: their public paths)
