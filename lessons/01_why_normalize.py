@@ -8,7 +8,8 @@
 #
 # $$
 # \mathrm{RMS}(h_l) \approx s^l\, \mathrm{RMS}(h_0), \qquad
-# \left\lVert \frac{\partial L}{\partial h_l} \right\rVert \approx s^{L-l} \left\lVert \frac{\partial L}{\partial h_L} \right\rVert .
+# \left\lVert \frac{\partial L}{\partial h_l} \right\rVert
+# \approx s^{L-l} \left\lVert \frac{\partial L}{\partial h_L} \right\rVert .
 # $$
 #
 # Only $s = 1$ (He initialization) keeps the scale; $s = 0.5$ or $2$ shrink or grow it geometrically: forward
@@ -30,7 +31,6 @@ from scratchnorm import Linear, RMSNorm, nn
 
 lesson = start(__name__, "01_why_normalize")
 
-# %%
 # %% [markdown]
 # ## The networks
 #
@@ -85,7 +85,6 @@ def measure(model, x, r):
                 grad_w=np.array(grad_w[::-1])[:-1], rms_dev=max(norm_out_dev, default=0.0))
 
 
-# %%
 # %% [markdown]
 # ## The plain network
 #

@@ -26,10 +26,9 @@ from scratchnorm import layer_norm_forward, rms_norm_forward
 
 lesson = start(__name__, "02_geometry")
 
-# %%
 # %% [markdown]
-# The layers come from the NumPy reference (`rms_norm_forward`, `layer_norm_forward`); the picture in
-# three dimensions uses $\epsilon = 0$, so that the outputs land exactly on the sphere and the circle.
+# The layers come from the NumPy reference (`rms_norm_forward`, `layer_norm_forward`); `rms_norm` takes the
+# $\epsilon$ and its mode ("inside", "outside", "clamp", compared at the end of the lesson).
 
 # %%
 EPS = 1e-6          # the RMSNorm layer's default (LLaMA-1)
@@ -45,6 +44,14 @@ def rms_norm(x, eps=EPS, mode="inside"):
     return rms_norm_forward(x, eps=eps, eps_mode=mode)[0]
 
 
+# %% [markdown]
+# ## In three dimensions
+#
+# Left: inputs (grey) move radially onto the sphere (blue). Right: LayerNorm drops them onto the plane
+# $x_1 + x_2 + x_3 = 0$ (thin lines along $\mathbf{1}$), and then onto the circle of radius $\sqrt{3}$ in that
+# plane. The picture uses $\epsilon = 0$, so that the outputs land exactly on the sphere and the circle.
+
+# %%
 def sphere_figure(lesson, rng):
     x = rng.normal(loc=[1.8, 1.2, 0.6], scale=0.9, size=(30, 3))   # a picture: 30 points in both modes
     y_rms = rms_norm(x, eps=0.0)
@@ -87,15 +94,6 @@ def sphere_figure(lesson, rng):
     return y_ln
 
 
-# %%
-# %% [markdown]
-# ## In three dimensions
-#
-# Left: inputs (grey) move radially onto the sphere (blue). Right: LayerNorm drops them onto the plane
-# $x_1 + x_2 + x_3 = 0$ (thin lines along $\mathbf{1}$), and then onto the circle of radius $\sqrt{3}$ in that
-# plane.
-
-# %%
 rng = np.random.default_rng(2)
 d = 64
 y_ln3 = sphere_figure(lesson, rng)
@@ -104,13 +102,10 @@ check(np.allclose(y_ln3.sum(axis=1), 0, atol=1e-12), "LayerNorm outputs lie in t
 # %% [markdown]
 # ## The sphere, and what $\epsilon$ does to it
 #
-# In $d = 64$, with inputs whose RMS spans two decades: without $\epsilon$ every output has norm $\sqrt{d}$;
-# the layer's $\epsilon$ (inside the root) shrinks the output's RMS to $\sqrt{ms/(ms+\epsilon)}$, so an input
-# of RMS $\sqrt{\epsilon}$ comes out with RMS $\sqrt{1/2}$. Scale invariance, $\mathrm{RMSNorm}(kx) =
-# \mathrm{RMSNorm}(x)$, is exact only for $\epsilon = 0$.
+# In $d = 64$, with inputs whose RMS spans two decades: without $\epsilon$ (the paper's definition) every
+# output has norm $\sqrt{d}$.
 
 # %%
-# The sphere (the paper's definition: no eps) and the layer with its eps.
 x = rng.standard_normal((lesson.pick(500, 5000), d))
 x *= np.exp(rng.uniform(np.log(0.1), np.log(10), (len(x), 1)))  # RMS(x) from about 0.1 to 10
 sphere_err = np.max(np.abs(np.linalg.norm(rms_norm(x, eps=0.0), axis=1) / np.sqrt(d) - 1))
@@ -118,6 +113,11 @@ lesson.claim("RMSNorm (no eps) puts every nonzero vector on the sphere of radius
              source=paper("§4"), measured=f"max |‖y‖/√d − 1| = {sphere_err:.1e} (eps = 0)",
              value=sphere_err, **below(1e-12, approx=1e-3), expect=HOLDS)
 
+# %% [markdown]
+# The layer's $\epsilon$ (inside the root) shrinks the output's RMS to $\sqrt{ms/(ms+\epsilon)}$, so an input
+# of RMS $\sqrt{\epsilon}$ comes out with RMS $\sqrt{1/2}$.
+
+# %%
 rms_out = rms(rms_norm(x))
 typical_dev = np.max(np.abs(rms_out - 1))
 tiny = rms(rms_norm(x[:1] / rms(x[:1])[:, None] * np.sqrt(EPS)))[0]  # an input with RMS = sqrt(eps)
@@ -127,6 +127,12 @@ lesson.claim("The RMS of RMSNorm's output is about 1 (γ = 1)", source=explainer
                       f"RMS(x) = √eps: RMS(y) = {tiny:.3f}",
              value=typical_dev, **below(1e-3, approx=0.05), expect=HOLDS)
 
+# %% [markdown]
+# So scale invariance, $\mathrm{RMSNorm}(kx) = \mathrm{RMSNorm}(x)$, is exact only for $\epsilon = 0$: with the
+# layer's $\epsilon$ it holds approximately for inputs well above $\sqrt{\epsilon}$, and breaks for a $k$ that brings
+# them near it.
+
+# %%
 ks = np.logspace(-6, 6, 25)
 exact = max(np.max(np.abs(rms_norm(k * x, eps=0.0) - rms_norm(x, eps=0.0))) for k in ks)
 x1 = x / rms(x)[:, None]                          # RMS 1
@@ -140,18 +146,21 @@ lesson.claim("RMSNorm(kx) = RMSNorm(x)", source=explainer("000", "§8.2"),
 # %% [markdown]
 # ## LayerNorm against RMSNorm
 #
-# LayerNorm's output has mean 0 and variance $\mathrm{var}/(\mathrm{var}+\epsilon)$. Rows of mean 0 and
-# standard deviation 1, shifted by $m$: RMSNorm and LayerNorm agree at $m = 0$, and their distance grows as
-# $\sqrt{2 - 2/\sqrt{1 + (m/s)^2}}$ (the angle between $z + m\mathbf{1}$ and $z$).
+# LayerNorm's output has mean 0 and variance $\mathrm{var}/(\mathrm{var}+\epsilon)$.
 
 # %%
-# LayerNorm's output statistics, and RMSNorm = LayerNorm at mean 0.
 y_ln = layer_norm_forward(x1, eps=1e-5)[0]
 mean_dev, var_dev = np.max(np.abs(y_ln.mean(axis=1))), np.max(np.abs(y_ln.var(axis=1) - 1))
 lesson.claim("LayerNorm's output has mean 0 and variance 1 (γ = 1, β = 0)", source=COMMON,
              measured=f"max |mean| = {mean_dev:.1e}; variance = var/(var + eps): max |var − 1| = {var_dev:.1e}",
              value=max(mean_dev, var_dev), **below(1e-12, approx=1e-3), expect=APPROX)
 
+# %% [markdown]
+# Rows $z$ of mean 0 and standard deviation $s = 1$, shifted by $m$: RMSNorm and LayerNorm agree at $m = 0$, and
+# their distance grows as $\sqrt{2 - 2/\sqrt{1 + (m/s)^2}}$ (the angle between $z + m\mathbf{1}$ and $z$). The
+# figure: that distance against $m/s$, measured and in theory.
+
+# %%
 ratios = np.linspace(0, 5, 26)
 z = x1 - x1.mean(axis=1, keepdims=True)
 z /= rms(z)[:, None]                                          # mean 0, std 1 per row
@@ -208,7 +217,8 @@ lesson.save(fig, "eps")
 # %% tags=["remove-input"]
 lesson.answer(f"RMSNorm's outputs fill the sphere of radius sqrt(d), a (d - 1)-dimensional set: it fixes only "
               f"the norm. LayerNorm also removes the mean, which puts its outputs in the hyperplane sum = 0 "
-              f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}), a (d - 2)-dimensional set: in d = 3, a circle.")
+              f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}), a (d - 2)-dimensional set: in d = 3, "
+              "a circle.")
 
 # %% [markdown]
 # **2.** At mean/std ratio $m/s = 5$, how far apart are the two layers' outputs, and what limit does the distance
@@ -225,8 +235,9 @@ lesson.answer(f"The RMS distance is {dist[-1]:.3f} at m/s = {ratios[-1]:g} (theo
 
 # %% tags=["remove-input"]
 lesson.answer(f"Its output RMS is {tiny:.3f} = sqrt(1/2): inside the root, eps is as large as the mean square "
-              "itself. The outside mode divides by RMS(x) + eps, nearly RMS(x) when RMS(x) >> eps = 1e-6, "
-              "so it puts that input on the sphere; clamp also does, exactly at the boundary ms = eps.")
+              "itself. The outside mode divides by RMS(x) + eps = 1.001 RMS(x) here (RMS(x) = 1e-3 >> eps = 1e-6), "
+              "which leaves it within 0.1% of the sphere; clamp puts it exactly on it, since ms = eps is the "
+              "clamp's boundary.")
 
 # %%
 lesson.finish()

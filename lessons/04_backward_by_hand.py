@@ -18,7 +18,8 @@
 # $$
 # J_{\mathrm{rms}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr) \quad\text{(the paper's } R
 # \text{ matrix)}, \qquad
-# J_{\mathrm{ln}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top - \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr).
+# J_{\mathrm{ln}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top -
+# \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr).
 # $$
 #
 # $J_{\mathrm{rms}}$ removes the direction $\hat{x}$ (rank $d-1$): scaling $x$ does not change $y$, so no
@@ -40,19 +41,13 @@ from scratchnorm.gradcheck.cases import all_cases
 
 lesson = start(__name__, "04_backward_by_hand")
 
-# %%
 # %% [markdown]
-# ## The closed forms against the chain rule, and the Jacobians
+# ## The closed forms against the chain rule
 #
-# `staged_vs_closed` compares the closed-form backward with the node-by-node one on the same cache;
-# `jacobians` draws $J - \mathrm{rstd}\,I$ for $d = 12$ (what each Jacobian removes:
-# $\hat{x}\hat{x}^\top/d$, and for LayerNorm also $\mathbf{1}\mathbf{1}^\top/d$) and the singular values: one
-# (RMSNorm) or two (LayerNorm) are zero to round-off.
+# `staged_vs_closed` compares the closed-form backward with the node-by-node one on the same cache, for $dx$
+# and the parameters' gradients, on rows with a nonzero mean.
 
 # %%
-FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")
-
-
 def rel_diff(a, b):
     return np.max(np.abs(a - b)) / np.max(np.abs(b))
 
@@ -78,6 +73,19 @@ def staged_vs_closed(lesson, rng, d):
                  value=err_rms, **below(1e-12, approx=1e-6), expect=HOLDS)
 
 
+rng = np.random.default_rng(4)
+d = 32
+staged_vs_closed(lesson, rng, d)
+
+# %% [markdown]
+# ## The Jacobians
+#
+# `jacobians` builds both Jacobians at one input with $\epsilon = 0$. The figure: $J - \mathrm{rstd}\,I$ for
+# $d = 12$ (what each Jacobian removes: $\hat{x}\hat{x}^\top/d$, and for LayerNorm also
+# $\mathbf{1}\mathbf{1}^\top/d$) and the singular values: one (RMSNorm) or two (LayerNorm) are zero to
+# round-off.
+
+# %%
 def jacobians(lesson, rng):
     d = 12
     a = np.sort(rng.standard_normal(d)) + 0.8       # sorted: x_hat x_hat^T shows as a smooth pattern
@@ -108,12 +116,14 @@ def jacobians(lesson, rng):
     return s_rms, s_ln, null_rms, null_ln
 
 
-# %%
-rng = np.random.default_rng(4)
-d = 32
-staged_vs_closed(lesson, rng, d)
-
 s_rms, s_ln, null_rms, null_ln = jacobians(lesson, rng)
+
+# %% [markdown]
+# The ranks are graded with those singular values, and the directions removed with the library's backward on
+# many rows ($\epsilon = 0$, a random $dy$): the cosine of $dx$ with $x$ (RMSNorm), and with $\mathbf{1}$ and
+# $\hat{x}$ (LayerNorm), must vanish.
+
+# %%
 x = rng.standard_normal((lesson.pick(200, 2000), d)) + 0.5
 dy = rng.standard_normal(x.shape)
 dx_rms = sn.rms_norm_backward(dy, sn.rms_norm_forward(x, eps=0.0)[1])["x"]
@@ -210,7 +220,7 @@ lesson.save(fig, "grad_noise")
 # random upstream gradient, one table.
 
 # %%
-# The gradient checks of the library, as a table.
+FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")
 cases = [c for c in all_cases() if c.label.startswith(FAMILY)]
 rows = []
 for case in cases:
@@ -248,15 +258,15 @@ lesson.save(fig, "gradcheck")
 
 # %% tags=["remove-input"]
 lesson.answer(f"It is the path through the mean: each x_i moves the mean by 1/d. It makes sum(dx) = 0, since "
-              f"adding a constant to x does not change LayerNorm's output (measured: cosine of dx with 1 at most "
-              f"{cos_ln:.0e}). RMSNorm subtracts no mean, so nothing removes that direction.")
+              f"adding a constant to x does not change LayerNorm's output (measured: |cos| of dx with 1 and with "
+              f"x_hat at most {cos_ln:.0e}). RMSNorm subtracts no mean, so nothing removes that direction.")
 
 # %% [markdown]
 # **2.** At zero mean, RMSNorm's $dx$ is a little larger than LayerNorm's for the same $dy$. By how much, and
 # why exactly that factor?
 
 # %% tags=["remove-input"]
-lesson.answer(f"By {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((d - 1) / (d - 2)):.4f} for d = {d}: "
+lesson.answer(f"By a factor {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((d - 1) / (d - 2)):.4f} for d = {d}: "
               "a random g keeps d - 1 of its d directions through RMSNorm's projection and d - 2 through "
               "LayerNorm's. Not noise: a deterministic factor.")
 

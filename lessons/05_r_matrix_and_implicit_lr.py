@@ -5,7 +5,8 @@
 # with respect to $W$ is, summed over the cases,
 #
 # $$
-# \frac{\partial L}{\partial W} = \sum_{\text{cases}} \Bigl(R \bigl(g \odot \tfrac{\partial L}{\partial v}\bigr)\Bigr)\, x^\top,
+# \frac{\partial L}{\partial W} = \sum_{\text{cases}}
+# \Bigl(R \bigl(g \odot \tfrac{\partial L}{\partial v}\bigr)\Bigr)\, x^\top,
 # \qquad R = \frac{1}{\mathrm{RMS}(a)} \Bigl(I - \frac{a a^\top}{d\, \mathrm{RMS}(a)^2}\Bigr).
 # $$
 #
@@ -29,11 +30,9 @@ from lessons._common import HOLDS, check, paper, start
 
 lesson = start(__name__, "05_r_matrix_and_implicit_lr")
 
-# %%
 # %% [markdown]
-# `weight_grad` computes $\partial L/\partial W$ through the library's backward passes for a squared loss;
-# `train` runs SGD on Linear $\to$ RMSNorm and records, per step, $\lVert W \rVert$, the relative step, the
-# loss and $\cos(\partial L/\partial W, W)$.
+# `weight_grad` computes $\partial L/\partial W$ through the library's backward passes for a squared loss,
+# after RMSNorm, LayerNorm or no normalization.
 
 # %%
 NORMS = {"RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward),
@@ -53,39 +52,16 @@ def weight_grad(x, W, g, target, norm, eps=0.0):
     return sn.linear_backward(da, lin_cache)["weight"]
 
 
-def train(X, T, scale, lr, steps, seed):
-    """SGD on Linear(bias=False) -> RMSNorm; returns ||W||, relative step, loss, cos(dW, W) per step."""
-    rng = np.random.default_rng(seed)
-    linear = sn.Linear(X.shape[1], T.shape[1], bias=False, seed=1)
-    norm = sn.RMSNorm(T.shape[1], elementwise_affine=False)
-    linear.params["weight"] = linear.params["weight"] * scale
-    history = []
-    for _ in range(steps):
-        idx = rng.integers(0, len(X), 64)
-        v = norm.forward(linear.forward(X[idx]))
-        linear.backward(norm.backward((v - T[idx]) / v.size))
-        W, dW = linear.params["weight"], linear.grads["weight"]
-        w_norm, g_norm = np.linalg.norm(W), np.linalg.norm(dW)
-        history.append((w_norm, lr * g_norm / w_norm, 0.5 * np.mean((v - T[idx]) ** 2),
-                        np.sum(W * dW) / (w_norm * g_norm)))
-        linear.params["weight"] = W - lr * dW
-    return np.array(history)
-
-
-# %%
 # %% [markdown]
 # ## $R$ and the paper's formula for $\partial L/\partial W$
 #
-# First the scaling of $R$ itself, then eq. 9 (the sum of outer products through $R$) against the library's
-# backward pass, then the invariance to scaling the input.
+# First the scaling of $R$ itself: $R(\delta a) = R(a)/\delta$, for one case.
 
 # %%
 rng = np.random.default_rng(5)
 n, n_in, d = lesson.pick(64, 256), 24, 24
 x, W = rng.standard_normal((n, n_in)), rng.standard_normal((d, n_in)) / np.sqrt(n_in)
 g, target, dv = rng.uniform(0.5, 1.5, d), rng.standard_normal((n, d)), rng.standard_normal((n, d))
-
-# R(delta a) = R(a) / delta
 a = W @ x[0]
 deltas = np.logspace(-3, 3, 13)
 r_err = max(np.max(np.abs(sn.rms_norm_jacobian(s * a) * s - sn.rms_norm_jacobian(a))) for s in deltas)
@@ -94,7 +70,11 @@ lesson.claim("R(δa) = R(a)/δ", source=paper("§4.2, eq. 10"),
              measured=f"max relative deviation {r_err:.1e} for δ in 1e-3..1e3",
              value=r_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
-# The paper's formula against the fast path (Linear, then RMSNorm, then backward).
+# %% [markdown]
+# Then eq. 9, the sum of outer products through $R$ (`linear_rms_norm_dW_via_R`), against the library's fast
+# path: Linear, then RMSNorm, then their backward passes.
+
+# %%
 a_all, lin_cache = sn.linear_forward(x, W)
 _, cache = sn.rms_norm_forward(a_all, g, eps=0.0)
 fast = sn.linear_backward(sn.rms_norm_backward(dv, cache)["x"], lin_cache)["weight"]
@@ -104,7 +84,11 @@ lesson.claim("dL/dW = Σ xᵀ ⊗ (diag(g ⊙ dL/dv) × R)", source=paper("§4.2
              measured=f"formula vs backward pass: max relative difference {formula_err:.1e}",
              value=formula_err, **below(1e-12, approx=1e-6), expect=HOLDS)
 
-# Scaling the input leaves dL/dW alone.
+# %% [markdown]
+# And the invariance to scaling the input, $x \to \delta x$: exact with $\epsilon = 0$, and measured also with
+# $\epsilon = 10^{-6}$.
+
+# %%
 base = weight_grad(x, W, g, target, "RMSNorm")
 x_err = max(np.max(np.abs(weight_grad(s * x, W, g, target, "RMSNorm") - base)) for s in deltas)
 x_err_eps = max(np.max(np.abs(weight_grad(s * x, W, g, target, "RMSNorm", 1e-6) - base))
@@ -157,10 +141,29 @@ lesson.claim("dL/dW is inversely proportional to the weight scale (slope −1 on
 # $1/\lVert W \rVert^2$: a longer $W$ turns more slowly. The output depends only on the direction of $W$, so
 # this relative step is the one that matters. A short SGD run of Linear $\to$ RMSNorm on a noisy regression
 # task, started at two weight scales: $\lVert W \rVert$ grows, the relative step shrinks, and the run with
-# $4\times$ larger weights starts with a $16\times$ smaller relative step.
+# $4\times$ larger weights starts with a $16\times$ smaller relative step. `train` runs SGD on Linear $\to$ RMSNorm
+# and records, per step, $\lVert W \rVert$, the relative step, the loss and $\cos(\partial L/\partial W, W)$.
 
 # %%
-# A short training run: the weight norm grows, the relative step shrinks.
+def train(X, T, scale, lr, steps, seed):
+    """SGD on Linear(bias=False) -> RMSNorm; returns ||W||, relative step, loss, cos(dW, W) per step."""
+    rng = np.random.default_rng(seed)
+    linear = sn.Linear(X.shape[1], T.shape[1], bias=False, seed=1)
+    norm = sn.RMSNorm(T.shape[1], elementwise_affine=False)
+    linear.params["weight"] = linear.params["weight"] * scale
+    history = []
+    for _ in range(steps):
+        idx = rng.integers(0, len(X), 64)
+        v = norm.forward(linear.forward(X[idx]))
+        linear.backward(norm.backward((v - T[idx]) / v.size))
+        W, dW = linear.params["weight"], linear.grads["weight"]
+        w_norm, g_norm = np.linalg.norm(W), np.linalg.norm(dW)
+        history.append((w_norm, lr * g_norm / w_norm, 0.5 * np.mean((v - T[idx]) ** 2),
+                        np.sum(W * dW) / (w_norm * g_norm)))
+        linear.params["weight"] = W - lr * dW
+    return np.array(history)
+
+
 X = rng.standard_normal((2048, n_in))
 T = sn.rms_norm_forward(X @ rng.standard_normal((d, n_in)).T)[0] + 0.5 * rng.standard_normal((2048, d))
 steps, lr = lesson.pick(150, 600), 2.0
@@ -197,19 +200,29 @@ lesson.save(fig, "training")
 # **1.** SGD never shortens $W$ here. Why, and what would weight decay change?
 
 # %% tags=["remove-input"]
-lesson.answer(f"The gradient is orthogonal to W (largest |cos(dW, W)| in the run {np.abs(h1[:, 3]).max():.0e}), "
-              f"so a step only adds a perpendicular piece: |W| went from {h1[0, 0]:.2f} to {h1[-1, 0]:.2f}. "
+lesson.answer(f"The gradient is orthogonal to W up to eps (largest |cos(dW, W)| in the run "
+              f"{np.abs(h1[:, 3]).max():.0e}), so a step only adds a perpendicular piece: |W| went from "
+              f"{h1[0, 0]:.2f} to {h1[-1, 0]:.2f}. "
               "Weight decay pulls W back toward 0 every step, so |W| settles where the two balance (lesson 15).")
 
 # %% [markdown]
-# **2.** Without normalization the fitted slope of $\lVert \partial L/\partial W \rVert$ against $\delta$
-# is about $+1$ for $\delta \ge 1$; with RMSNorm it is $-1$. Where does each sign come from?
+# **2.** For $\delta \ge 1$, $\lVert \partial L/\partial W \rVert$ grows with $\delta$ without normalization and
+# falls as $1/\delta$ with RMSNorm. Where does each slope come from?
 
 # %% tags=["remove-input"]
-lesson.answer(f"Without a norm (slope {slopes['no normalization']:+.2f}) the output delta W x g, and with it the "
+lesson.answer(f"Without a norm (slope {slopes['no normalization']:+.2f}) the output v = (delta W x) g, and with it the "
               "residual v - target, grows like delta once it dwarfs the target, and dL/dW is that residual "
               f"times the fixed x. With RMSNorm (slope {slopes['RMSNorm']:+.3f}) v and the residual do not move "
               "with delta, and R(delta a) = R(a) / delta divides the gradient by delta.")
+
+# %% [markdown]
+# **3.** Scaling the input $x$ leaves $\partial L/\partial W$ unchanged to round-off with $\epsilon = 0$, but
+# not with $\epsilon = 10^{-6}$. Why, and which $\delta$ does the most damage?
+
+# %% tags=["remove-input"]
+lesson.answer(f"With eps the layer divides by sqrt(ms + eps), which does not scale with delta, so R(delta a) is no "
+              f"longer R(a) / delta: the relative change is {x_err_eps:.1e} for delta in 0.1..10, against "
+              f"{x_err:.0e} with eps = 0. The smallest delta does the most damage, since eps / ms grows as delta^-2.")
 
 # %%
 lesson.finish()

@@ -3,13 +3,19 @@
 #
 # pRMSNorm computes the mean square from the first $k$ features only and divides the whole row by its root:
 #
-# $$\mathrm{RMS}_k(x) = \sqrt{\tfrac{1}{k}\textstyle\sum_{i \le k} x_i^2}, \qquad y = \frac{x}{\mathrm{RMS}_k(x)} \odot w .$$
+# $$
+# \mathrm{RMS}_k(x) = \sqrt{\tfrac{1}{k}\textstyle\sum_{i \le k} x_i^2}, \qquad
+# y = \frac{x}{\mathrm{RMS}_k(x)} \odot w .
+# $$
 #
 # If the features are iid with mean 0, that prefix is a random sample of the row, and the estimate's
 # relative error shrinks like $1/\sqrt{k}$. For Gaussian features ($\mathrm{var}(x^2) = 2\,\mathbb{E}[x^2]^2$)
 # it is
 #
-# $$\mathrm{std}\Bigl(\frac{\mathrm{RMS}_k}{\mathrm{RMS}_d} - 1\Bigr) \approx \sqrt{\tfrac{1}{2}\bigl(\tfrac{1}{k} - \tfrac{1}{d}\bigr)} .$$
+# $$
+# \mathrm{std}\Bigl(\frac{\mathrm{RMS}_k}{\mathrm{RMS}_d} - 1\Bigr) \approx
+# \sqrt{\tfrac{1}{2}\bigl(\tfrac{1}{k} - \tfrac{1}{d}\bigr)} .
+# $$
 #
 # The paper assumes this iid structure. Real features need not have it: if the scale varies along the
 # features, or a few features carry most of the energy (outlier channels), the prefix is not a sample of the
@@ -67,7 +73,6 @@ def best_times(layers, x, dy, rounds):
     return best
 
 
-# %%
 # %% [markdown]
 # ## Which $k$?
 #
@@ -91,12 +96,11 @@ lesson.claim("k from the released code, int(d·p), equals the paper's k = ⌈d·
 # %% [markdown]
 # ## The estimate's error
 #
-# Left panel of the figure: the relative error of the prefix RMS against $k$ for iid inputs, with the
-# formula (grey). Then, at $d = 1024$, the distance of the pRMSNorm output from RMSNorm against $p$, for iid
-# inputs and for two structured ones (right panel).
+# iid inputs, for several $d$: the relative error of the prefix RMS against $k$, with the formula (grey), in
+# the left panel of the figure; its slope on log-log axes for $k \le d/16$, at the largest $d$, is graded
+# against $-1/2$.
 
 # %%
-# iid inputs: the error against k, for several d.
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
 ds = (64, 256, 1024, 4096) if not lesson.quick else (64, 256, 1024)
 for d in ds:
@@ -117,7 +121,13 @@ lesson.claim("The prefix estimate of the RMS has a relative error falling like 1
                       f"constant {np.exp(const):.2f} (1/√2 = 0.71 for Gaussian features)",
              value=abs(slope + 0.5), **below(0.03, approx=0.1), expect=HOLDS)
 
-# The output against full RMSNorm, iid and structured inputs, d = 1024.
+# %% [markdown]
+# Then, at $d = 1024$, the distance of the pRMSNorm output from RMSNorm against $p$ (right panel), for iid
+# inputs and for two structured ones: a scale that grows along the features (from 0.5 to 2), and 4 outlier
+# features, multiplied by 20, spread from feature $d/4$ to the last. The paper's $p = 6.25\%$ ($k = 64$) is
+# graded twice: for iid inputs, and for the structured ones, as a stand-in for real features.
+
+# %%
 d = 1024
 full = sn.RMSNorm(d, eps=1e-8, elementwise_affine=False)
 at_paper_p = {}
@@ -212,9 +222,10 @@ lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k featur
 # average, while the iid error is small?
 
 # %% tags=["remove-input"]
-lesson.answer(f"The first 64 features hold none or one of the outliers, so RMS_64 misses (or over-weights) most "
-              f"of the row's energy on every row alike: a bias, not noise. The run: mean output distance "
-              f"{at_paper_p['4 outlier features (×20)']:.0%} with outliers against {iid:.1%} for iid features.")
+lesson.answer(f"The outliers sit from feature d/4 = 256 on, so the first 64 features hold none of them on any row: "
+              f"RMS_64 misses most of the row's energy the same way on every row, a bias that averaging cannot "
+              f"remove, not noise. Mean output distance {at_paper_p['4 outlier features (×20)']:.0%} with outliers "
+              f"against {iid:.1%} for iid features.")
 
 # %% [markdown]
 # **2.** pRMSNorm at $p = 6.25\%$ reads a sixteenth of the row for its statistic. Why is it not close to
@@ -224,6 +235,15 @@ lesson.answer(f"The first 64 features hold none or one of the outliers, so RMS_6
 lesson.answer(f"Measured: {speedup:.2f}x RMSNorm's speed (forward + backward). The forward still reads and "
               "writes all d features to normalize them, and the backward still sums g * x over all d: the "
               "statistic was never more than a fraction of the memory traffic.")
+
+# %% [markdown]
+# **3.** The released code's `int(d * p)` and the paper's $\lceil d p \rceil$ can give different $k$. When do
+# they differ, and when does `int` leave no feature at all in the statistic?
+
+# %% tags=["remove-input"]
+lesson.answer(f"int truncates, so the two differ whenever d p is not a whole number: {differ} of the {len(pairs)} "
+              f"pairs. It gives k = 0 when d p < 1, that is d < 1/p (every d below 100 at p = 0.01): {zero} pairs, "
+              "where the statistic would be the mean of no features.")
 
 # %%
 lesson.finish()

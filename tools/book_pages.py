@@ -169,14 +169,21 @@ def index_page(lessons, runs, ledger, titles, quick) -> str:
 
 
 def api_pages(src: Path) -> None:
+    """A page per part of the library; on each, one section per source file, in the order of ``__all__``."""
     (src / "api").mkdir(parents=True)
-    toc = ["# The library's API", "", "Generated from the docstrings (Sphinx autodoc).", "", "```{toctree}", ""]
+    toc = ["# The library's API", "", "Generated from the docstrings (Sphinx autodoc), one section per source "
+           "file.", "", "```{toctree}", ""]
     for page, (title, objs) in API_MODULES.items():
-        body = [f"# {title}", ""]
+        by_file = {}
         for path in objs:
-            kind = "autoclass" if isinstance(_resolve(path), type) else "autofunction"
-            body += ["```{eval-rst}", f".. {kind}:: {path}" + ("\n   :members:" if kind == "autoclass" else ""),
-                     "```", ""]
+            by_file.setdefault(_resolve(path).__module__, []).append(path)
+        body = [f"# {title}", ""]
+        for module, paths in by_file.items():
+            body += [f"## `{module.replace('.', '/')}.py`", ""]
+            for path in paths:
+                kind = "autoclass" if isinstance(_resolve(path), type) else "autofunction"
+                body += ["```{eval-rst}", f".. {kind}:: {path}" + ("\n   :members:" if kind == "autoclass" else ""),
+                         "```", ""]
         (src / "api" / f"{page}.md").write_text("\n".join(body))
         toc.append(page)
     (src / "api" / "exercises.md").write_text(

@@ -41,6 +41,9 @@ def test_a_lesson_is_cells(path):
     assert len(markdown) >= 4 and len(code) >= 3, f"{path.name}: prose cells beside the code they explain"
     for _, _, lines in markdown:
         assert all(not ln.strip() or ln.startswith("#") for ln in lines), f"{path.name}: a markdown line is code"
+        assert any(ln.strip("# ") for ln in lines), f"{path.name}: an empty markdown cell"
+    for _, _, lines in code:
+        assert any(ln.strip() and not ln.lstrip().startswith("#") for ln in lines), f"{path.name}: an empty code cell"
     assert f'lesson = start(__name__, "{path.stem}")' in text, f"{path.name}: start names its own file"
     assert "\n".join(code[-1][2]).strip() == "lesson.finish()", f"{path.name}: the last cell is lesson.finish()"
     assert not re.search(r"^def run\(", text, re.M), f"{path.name}: no run() any more: cells run top to bottom"
