@@ -1,41 +1,22 @@
 # %% [markdown]
 # # Precision in practice: bfloat16, float16 and float32 through the three places models round.
-# Lesson 08 measured the formats; this one measures the code that models run. With a
-# narrow input, implementations of RMSNorm agree on the formula and disagree on where
-# they round back to the input's dtype (``scratchnorm/casts.py``; ``RMSNorm(d, cast=...)``):
 #
-#     "gemma"  everything in float32 or wider, one rounding at the end      Gemma; this library's default
-#     "llama"  statistics in float32, x_hat rounded before the weight,      LLaMA, most Hugging Face RMSNorms
-#              the weight held in the input's dtype
-#     "none"   every operation in the input's dtype                          a naive port
+# Lesson 08 measured the formats; this one measures the code that models run. With a narrow input,
+# implementations of RMSNorm agree on the formula,
 #
-# Error. Rows of d = 512 activations with a few large channels (as trained LLMs have),
-# a weight near 1, and each mode's output against the float64 formula on the same rounded
-# input, in units of the output format's spacing (ulps) at each value. One rounding of the
-# exact result is at most half an ulp: the error of "gemma" is that bound. "llama" rounds
-# x_hat, then the product x_hat * w: up to three roundings. "none" adds one per step.
+# $$
+# y = \hat x \odot w, \qquad \hat x = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \epsilon}},
+# $$
 #
-# A third rounding, found while writing this lesson: ml_dtypes casts float64 to bfloat16
-# through float32, which rounds twice. 0.18017578733 becomes 0.18017578125 in float32,
-# exactly halfway between two bfloat16 numbers, and the tie goes to the even one, below,
-# though the float64 value was above the halfway point. The library rounds once
-# (``dtypes.round_to``: float32 rounded to odd, then bfloat16); the lesson counts how often
-# the plain cast is wrong.
+# and disagree on where they round back to the input's dtype (`scratchnorm/casts.py`;
+# `RMSNorm(d, cast=...)`):
 #
-# Two traps.
-# * Gemma multiplies by 1 + w and starts w at 0. A bfloat16 number near 1 keeps 8 bits:
-#   the spacing is 2^-7 = 0.0078 just above 1 and 2^-8 just below, so 1 + 0.0039 (half a
-#   spacing, a tie) rounds to 1, and every w from -0.00195 to 0.0039 vanishes. A model that
-#   forms 1 + w in bfloat16 cannot learn a small w. Gemma forms it in float32 ("gemma"
-#   mode); the figure shows the staircase.
-# * float16's smallest number is 6e-8: eps = 1e-8 (pRMSNorm's default, and the RMSNorm
-#   paper's code) rounds to 0, and an all-zero row divides 0 by 0. bfloat16 has float32's
-#   range and holds 1e-8. The library refuses cast="none" with such an eps rather than
-#   return NaN; the other modes add eps in float32 or wider.
-#
-# Figures
-# * 17_precision_in_practice_error.png: worst and median error in ulps, per format and mode.
-# * 17_precision_in_practice_one_plus_w.png: 1 + w after rounding to bfloat16 and float16.
+# * `"gemma"`: everything in float32 or wider, one rounding at the end,
+#   $y = \mathrm{round}(\hat x \odot w)$. Gemma; this library's default.
+# * `"llama"`: statistics in float32, $\hat x$ rounded before the weight, the weight held in the input's
+#   dtype, $y = \mathrm{round}(\mathrm{round}(\hat x) \odot \mathrm{round}(w))$. LLaMA, most Hugging Face
+#   RMSNorms.
+# * `"none"`: every operation in the input's dtype. A naive port.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -49,6 +30,18 @@ from lessons._common import COMMON, FAILS, HOLDS, check, start
 from lessons._grading import above, below, exactly
 
 lesson = start(__name__, "17_precision_in_practice")
+
+# %% [markdown]
+# ## The setup: activations, and error in ulps
+#
+# Rows of $d = 512$ activations with a few large channels (as trained LLMs have: here 4 channels 30 times
+# larger than the rest), and a weight near 1. Each mode's output is compared with the float64 formula on the
+# same rounded input, in units of the output format's spacing (ulps) at each value: with $p$ the format's
+# mantissa bits,
+#
+# $$
+# \mathrm{error} = \frac{|y - y_{\mathrm{exact}}|}{2^{\lfloor \log_2 |y_{\mathrm{exact}}| \rfloor - p}} .
+# $$
 
 # %%
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -65,28 +58,6 @@ def ulp_error(y, ref, dtype):
     return np.abs(y.astype(np.float64) - ref) / 2.0 ** (exponent - info.nmant)
 
 
-SCALES = np.logspace(0, 8, 33)
-
-
-def safe_scale(x64, w, dt, scales=SCALES):
-    """The largest max |x| (x64 scaled) at which RMSNorm with cast='none' in ``dt`` is within 8 ulps of float64."""
-    ok = 0.0
-    for s in scales:
-        with np.errstate(over="ignore"):
-            x = (x64 * s / np.abs(x64).max()).astype(dt)
-        if not np.all(np.isfinite(x.astype(np.float64))):
-            break                                         # beyond the format's range
-        ref = sn.RMSNorm(D, backend="numpy")
-        ref.params["weight"] = w
-        layer = sn.RMSNorm(D, cast="none", backend="numpy")
-        layer.params["weight"] = w
-        with np.errstate(over="ignore", invalid="ignore"):
-            y = layer.forward(x).astype(np.float64)
-        if np.all(ulp_error(y, ref.forward(x.astype(np.float64)), dt) <= 8):
-            ok = s
-    return ok
-
-
 def activations(rng, rows):
     """N(0, 1) rows with 4 channels 30x larger (LLM-like outliers), and a weight near 1."""
     x = rng.standard_normal((rows, D))
@@ -94,32 +65,11 @@ def activations(rng, rows):
     return x, 1.0 + 0.1 * rng.standard_normal(D)
 
 
-
-
-def figures(lesson, errors):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
-    width = 0.25
-    for ax, (k, title) in zip(axes, ((0, "worst"), (1, "median"))):
-        for i, cast in enumerate(CASTS):
-            vals = [errors[f, cast][k] for f in FORMATS]
-            ax.bar(np.arange(len(FORMATS)) + (i - 1) * width, vals, width, label=f'cast="{cast}"')
-        ax.axhline(0.5, color="k", ls=":", lw=1, label="half an ulp: one rounding")
-        ax.set(xticks=range(len(FORMATS)), xticklabels=list(FORMATS), ylabel="error, ulps of the output format",
-               title=f"RMSNorm, d = {D}: {title} error against float64")
-        ax.legend(fontsize=8)
-    lesson.save(fig, "error")
-    w = np.linspace(-0.03, 0.03, 1201)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, dt, color in (("bfloat16", BF16, "tab:red"), ("float16", np.dtype(np.float16), "tab:blue")):
-        scale = (np.ones_like(w).astype(dt) + w.astype(dt)).astype(np.float64)
-        ax.plot(w, scale, color=color, label=f"1 + w formed in {name}")
-    ax.plot(w, 1 + w, color="k", ls=":", label="exact (float32 and wider)")
-    ax.axvspan(-2 ** -9, 2 ** -8, color="tab:red", alpha=0.12, label="lost in bfloat16: -2^-9 < w <= 2^-8")
-    ax.set(xlabel="learned weight w (Gemma starts it at 0)", ylabel="the scale 1 + w the model applies",
-           title="GemmaRMSNorm's 1 + w after rounding")
-    ax.legend(fontsize=8)
-    lesson.save(fig, "one_plus_w")
-
+# %% [markdown]
+# ## The three modes against float64
+#
+# One rounding of the exact result is at most half an ulp: the error of `"gemma"` is that bound. The cell
+# measures the worst and the median error of each mode in each format.
 
 # %%
 rng = np.random.default_rng(17)
@@ -143,12 +93,32 @@ lesson.claim("Rounding once at the end (Gemma's order) keeps RMSNorm's output wi
                       + "; ".join(f"{f} " + " / ".join(f"{errors[f, c][0]:.2f}" for c in CASTS) for f in FORMATS)
                       + f"; value: the worst of gemma's ({worst_gemma:.3f})",
              value=worst_gemma, **below(0.5 + 1e-6), expect=HOLDS)
+
+# %% [markdown]
+# ## A third rounding: the cast itself
+#
+# Found while writing this lesson: ml_dtypes casts float64 to bfloat16 through float32, which rounds twice.
+# 0.18017578733 becomes 0.18017578125 in float32, exactly halfway between two bfloat16 numbers, and the tie
+# goes to the even one, below, though the float64 value was above the halfway point. The library rounds once
+# (`dtypes.round_to`: float32 rounded to odd, then bfloat16); the lesson counts how often the plain cast is
+# wrong on standard normal values.
+
+# %%
 a = rng.standard_normal(lesson.pick(100_000, 2_000_000))
 wrong = int(np.sum(a.astype(BF16) != round_to(a, BF16)))
 lesson.claim("A float64 -> bfloat16 cast (ml_dtypes' astype) is correctly rounded", source=COMMON,
              measured=f"{wrong} of {a.size} standard normal float64 values (the value) land on the other "
                       "bfloat16 neighbour than one rounding gives: the cast goes through float32",
              value=wrong, **exactly(0), expect=FAILS)
+
+# %% [markdown]
+# ## LLaMA's order
+#
+# `"llama"` rounds $\hat x$, then the product $\hat x \odot w$ (with $w$ already rounded to the input's
+# dtype): up to three roundings. `"none"` adds one per step. The claim compares the worst error of
+# `"llama"` with that of `"gemma"` in bfloat16.
+
+# %%
 bf_ratio = errors["bfloat16", "llama"][0] / errors["bfloat16", "gemma"][0]
 lesson.claim("Casting x_hat to the input dtype before the weight (LLaMA's order) costs accuracy",
              source=COMMON,
@@ -159,7 +129,33 @@ lesson.claim("Casting x_hat to the input dtype before the weight (LLaMA's order)
                       "a further rounding's worth)",
              value=bf_ratio, **above(1.5, approx=1.0), expect=HOLDS)
 
-# The (1 + w) trap.
+# %% [markdown]
+# The figure: the worst and the median error in ulps, per format and mode; the dotted line is half an ulp,
+# what one rounding costs.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+width = 0.25
+for ax, (k, title) in zip(axes, ((0, "worst"), (1, "median"))):
+    for i, cast in enumerate(CASTS):
+        vals = [errors[f, cast][k] for f in FORMATS]
+        ax.bar(np.arange(len(FORMATS)) + (i - 1) * width, vals, width, label=f'cast="{cast}"')
+    ax.axhline(0.5, color="k", ls=":", lw=1, label="half an ulp: one rounding")
+    ax.set(xticks=range(len(FORMATS)), xticklabels=list(FORMATS), ylabel="error, ulps of the output format",
+           title=f"RMSNorm, d = {D}: {title} error against float64")
+    ax.legend(fontsize=8)
+lesson.save(fig, "error")
+
+# %% [markdown]
+# ## Trap 1: Gemma's $1 + w$
+#
+# Gemma multiplies by $1 + w$ and starts $w$ at 0. A bfloat16 number near 1 keeps 8 bits: the spacing is
+# $2^{-7} \approx 0.0078$ just above 1 and $2^{-8}$ just below, so $1 + 0.0039$ (half a spacing, a tie)
+# rounds to 1, and every $w$ from $-0.00195$ to $0.0039$ vanishes. A model that forms $1 + w$ in bfloat16
+# cannot learn a small $w$. Gemma forms it in float32 (`"gemma"` mode). The cell runs `GemmaRMSNorm` on
+# bfloat16 input with $w = 0$ and $w = 0.0039$, forming $1 + w$ in bfloat16 (`cast="none"`) and in float32.
+
+# %%
 one_bf, one_16 = (float((np.ones(1, dt) + np.full(1, 0.0039, dt))[0]) for dt in (BF16, np.float16))
 xb = x64[:8].astype(BF16)
 outs = {}
@@ -178,11 +174,34 @@ lesson.claim("In bfloat16, 1 + 0.0039 rounds to 1: a zero-centered weight must b
                       f"w = 0, cast='gemma' changes {kept:.0%} of the outputs",
              value=one_bf, **exactly(1.0), expect=HOLDS)
 
-# eps = 1e-8 in float16 and bfloat16.
+# %% [markdown]
+# The figure: $1 + w$ after rounding to bfloat16 and to float16, against the exact line: the staircase.
+
+# %%
+ws = np.linspace(-0.03, 0.03, 1201)
+fig, ax = plt.subplots(figsize=(7, 4))
+for name, dt, color in (("bfloat16", BF16, "tab:red"), ("float16", np.dtype(np.float16), "tab:blue")):
+    scale = (np.ones_like(ws).astype(dt) + ws.astype(dt)).astype(np.float64)
+    ax.plot(ws, scale, color=color, label=f"1 + w formed in {name}")
+ax.plot(ws, 1 + ws, color="k", ls=":", label="exact (float32 and wider)")
+ax.axvspan(-2 ** -9, 2 ** -8, color="tab:red", alpha=0.12, label="lost in bfloat16: -2^-9 < w <= 2^-8")
+ax.set(xlabel="learned weight w (Gemma starts it at 0)", ylabel="the scale 1 + w the model applies",
+       title="GemmaRMSNorm's 1 + w after rounding")
+ax.legend(fontsize=8)
+lesson.save(fig, "one_plus_w")
+
+# %% [markdown]
+# ## Trap 2: $\epsilon = 10^{-8}$ in float16
+#
+# float16's smallest number is about $6 \times 10^{-8}$: $\epsilon = 10^{-8}$ (pRMSNorm's default, and the
+# RMSNorm paper's code) rounds to 0, and an all-zero row divides 0 by 0. bfloat16 has float32's range and
+# holds $10^{-8}$. The library refuses `cast="none"` with such an $\epsilon$ rather than return NaN; the
+# other modes add $\epsilon$ in float32 or wider.
+
+# %%
 e16, ebf = float(np.float16(1e-8)), float(BF16.type(1e-8))
-layer = sn.RMSNorm(D, eps=1e-8, cast="none", backend="numpy")
 try:
-    layer.forward(np.zeros((1, D), np.float16))
+    sn.RMSNorm(D, eps=1e-8, cast="none", backend="numpy").forward(np.zeros((1, D), np.float16))
     refused = False
 except ValueError:
     refused = True
@@ -196,6 +215,35 @@ lesson.claim("bfloat16 needs no larger eps than float32 (it has float32's range)
              measured=f"bfloat16(1e-8) = {ebf:.4g}, relative rounding {abs(ebf - 1e-8) / 1e-8:.1e} "
                       "(the value: 1 if it were lost)",
              value=abs(ebf - 1e-8) / 1e-8, **below(2.0 ** -8), expect=HOLDS)
+
+# %% [markdown]
+# ## Which half format is safer?
+#
+# float16 has the finer spacing (a float16 ulp is 8 times finer than a bfloat16 ulp), bfloat16 the wider
+# range. The last claim weighs the two for the naive port: `safe_scale` scales the rows up, $\max |x|$ from
+# $1$ to $10^8$, and finds the largest scale at which `cast="none"` stays within 8 ulps of the float64 output.
+
+# %%
+SCALES = np.logspace(0, 8, 33)
+
+
+def safe_scale(x64, w, dt, scales=SCALES):
+    """The largest max |x| (x64 scaled) at which RMSNorm with cast='none' in ``dt`` is within 8 ulps of float64."""
+    ok = 0.0
+    for s in scales:
+        with np.errstate(over="ignore"):
+            x = (x64 * s / np.abs(x64).max()).astype(dt)
+        if not np.all(np.isfinite(x.astype(np.float64))):
+            break                                         # beyond the format's range
+        ref, layer = (sn.RMSNorm(D, cast=c, backend="numpy") for c in ("gemma", "none"))
+        ref.params["weight"] = layer.params["weight"] = w
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = layer.forward(x).astype(np.float64)
+        if np.all(ulp_error(y, ref.forward(x.astype(np.float64)), dt) <= 8):
+            ok = s
+    return ok
+
+
 safe = {f: safe_scale(x64[:16], w, FORMATS[f]) for f in ("float16", "bfloat16")}
 lesson.claim("float16 is the safer half format for RMSNorm, being the more precise", source=COMMON,
              measured="worst error of cast='none' in ulps of its own format: float16 "
@@ -205,7 +253,37 @@ lesson.claim("float16 is the safer half format for RMSNorm, being the more preci
                       f"{safe['bfloat16']:.3g} (the largest tried)"
                       f"; value: float16's over bfloat16's ({safe['float16'] / safe['bfloat16']:.2g})",
              value=safe["float16"] / safe["bfloat16"], **above(1.0, approx=0.5), expect=FAILS)
-figures(lesson, errors)
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** Gemma's order never errs by more than half an ulp. Why can no implementation do better, and what
+# does LLaMA's order cost on top?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The output must be a number of the format and the exact result lies between two of them, so the "
+              f"nearest is up to half a spacing away: one rounding at the end reaches that bound (worst "
+              f"{worst_gemma:.3f} ulp). LLaMA's order rounds w, x_hat and then their product, and the errors add "
+              f"up: {errors['bfloat16', 'llama'][0]:.2f} ulps in bfloat16, {bf_ratio:.1f} times gemma's worst.")
+
+# %% [markdown]
+# **2.** ml_dtypes' cast through float32 is wrong on only a handful of values. Why so rarely?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Double rounding errs only when the first rounding, to float32, lands exactly halfway between two "
+              f"bfloat16 numbers (the 16 bits bfloat16 then drops read 1 and 15 zeros: about one value in 2^16), "
+              f"and only when the tie goes the other way than the float64 value, half of those: {wrong} of "
+              f"{a.size} here, against about {a.size / 2 ** 17:.1f} expected.")
+
+# %% [markdown]
+# **3.** float16 has 8 times finer ulps than bfloat16, yet the claim that it is the safer half format for
+# the naive port fails. What breaks it?
+
+# %% tags=["remove-input"]
+nxt = SCALES[SCALES > safe["float16"]][0]
+lesson.answer(f"Range: cast='none' rounds x^2 and the sum of the squares to float16, whose largest number is 65504: "
+              f"fine at max |x| = {safe['float16']:.3g}, they overflow at {nxt:.3g}, the next scale tried. bfloat16 "
+              f"has float32's range and stays within 8 ulps up to {safe['bfloat16']:.3g}, the largest scale tried.")
 
 # %%
 lesson.finish()
