@@ -1,49 +1,14 @@
 # %% [markdown]
 # # A tiny Transformer on Python's docstrings: LayerNorm, RMSNorm and pRMSNorm, in steps and in seconds.
-# A character-level, decoder-only Transformer, pre-norm with RMSNorm as in
-# LLaMA (``nn.Transformer(norm="rmsnorm")``: h = h + Attn(Norm(h)), h = h +
-# MLP(Norm(h)), a final Norm, then the head), and the same model with
-# LayerNorm and with pRMSNorm. It reads English that ships with Python: the
-# docstrings of 29 standard-library modules (``lessons/_corpus.py``), one
-# document in ten held out for validation, one token per character (96).
 #
-# Model: d = 48, 4 heads, 2 blocks, contexts of 16 characters, batches of 32,
-# Adam (lr 3e-3, betas 0.9 / 0.99), the numba kernels of the norms. The three
-# models start from the same weights (the norms' weights are all 1), see the
-# same batches and train in turn, one step each, every step timed
-# (``lessons/_training.py``). pRMSNorm at d = 48 estimates the RMS from
-# k = ceil(48 * 6.25%) = 3 features.
+# A character-level, decoder-only Transformer, pre-norm with RMSNorm as in LLaMA
+# (`nn.Transformer(norm="rmsnorm")`): each block computes
 #
-# What learning means here: the unigram baseline (one fixed character
-# distribution, from the training counts) is the loss of a model that ignores
-# the context; the bigram baseline (the previous character) the loss of a
-# model that reads one character back. A model below the bigram line uses more
-# than one character of context. The lesson asserts that the validation loss
-# ends well below the unigram baseline, and prints samples.
+# $$h \leftarrow h + \mathrm{Attn}(\mathrm{Norm}(h)), \qquad h \leftarrow h + \mathrm{MLP}(\mathrm{Norm}(h)),$$
 #
-# Explainer 000 (lessons/SOURCES.md) in its §8.3 offers a "convergence analysis" that never
-# trains: it applies both norms to one fixed input, adds noise to the input
-# at every step and records mean(Norm(x)^2). No parameter changes; the number
-# it records is ms/(ms + eps) (RMSNorm) or var/(var + eps) (LayerNorm), 1 up
-# to eps, from the first step to the last (right panel). A comparison of
-# normalizations needs real training, as in the left panels.
-#
-# Seeds. ``--seeds N`` (default 3; 1 with --quick) repeats the race with
-# other initial weights and other batches. Every comparison is paired, the
-# difference of two norms on the same seed, and graded on the end of its 95%
-# interval nearest the bound. Per step, the norms are a small part of a
-# Transformer's time (attention, the MLP and Adam dominate), so the lesson
-# also times each norm layer alone and says what saving of a step that
-# predicts; the numbers are in the ledger. On a shared machine per-step timing
-# at the level of a few percent is noise, and the timing verdict is recorded,
-# not expected. --quick trains too briefly to compare: its verdicts are
-# recorded, not expected.
-#
-# Figures
-# * 12_tiny_transformer_loss.png: validation loss against steps and against
-#   seconds (mean of the seeds), with the unigram and bigram baselines; the
-#   paired difference of each norm's loss from LayerNorm's, per seed; and what
-#   the §8.3 procedure records.
+# then a final Norm and the head; and the same model with LayerNorm and with pRMSNorm. It reads English that
+# ships with Python: the docstrings of 29 standard-library modules (`lessons/_corpus.py`), one document in ten
+# held out for validation, one token per character (96).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -62,27 +27,40 @@ from scratchnorm import nn
 
 lesson = start(__name__, "12_tiny_transformer")
 
+# %% [markdown]
+# ## What learning means here
+#
+# The unigram baseline (one fixed character distribution, from the training counts) is the loss of a model
+# that ignores the context; the bigram baseline (the previous character) the loss of a model that reads one
+# character back. A model below the bigram line uses more than one character of context.
+
+# %%
+t0 = time.perf_counter()
+data = char_data()
+unigram, bigram = data.unigram_loss(), data.bigram_loss()
+report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training and {len(data.val)} "
+               f"validation characters ({time.perf_counter() - t0:.2f} s); unigram {unigram:.3f}, "
+               f"bigram {bigram:.3f} nats")
+
+# %% [markdown]
+# ## The race
+#
+# Model: $d = 48$, 4 heads, 2 blocks, contexts of 16 characters, batches of 32, Adam (learning rate
+# $3 \cdot 10^{-3}$, betas 0.9 / 0.99), the numba kernels of the norms. The three models start from the same
+# weights (the norms' weights are all 1), see the same batches and train in turn, one step each, every step
+# timed (`lessons/_training.py`). pRMSNorm at $d = 48$ estimates the RMS from
+# $k = \lceil 48 \cdot 6.25\% \rceil = 3$ features. After the race, each norm layer is also timed alone.
+#
+# `--seeds N` (default 3; 1 with `--quick`) repeats the race with other initial weights and other batches.
+
 # %%
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
 D, HEADS, LAYERS, T, BATCH = 48, 4, 2, 16, 32
 LR, BETAS = 3e-3, (0.9, 0.99)
-PROMPTS = ("Return the ", "This module ")
 
 
 def transformer(vocab, norm, seed=0):
     return nn.Transformer(vocab, D, HEADS, LAYERS, T, norm=norm, seed=seed)
-
-
-def noise_procedure(steps, rng):
-    """Explainer 000 §8.3, with this library's layers: mean(Norm(x)^2) while noise is added to x."""
-    x = rng.standard_normal((8, 32, 64))
-    layers = {name: nn.make_norm(name, 64) for name in ("layernorm", "rmsnorm")}
-    record = {name: [] for name in layers}
-    for _ in range(steps):
-        for name, layer in layers.items():
-            record[name].append(float(np.mean(layer.forward(x) ** 2)))
-        x = x + 0.01 * rng.standard_normal(x.shape)
-    return {name: np.array(r) for name, r in record.items()}
 
 
 def train(lesson, data, seed):
@@ -104,110 +82,181 @@ def train(lesson, data, seed):
     return models, curves, layer_t
 
 
-
-
-def claims(lesson, curves, final, step_t, layer_t, unigram, noise):
-    k, steps, bounds = lesson.seeds, curves["rmsnorm"][0].steps[-1], below(0.03, approx=0.1)
-    for claim, source, norm, ref in [
-            ("In a pre-norm Transformer RMSNorm reaches LayerNorm's validation loss", paper("abstract, §1"),
-             "rmsnorm", "layernorm"),
-            ("pRMSNorm with p = 6.25% is competitive with RMSNorm", paper("§1"), "prmsnorm", "rmsnorm")]:
-        gap = paired(final[norm], final[ref])                          # > 0: norm ends behind
-        lesson.claim(claim, source=source,
-                     measured=f"after {steps} steps, d = {D} (pRMSNorm: k = 3 features): validation loss "
-                              f"{STYLE[norm][1]} {final[norm].mean():.3f}, {STYLE[ref][1]} {final[ref].mean():.3f} "
-                              f"nats (unigram {unigram:.3f}); paired difference {interval(*gap, n=k)}; value: the "
-                              "interval's upper end (holds: at most 0.03 nats behind)",
-                     value=nearest_end(gap[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
-    saving = mean_interval(1 - step_t["rmsnorm"] / step_t["layernorm"])
-    r_layer, n_norms = layer_t["rmsnorm"] / layer_t["layernorm"], 2 * LAYERS + 1
-    parts = n_norms * (layer_t["layernorm"] - layer_t["rmsnorm"]) / np.median(step_t["layernorm"])
-    lesson.claim("With RMSNorm a training step takes 7%–64% less time than with LayerNorm",
-                 source=paper("abstract, §1"),
-                 measured=f"Transformer step RMSNorm {np.median(step_t['rmsnorm']) * 1e3:.2f} ms vs LayerNorm "
-                          f"{np.median(step_t['layernorm']) * 1e3:.2f} ms; paired saving "
-                          f"{interval(*saving, '{:.1%}', k)}; value: the interval's lower end. The layer alone at "
-                          f"({BATCH}, {T}, {D}): RMSNorm / LayerNorm {r_layer:.2f}, so its {n_norms} norm layers "
-                          f"predict a saving of {parts:.1%} of a step",
-                 value=saving[1], **above(0.07, approx=0.02), expect=VERDICTS)
-    flat = max(float(np.max(np.abs(r - 1))) for r in noise.values())
-    apart = float(np.max(np.abs(noise["rmsnorm"] - noise["layernorm"])))
-    learned = min(float(np.min([c.loss[0] for c in curves[n]]) - final[n].max()) for n in curves)
-    lesson.claim("Adding noise to a fixed input and recording mean(Norm(x)²) shows how RMSNorm and LayerNorm "
-                 "converge in training", source=explainer("000", "§8.3"),
-                 measured=f"over {len(noise['rmsnorm'])} noise steps the recorded value stays within {flat:.1e} "
-                          f"of 1 for both (they differ by at most {apart:.1e}); no parameter is updated. Real "
-                          f"training (this lesson) lowers the validation loss by at least {learned:.2f} nats. The "
-                          "value: how far the record moves (holds if by at least 0.1: something to show)",
-                 value=flat, **above(0.1), expect=FAILS)
-    check(flat < 1e-3 and learned > 0, "the §8.3 record is flat while real training learns")
-
-
-def figure(lesson, curves, unigram, bigram, noise):
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
-    (ax_steps, ax_secs), (ax_diff, ax_noise) = axes
-    plot_race(ax_steps, ax_secs, curves, "validation loss (nats per character)")
-    low = min(min(c.loss) for runs in curves.values() for c in runs)
-    start = curves["layernorm"][0].loss[0]
-    for ax in (ax_steps, ax_secs):
-        ax.set_ylim(low - 0.15, unigram + 0.5)                  # the first steps, from ln(96), run off the top
-        for value, name in ((unigram, "unigram"), (bigram, "bigram")):
-            ax.axhline(value, color="k", lw=0.8, ls="--" if name == "unigram" else ":")
-            ax.text(0.02, value + 0.02, f"{name} baseline {value:.2f}", transform=ax.get_yaxis_transform(),
-                    fontsize=9, va="bottom")
-    ax_steps.legend(loc="upper right")
-    ax_steps.set_title(f"Against steps (mean of {len(curves['layernorm'])} seeds; the start, {start:.2f}, is "
-                       "above the top)")
-    ax_secs.set_title("Against the seconds each model spent training")
-    ln = curves["layernorm"]
-    for name in ("rmsnorm", "prmsnorm"):
-        for i, (c, ref) in enumerate(zip(curves[name], ln)):
-            ax_diff.plot(c.steps, np.subtract(c.loss, ref.loss), color=STYLE[name][0], lw=1, alpha=0.8,
-                         label=f"{STYLE[name][1]} − LayerNorm" if i == 0 else None)
-    ax_diff.axhline(0, color="k", lw=0.8)
-    ax_diff.set(xlabel="training step", ylabel="validation loss minus LayerNorm's (nats)",
-                title="Paired difference, one line per seed (above 0: behind LayerNorm)",
-                ylim=(-0.3, 0.6))
-    ax_diff.legend(loc="upper right")
-    for (name, record), lw in zip(noise.items(), (4, 1.5)):        # LayerNorm wide, RMSNorm on top of it
-        ax_noise.plot(record, color=STYLE[name][0], label=STYLE[name][1], lw=lw)
-    ax_noise.text(0.5, 0.45, "both at 1 − O(eps) throughout:\nnothing is learned,\nnothing converges",
-                  transform=ax_noise.transAxes, ha="center", fontsize=10)
-    ax_noise.set(xlabel="'step' (noise added to the input)", ylabel="recorded 'loss': mean(Norm(x)²)",
-                 title="explainer 000 §8.3: no training happens", ylim=(0, 1.5))
-    ax_noise.legend(loc="lower right")
-    fig.suptitle(f"Character Transformer on Python's docstrings: d = {D}, {LAYERS} pre-norm blocks, context {T}")
-    lesson.save(fig, "loss")
-
-
-# %%
-t0 = time.perf_counter()
-data = char_data()
-unigram, bigram = data.unigram_loss(), data.bigram_loss()
-report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training and {len(data.val)} "
-               f"validation characters ({time.perf_counter() - t0:.2f} s); unigram {unigram:.3f}, "
-               f"bigram {bigram:.3f} nats")
 with one_blas_thread():
     runs = [train(lesson, data, seed) for seed in range(lesson.seeds)]
-    models, layer_t = runs[0][0], runs[0][2]
-    curves = {n: [r[1][n] for r in runs] for n in NORMS}                   # {norm: [Curve per seed]}
-    final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in NORMS}   # last two evaluations
-    step_t = {n: np.array([c.step_time for c in curves[n]]) for n in NORMS}
-    for n in NORMS:
-        check(all(np.all(np.isfinite(c.loss)) for c in curves[n]), f"{n}: the validation loss stays finite")
-        report(lesson, f"  {STYLE[n][1]:<22} final validation loss per seed "
-                       f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step, "
-                       f"layer alone {layer_t[n] * 1e6:.1f} us")
-    margin, judged = lesson.pick((0.05, NORMS[:2]), (0.5, NORMS))    # --quick: pRMSNorm is on the plateau
-    check(all(final[n].max() < unigram - margin for n in judged),
-          f"{', '.join(judged)} end at least {margin} nats below the unigram baseline {unigram:.3f}: {final}")
-    for n in ("rmsnorm", "layernorm"):
-        for prompt in PROMPTS[:lesson.pick(1, 2)]:
-            out = models[n].generate(data.encode(prompt)[None], lesson.pick(30, 60), temperature=0.8, seed=1)
-            print(f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
-    noise = noise_procedure(lesson.pick(100, 1000), np.random.default_rng(83))
-claims(lesson, curves, final, step_t, layer_t, unigram, noise)
-figure(lesson, curves, unigram, bigram, noise)
+models, layer_t = runs[0][0], runs[0][2]
+curves = {n: [r[1][n] for r in runs] for n in NORMS}                   # {norm: [Curve per seed]}
+final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in NORMS}   # last two evaluations
+step_t = {n: np.array([c.step_time for c in curves[n]]) for n in NORMS}
+for n in NORMS:
+    check(all(np.all(np.isfinite(c.loss)) for c in curves[n]), f"{n}: the validation loss stays finite")
+    report(lesson, f"  {STYLE[n][1]:<22} final validation loss per seed "
+                   f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step, "
+                   f"layer alone {layer_t[n] * 1e6:.1f} us")
+
+# %% [markdown]
+# The lesson asserts that the validation loss ends well below the unigram baseline (0.5 nats below; with
+# `--quick`, 0.05 nats, and only for LayerNorm and RMSNorm), and prints samples.
+
+# %%
+PROMPTS = ("Return the ", "This module ")
+margin, judged = lesson.pick((0.05, NORMS[:2]), (0.5, NORMS))    # --quick: pRMSNorm is on the plateau
+check(all(final[n].max() < unigram - margin for n in judged),
+      f"{', '.join(judged)} end at least {margin} nats below the unigram baseline {unigram:.3f}: {final}")
+for n in ("rmsnorm", "layernorm"):
+    for prompt in PROMPTS[:lesson.pick(1, 2)]:
+        out = models[n].generate(data.encode(prompt)[None], lesson.pick(30, 60), temperature=0.8, seed=1)
+        print(f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
+
+# %% [markdown]
+# ## The paper's accuracy claims
+#
+# Every comparison is paired, the difference of two norms' final validation losses on the same seed, and
+# graded on the end of its 95% interval nearest the bound (at most 0.03 nats behind to hold). `--quick`
+# trains too briefly to compare: its verdicts are recorded, not expected.
+
+# %%
+k, steps, bounds = lesson.seeds, curves["rmsnorm"][0].steps[-1], below(0.03, approx=0.1)
+for claim, source, norm, ref in [
+        ("In a pre-norm Transformer RMSNorm reaches LayerNorm's validation loss", paper("abstract, §1"),
+         "rmsnorm", "layernorm"),
+        ("pRMSNorm with p = 6.25% is competitive with RMSNorm", paper("§1"), "prmsnorm", "rmsnorm")]:
+    gap = paired(final[norm], final[ref])                          # > 0: norm ends behind
+    lesson.claim(claim, source=source,
+                 measured=f"after {steps} steps, d = {D} (pRMSNorm: k = 3 features): validation loss "
+                          f"{STYLE[norm][1]} {final[norm].mean():.3f}, {STYLE[ref][1]} {final[ref].mean():.3f} "
+                          f"nats (unigram {unigram:.3f}); paired difference {interval(*gap, n=k)}; value: the "
+                          "interval's upper end (holds: at most 0.03 nats behind)",
+                 value=nearest_end(gap[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+
+# %% [markdown]
+# ## The cost of a step
+#
+# Per step, the norms are a small part of a Transformer's time (attention, the MLP and Adam dominate), so the
+# lesson also times each norm layer alone and says what saving of a step that predicts: the $2L + 1$ norm
+# layers of $L$ blocks (two per block and the final one) times the layer's saving, over LayerNorm's step. On a
+# shared machine per-step timing at the level of a few percent is noise, and the timing verdict is recorded,
+# not expected.
+
+# %%
+saving = mean_interval(1 - step_t["rmsnorm"] / step_t["layernorm"])
+r_layer, n_norms = layer_t["rmsnorm"] / layer_t["layernorm"], 2 * LAYERS + 1
+parts = n_norms * (layer_t["layernorm"] - layer_t["rmsnorm"]) / np.median(step_t["layernorm"])
+lesson.claim("With RMSNorm a training step takes 7%–64% less time than with LayerNorm",
+             source=paper("abstract, §1"),
+             measured=f"Transformer step RMSNorm {np.median(step_t['rmsnorm']) * 1e3:.2f} ms vs LayerNorm "
+                      f"{np.median(step_t['layernorm']) * 1e3:.2f} ms; paired saving "
+                      f"{interval(*saving, '{:.1%}', k)}; value: the interval's lower end. The layer alone at "
+                      f"({BATCH}, {T}, {D}): RMSNorm / LayerNorm {r_layer:.2f}, so its {n_norms} norm layers "
+                      f"predict a saving of {parts:.1%} of a step",
+             value=saving[1], **above(0.07, approx=0.02), expect=VERDICTS)
+
+# %% [markdown]
+# ## A "convergence analysis" that never trains
+#
+# Explainer 000 (`lessons/SOURCES.md`) in its §8.3 offers a "convergence analysis" that never trains: it
+# applies both norms to one fixed input, adds noise to the input at every step and records
+# $\mathrm{mean}(\mathrm{Norm}(x)^2)$. No parameter changes; the number it records is
+#
+# $$\frac{\mathrm{ms}}{\mathrm{ms} + \epsilon} \ \text{(RMSNorm)} \qquad \text{or} \qquad
+#   \frac{\mathrm{var}}{\mathrm{var} + \epsilon} \ \text{(LayerNorm)},$$
+#
+# 1 up to $\epsilon$, from the first step to the last. A comparison of normalizations needs real training, as
+# in the race above.
+
+# %%
+def noise_procedure(steps, rng):
+    """Explainer 000 §8.3, with this library's layers: mean(Norm(x)^2) while noise is added to x."""
+    x = rng.standard_normal((8, 32, 64))
+    layers = {name: nn.make_norm(name, 64) for name in ("layernorm", "rmsnorm")}
+    record = {name: [] for name in layers}
+    for _ in range(steps):
+        for name, layer in layers.items():
+            record[name].append(float(np.mean(layer.forward(x) ** 2)))
+        x = x + 0.01 * rng.standard_normal(x.shape)
+    return {name: np.array(r) for name, r in record.items()}
+
+
+noise = noise_procedure(lesson.pick(100, 1000), np.random.default_rng(83))
+flat = max(float(np.max(np.abs(r - 1))) for r in noise.values())
+apart = float(np.max(np.abs(noise["rmsnorm"] - noise["layernorm"])))
+learned = min(float(np.min([c.loss[0] for c in curves[n]]) - final[n].max()) for n in curves)
+lesson.claim("Adding noise to a fixed input and recording mean(Norm(x)²) shows how RMSNorm and LayerNorm "
+             "converge in training", source=explainer("000", "§8.3"),
+             measured=f"over {len(noise['rmsnorm'])} noise steps the recorded value stays within {flat:.1e} "
+                      f"of 1 for both (they differ by at most {apart:.1e}); no parameter is updated. Real "
+                      f"training (this lesson) lowers the validation loss by at least {learned:.2f} nats. The "
+                      "value: how far the record moves (holds if by at least 0.1: something to show)",
+             value=flat, **above(0.1), expect=FAILS)
+check(flat < 1e-3 and learned > 0, "the §8.3 record is flat while real training learns")
+
+# %% [markdown]
+# The figure: the validation loss against steps and against seconds (mean of the seeds), with the unigram and
+# bigram baselines; the paired difference of each norm's loss from LayerNorm's, per seed; and what the §8.3
+# procedure records.
+
+# %%
+fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
+(ax_steps, ax_secs), (ax_diff, ax_noise) = axes
+plot_race(ax_steps, ax_secs, curves, "validation loss (nats per character)")
+low = min(min(c.loss) for runs in curves.values() for c in runs)
+start_loss = curves["layernorm"][0].loss[0]
+for ax in (ax_steps, ax_secs):
+    ax.set_ylim(low - 0.15, unigram + 0.5)                  # the first steps, from ln(96), run off the top
+    for value, name in ((unigram, "unigram"), (bigram, "bigram")):
+        ax.axhline(value, color="k", lw=0.8, ls="--" if name == "unigram" else ":")
+        ax.text(0.02, value + 0.02, f"{name} baseline {value:.2f}", transform=ax.get_yaxis_transform(),
+                fontsize=9, va="bottom")
+ax_steps.legend(loc="upper right")
+ax_steps.set_title(f"Against steps (mean of {len(curves['layernorm'])} seeds; the start, {start_loss:.2f}, is "
+                   "above the top)")
+ax_secs.set_title("Against the seconds each model spent training")
+ln = curves["layernorm"]
+for name in ("rmsnorm", "prmsnorm"):
+    for i, (c, ref) in enumerate(zip(curves[name], ln)):
+        ax_diff.plot(c.steps, np.subtract(c.loss, ref.loss), color=STYLE[name][0], lw=1, alpha=0.8,
+                     label=f"{STYLE[name][1]} − LayerNorm" if i == 0 else None)
+ax_diff.axhline(0, color="k", lw=0.8)
+ax_diff.set(xlabel="training step", ylabel="validation loss minus LayerNorm's (nats)",
+            title="Paired difference, one line per seed (above 0: behind LayerNorm)",
+            ylim=(-0.3, 0.6))
+ax_diff.legend(loc="upper right")
+for (name, record), lw in zip(noise.items(), (4, 1.5)):        # LayerNorm wide, RMSNorm on top of it
+    ax_noise.plot(record, color=STYLE[name][0], label=STYLE[name][1], lw=lw)
+ax_noise.text(0.5, 0.45, "both at 1 − O(eps) throughout:\nnothing is learned,\nnothing converges",
+              transform=ax_noise.transAxes, ha="center", fontsize=10)
+ax_noise.set(xlabel="'step' (noise added to the input)", ylabel="recorded 'loss': mean(Norm(x)²)",
+             title="explainer 000 §8.3: no training happens", ylim=(0, 1.5))
+ax_noise.legend(loc="lower right")
+fig.suptitle(f"Character Transformer on Python's docstrings: d = {D}, {LAYERS} pre-norm blocks, context {T}")
+lesson.save(fig, "loss")
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** Why does the §8.3 procedure record the same flat line for both norms, however long it runs?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Nothing is trained: with its weight at 1 a norm's output has mean square ms/(ms + eps) or "
+              f"var/(var + eps), 1 up to eps for any input, so noise leaves the record within {flat:.1e} of 1 "
+              f"over {len(noise['rmsnorm'])} steps; real training lowered the validation loss by {learned:.2f} nats "
+              "or more.")
+
+# %% [markdown]
+# **2.** RMSNorm's layer alone is cheaper than LayerNorm's. Why does a whole Transformer step barely notice?
+
+# %% tags=["remove-input"]
+lesson.answer(f"A step runs only {n_norms} norm layers, and attention, the MLP and Adam take most of its time: the "
+              f"layer's ratio RMSNorm / LayerNorm of {r_layer:.2f} predicts a saving of {parts:.1%} of a step; the "
+              f"measured paired saving is {interval(*saving, '{:.1%}', k)}.")
+
+# %% [markdown]
+# **3.** What does the bigram baseline tell you about a model that the unigram baseline does not?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Below the unigram line ({unigram:.3f} nats) a model uses some context; below the bigram line "
+              f"({bigram:.3f}) it uses more than the previous character. RMSNorm ends at {final['rmsnorm'].mean():.3f} "
+              f"and LayerNorm at {final['layernorm'].mean():.3f} nats, mean over seeds.")
 
 # %%
 lesson.finish()

@@ -1,40 +1,9 @@
 # %% [markdown]
 # # Questions answered by training: the Euclidean norm, a learnable eps, RMSNorm with a bias, the row mean.
-# Four questions the paper and explainer 000 raise, each settled by training
-# the same small model with one change, on the same batches, over several seeds
-# (``--seeds``; every comparison is paired, the difference on one seed, and
-# graded on its 95% interval).
 #
-# The Euclidean norm (paper §4). x / ||x|| differs from x / RMS(x) only by the
-# factor sqrt(d), which a weight g could absorb. The paper reports that it
-# does not work, and guesses that the scale should follow the vector's size.
-# Here it is a layer, x / ||x|| * g with g starting at 1 (lessons below call it
-# L2Norm), in place of RMSNorm in the spirals MLP of lesson 10 (4 hidden layers
-# of 64, Adam): the same function family, a different starting scale and a
-# different step for Adam, which moves g by about lr per step whatever its
-# size.
-#
-# A learnable eps (explainer 000 §6): RMSNormLearnableEps makes eps a
-# parameter, used through |eps|, started at the explainer's 1e-8. Its gradient
-# is tiny, but Adam divides each step by the gradient's own size, so the
-# parameter can move by about lr per step anyway. Does it move, and how far?
-#
-# RMSNorm with a bias "close to LayerNorm" (explainer 000 §6). A bias is the
-# same for every input; LayerNorm subtracts each input's own mean. On inputs
-# whose rows have different means, no bias can make the one the other. The
-# lesson fits the best bias (least squares) and measures what is left; and it
-# trains both.
-#
-# A label that is the row mean (explainer 000 §10.2 says RMSNorm may do worse on
-# tasks that need centring). Here the label *is* the mean of each row of x, the
-# quantity LayerNorm removes. A Linear before the norm can move it into other
-# directions, so both might learn it: the lesson trains Linear -> Norm -> ReLU
-# -> Linear on it and compares the final error.
-#
-# Figures
-# * 16_questions_answered_by_training_results.png: test accuracy per seed for
-#   RMSNorm, L2Norm, RMSNorm with a bias, learnable eps and LayerNorm; the
-#   learnable eps over training; the row-mean task's error.
+# Four questions the paper and explainer 000 raise, each settled by training the same small model with one
+# change, on the same batches, over several seeds (`--seeds`; every comparison is paired, the difference on
+# one seed, and graded on its 95% interval).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -48,6 +17,18 @@ from lessons._training import STYLE, accuracy, interval, one_blas_thread, paired
 from scratchnorm import nn
 
 lesson = start(__name__, "16_questions_answered_by_training")
+
+# %% [markdown]
+# ## The Euclidean norm (paper §4)
+#
+# $$\frac{x}{\lVert x\rVert} = \frac{x}{\sqrt{d}\,\mathrm{RMS}(x)}$$
+#
+# differs from $x / \mathrm{RMS}(x)$ only by the factor $\sqrt d$, which a weight $g$ could absorb. The paper
+# reports that it does not work, and guesses that the scale should follow the vector's size. Here it is a
+# layer, $y = x / \lVert x\rVert \odot g$ with $g$ starting at 1 (the lesson calls it L2Norm), in place of
+# RMSNorm in the spirals MLP of lesson 10 (4 hidden layers of 64, Adam): the same function family, a
+# different starting scale and a different step for Adam, which moves $g$ by about the learning rate per step
+# whatever its size.
 
 # %%
 WIDTH, DEPTH, BATCH, LR = 64, 4, 128, 3e-3
@@ -63,6 +44,14 @@ class L2Norm(sn.RMSNorm):
         return super().backward(dy / np.sqrt(self.d))
 
 
+# %% [markdown]
+# ## The race
+#
+# Five versions of that MLP train on the same batches, seed by seed: RMSNorm, L2Norm, RMSNorm with a bias,
+# RMSNorm with a learnable $\epsilon$ (the next two sections) and LayerNorm. At every evaluation the race also
+# records the learnable $\lvert\epsilon\rvert$ of each layer.
+
+# %%
 MODELS = {"rmsnorm": "rmsnorm", "l2norm": lambda d: L2Norm(d, eps=1e-12), "rmsnorm_bias": "rmsnorm_bias",
           "learnable_eps": lambda d: sn.RMSNormLearnableEps(d, eps=1e-8), "layernorm": "layernorm"}
 COLORS = {"rmsnorm": "tab:blue", "l2norm": "tab:red", "rmsnorm_bias": "tab:green", "learnable_eps": "tab:purple",
@@ -89,6 +78,74 @@ def spirals_race(lesson, seed, steps):
     return {k: accuracy(m, xte, yte) for k, m in built.items()}, np.array(eps_path)
 
 
+k, steps = lesson.seeds, lesson.pick(40, 800)
+with one_blas_thread():
+    races = [spirals_race(lesson, s, steps) for s in range(k)]
+acc = {m: np.array([r[0][m] for r in races]) for m in MODELS}
+
+# %% [markdown]
+# Does the Euclidean norm fail? The value is the accuracy lost against RMSNorm, paired per seed; the claim
+# holds if the whole interval lies at least 5 points below.
+
+# %%
+short = paired(acc["rmsnorm"], acc["l2norm"])                       # accuracy lost with the Euclidean norm
+lesson.claim("Normalizing by the Euclidean norm instead of the RMS does not work", source=paper("§4"),
+             measured=f"spirals MLP, {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, {steps} steps: test "
+                      f"accuracy RMSNorm {acc['rmsnorm'].mean():.3f}, L2Norm {acc['l2norm'].mean():.3f}; paired "
+                      f"shortfall {interval(*short, n=k)}; value: the interval's lower end (holds: at least 5 "
+                      "points worse)",
+             value=short[1], **above(0.05, approx=0.0), expect=VERDICTS)
+
+# %% [markdown]
+# ## A learnable eps (explainer 000 §6)
+#
+# `RMSNormLearnableEps` makes $\epsilon$ a parameter, used through its absolute value,
+# $y = x / \sqrt{\mathrm{ms}(x) + \lvert\epsilon\rvert} \odot g$, started at the explainer's $10^{-8}$. Its
+# gradient is tiny, but Adam divides each step by the gradient's own size, so the parameter can move by about
+# the learning rate per step anyway. Does it move, and how far? The value is the median factor by which
+# $\lvert\epsilon\rvert$ grew, over every layer and seed.
+
+# %%
+eps_end = np.concatenate([r[1][-1] for r in races])
+moved = float(np.median(eps_end / 1e-8))
+lesson.claim("A learnable eps moves in training", source=explainer("000", "§6"),
+             measured=f"RMSNormLearnableEps started at eps = 1e-8, Adam lr {LR:g}: after {steps} steps |eps| is "
+                      f"{np.min(eps_end):.1e} to {np.max(eps_end):.1e} over {eps_end.size} layers; median factor "
+                      f"{moved:.1e} (the value; holds if it moves by 10× or more)",
+             value=moved, **above(10, approx=2), expect=VERDICTS)
+
+# %% [markdown]
+# ## RMSNorm with a bias "close to LayerNorm" (explainer 000 §6)
+#
+# A bias is the same for every input; LayerNorm subtracts each input's own mean. On inputs whose rows have
+# different means, no bias can make the one the other. The lesson fits the best bias by least squares, the mean
+# over the rows of $\mathrm{LN}(x) - \mathrm{RMSNorm}(x)$, and measures what is left,
+# $\lVert \mathrm{RMSNorm}(x) + b^\ast - \mathrm{LN}(x)\rVert / \lVert \mathrm{LN}(x)\rVert$, on rows with
+# means of spread 1 and scales from 0.5 to 2; and it compares the two trained in the race.
+
+# %%
+rng = np.random.default_rng(16)
+x = rng.standard_normal((256, 32)) * rng.uniform(0.5, 2, (256, 1)) + rng.normal(0, 1, (256, 1))
+ln, rms = sn.layer_norm_forward(x)[0], sn.rms_norm_forward(x)[0]
+best_bias = (ln - rms).mean(axis=0)                                    # least squares over the rows
+resid = float(np.linalg.norm(rms + best_bias - ln) / np.linalg.norm(ln))
+gap = paired(acc["layernorm"], acc["rmsnorm_bias"])
+lesson.claim("RMSNorm with a bias is close to LayerNorm", source=explainer("000", "§6"),
+             measured=f"rows with means of spread 1 and scales 0.5–2: the best bias leaves a relative difference "
+                      f"of {resid:.2f} (the value); trained, LayerNorm minus RMSNorm + bias accuracy "
+                      f"{interval(*gap, n=k)}",
+             value=resid, **below(0.05, approx=0.2), expect=FAILS)
+
+# %% [markdown]
+# ## A label that is the row mean
+#
+# Explainer 000 §10.2 says RMSNorm may do worse on tasks that need centring. Here the label *is* the mean of
+# each row of $x$, $t = \frac{1}{d}\sum_i x_i$, the quantity LayerNorm removes. A Linear before the norm can
+# move it into other directions, so both might learn it: the lesson trains
+# Linear $\to$ Norm $\to$ ReLU $\to$ Linear on it ($d = 16$) and compares the final error, the test MSE over
+# the variance of the label, as a ratio RMSNorm / LayerNorm paired per seed (it holds if RMSNorm is 10% worse).
+
+# %%
 def row_mean_task(seed, steps, d=16):
     """Final test MSE / var(label) of Linear -> Norm -> ReLU -> Linear trained to output the row mean of x."""
     rng = np.random.default_rng(170 + seed)
@@ -108,41 +165,8 @@ def row_mean_task(seed, steps, d=16):
     return out
 
 
-# %%
-k, steps = lesson.seeds, lesson.pick(40, 800)
 with one_blas_thread():
-    races = [spirals_race(lesson, s, steps) for s in range(k)]
     mean_task = [row_mean_task(s, lesson.pick(60, 1500)) for s in range(k)]
-acc = {m: np.array([r[0][m] for r in races]) for m in MODELS}
-
-short = paired(acc["rmsnorm"], acc["l2norm"])                       # accuracy lost with the Euclidean norm
-lesson.claim("Normalizing by the Euclidean norm instead of the RMS does not work", source=paper("§4"),
-             measured=f"spirals MLP, {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, {steps} steps: test "
-                      f"accuracy RMSNorm {acc['rmsnorm'].mean():.3f}, L2Norm {acc['l2norm'].mean():.3f}; paired "
-                      f"shortfall {interval(*short, n=k)}; value: the interval's lower end (holds: at least 5 "
-                      "points worse)",
-             value=short[1], **above(0.05, approx=0.0), expect=VERDICTS)
-
-eps_end = np.concatenate([r[1][-1] for r in races])
-moved = float(np.median(eps_end / 1e-8))
-lesson.claim("A learnable eps moves in training", source=explainer("000", "§6"),
-             measured=f"RMSNormLearnableEps started at eps = 1e-8, Adam lr {LR:g}: after {steps} steps |eps| is "
-                      f"{np.min(eps_end):.1e} to {np.max(eps_end):.1e} over {eps_end.size} layers; median factor "
-                      f"{moved:.1e} (the value; holds if it moves by 10× or more)",
-             value=moved, **above(10, approx=2), expect=VERDICTS)
-
-rng = np.random.default_rng(16)
-x = rng.standard_normal((256, 32)) * rng.uniform(0.5, 2, (256, 1)) + rng.normal(0, 1, (256, 1))
-ln, rms = sn.layer_norm_forward(x)[0], sn.rms_norm_forward(x)[0]
-best_bias = (ln - rms).mean(axis=0)                                    # least squares over the rows
-resid = float(np.linalg.norm(rms + best_bias - ln) / np.linalg.norm(ln))
-gap = paired(acc["layernorm"], acc["rmsnorm_bias"])
-lesson.claim("RMSNorm with a bias is close to LayerNorm", source=explainer("000", "§6"),
-             measured=f"rows with means of spread 1 and scales 0.5–2: the best bias leaves a relative difference "
-                      f"of {resid:.2f} (the value); trained, LayerNorm minus RMSNorm + bias accuracy "
-                      f"{interval(*gap, n=k)}",
-             value=resid, **below(0.05, approx=0.2), expect=FAILS)
-
 ratio = np.exp(paired(np.log([t["rmsnorm"] for t in mean_task]), np.log([t["layernorm"] for t in mean_task])))
 bounds = above(1.1, approx=1.0)
 lesson.claim("RMSNorm does worse on a task that needs the centring statistic (the label is the row mean)",
@@ -153,6 +177,11 @@ lesson.claim("RMSNorm does worse on a task that needs the centring statistic (th
                       f"{interval(*ratio, n=k)}; value: the interval's lower end (holds: RMSNorm 10% worse)",
              value=nearest_end(ratio[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
 
+# %% [markdown]
+# The figure: the test accuracy per seed of RMSNorm, L2Norm, RMSNorm with a bias, learnable eps and
+# LayerNorm; the learnable $\lvert\epsilon\rvert$ over training; the row-mean task's error.
+
+# %%
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
 for i, m in enumerate(MODELS):
     axes[0].plot(np.full(k, i), acc[m], "o", color=COLORS[m], alpha=0.8)
@@ -168,6 +197,35 @@ for i, norm in enumerate(("layernorm", "rmsnorm")):
 axes[2].set_xticks([0, 1], ["LayerNorm", "RMSNorm"])
 axes[2].set(ylabel="test MSE / var(label)", title="Label = the row mean of x", xlim=(-0.6, 1.6))
 lesson.save(fig, "results")
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** $x / \lVert x\rVert$ and $x / \mathrm{RMS}(x)$ differ by a constant factor $\sqrt d$ that $g$ could
+# absorb. What, then, differs when they are trained?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Only the start and the steps: L2Norm's outputs start sqrt({WIDTH}) = {np.sqrt(WIDTH):.0f} times "
+              f"smaller, and Adam moves g by about lr per step whatever its size, so g would have to travel from 1 "
+              f"to about {np.sqrt(WIDTH):.0f} to give RMSNorm's starting scale. Here RMSNorm reached "
+              f"{acc['rmsnorm'].mean():.3f} test accuracy, L2Norm {acc['l2norm'].mean():.3f}; paired shortfall "
+              f"{interval(*short, n=k)}.")
+
+# %% [markdown]
+# **2.** The gradient of a learnable $\epsilon$ is tiny. Why does it still move far from $10^{-8}$ under Adam?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Adam divides each step by the gradient's own running size, so even a tiny gradient moves the "
+              f"parameter by up to about lr = {LR:g} per step: after {steps} steps |eps| is {np.min(eps_end):.1e} to "
+              f"{np.max(eps_end):.1e}, a median factor of {moved:.1e} over its start.")
+
+# %% [markdown]
+# **3.** Why can no bias turn RMSNorm into LayerNorm on these rows?
+
+# %% tags=["remove-input"]
+lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtracts each row's own mean, which "
+              f"varies from row to row, and divides by the row's standard deviation rather than its RMS: the best "
+              f"bias still leaves a relative difference of {resid:.2f}.")
 
 # %%
 lesson.finish()
