@@ -1,38 +1,33 @@
 # %% [markdown]
 # # Batch statistics: BatchNorm's output depends on the batch, LayerNorm's and GroupNorm's do not.
-# In training mode BatchNorm normalizes feature j of example x0 with the mean
-# and variance of that feature over the batch B it sits in:
 #
-#     y0_j = (x0_j - mu_B,j) / sqrt(var_B,j + eps)
+# In training mode BatchNorm normalizes feature $j$ of example $x_0$ with the mean and variance of that
+# feature over the batch of $B$ examples it sits in:
 #
-# mu_B and var_B are estimates from B samples, off by about sigma/sqrt(B) and
-# sigma^2 sqrt(2/B), so the same x0 gets a different output in every batch, with
-# a spread of about sqrt((1 + x0_hat_j^2 / 2) / B): it shrinks like 1/sqrt(B).
-# At B = 2 every output is exactly +1 or -1, whatever x0 is. In eval mode
-# BatchNorm uses running averages of the batch statistics instead (momentum
-# 0.1, running_var unbiased), a fixed map: the train/eval gap for the same
-# batch is the batch noise again and shrinks the same way.
+# $$
+# y_{0,j} = \frac{x_{0,j} - \mu_{B,j}}{\sqrt{\sigma^2_{B,j} + \epsilon}} .
+# $$
 #
-# LayerNorm, RMSNorm and GroupNorm take their statistics inside one example,
-# so an example's output does not depend on its batch-mates at all: the lesson
-# puts a fixed example into many random batches of every size and finds the
-# same output bit for bit.
+# $\mu_B$ and $\sigma^2_B$ are estimates from $B$ samples, off by about $\sigma/\sqrt{B}$ and
+# $\sigma^2\sqrt{2/B}$, so the same $x_0$ gets a different output in every batch, with a spread of about
 #
-# GroupNorm(G, C) on (N, C, L) normalizes each example over groups of C/G
-# channels. G = C is InstanceNorm (each channel over its positions). G = 1 is
-# LayerNorm's normalization over the whole (C, L) example; but GroupNorm's
-# affine has one weight and bias per channel (2C parameters), where LayerNorm
-# over (C, L) has one per element (2CL). With weight 1 and bias 0 the two
-# agree; with LayerNorm's per-element affine they do not.
+# $$
+# \sqrt{\frac{1 + \hat x_{0,j}^2/2}{B}} ,
+# $$
 #
-# Figures
-# * 07_batch_statistics_batch_size.png. Left: the BatchNorm outputs of one
-#   fixed example (one feature) in many random batches, against B. Right: the
-#   spread of that output over batches and the train/eval gap, against B, on
-#   log-log axes with the fitted slopes (about -1/2).
-# * 07_batch_statistics_groupnorm.png: GroupNorm(G, C) for every divisor G of C,
-#   compared with InstanceNorm and with LayerNorm over (C, L) (no affine): the
-#   difference vanishes at G = C and at G = 1 respectively.
+# where $\hat x_{0,j}$ is $x_{0,j}$ normalized with the population's mean and standard deviation: the spread
+# shrinks like $1/\sqrt{B}$. At $B = 2$ every output is exactly $+1$ or $-1$, whatever $x_0$ is. In eval mode
+# BatchNorm uses running averages of the batch statistics instead, a fixed map: the train/eval gap for the
+# same batch is the batch noise again and shrinks the same way.
+#
+# LayerNorm, RMSNorm and GroupNorm take their statistics inside one example, so an example's output does
+# not depend on its batch-mates at all.
+#
+# GroupNorm$(G, C)$ on an input of shape $(N, C, L)$ normalizes each example over groups of $C/G$ channels.
+# $G = C$ is InstanceNorm (each channel over its positions). $G = 1$ is LayerNorm's normalization over the
+# whole $(C, L)$ example; but GroupNorm's affine has one weight and bias per channel ($2C$ parameters), where
+# LayerNorm over $(C, L)$ has one per element ($2CL$). With weight 1 and bias 0 the two agree; with
+# LayerNorm's per-element affine they do not.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -46,6 +41,14 @@ from lessons._stats import fit_slope, rms
 
 lesson = start(__name__, "07_batch_statistics")
 
+# %% [markdown]
+# ## One fixed example in random batches
+#
+# The data: `D` features, feature $j$ drawn from $\mathcal{N}(m_j, s_j^2)$ with its own mean and standard
+# deviation. The lesson puts one fixed example $x_0$ into many random batches of every size $B$ and records
+# its BatchNorm output in training mode (the batch's statistics), and the largest change of its LayerNorm,
+# RMSNorm and GroupNorm outputs between batches. The spread of the BatchNorm output over batches (RMS over
+# the features) is fitted as a power of $B$, from $B = 8$ on, and compared with the prediction above.
 
 # %%
 rng = np.random.default_rng(7)
@@ -58,40 +61,74 @@ check(np.all(at2 <= 1) and np.median(1 - at2) < 1e-3, "at B = 2 BatchNorm output
 slope, amp = fit_slope(sizes, spread, 8)
 x0_hat = (data.x0 - data.mean) / data.std
 predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
-gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
-gap_slope = fit_slope(sizes, gap, 8)[0]
 noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
          f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
          f"{amp:.2f}/√B, predicted {predicted:.2f}/√B)")
-mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
-            f"∝ B^{gap_slope:.2f}")
-check(gap[0] > 0.3, "at B = 2 training and inference outputs differ by a large fraction of the output")
 lesson.claim("BatchNorm does badly at small batch sizes: an example's output depends on the rest of its batch, "
              "by about 1/√B (what is measured here is that noise, not the accuracy of a trained model)",
              source=explainer("002", "§1.3.1 (1), points 3-4"), measured=noise + "; value: |slope + 1/2|",
              value=abs(slope + 0.5), **below(0.1, approx=0.25), expect=HOLDS)
+
+# %% [markdown]
+# ## Training against inference
+#
+# In eval mode BatchNorm normalizes with running averages of the batch statistics (momentum 0.1,
+# `running_var` unbiased). For each $B$ a fresh BatchNorm trains its running statistics on batches of size
+# $B$; then, on new batches, its training-mode output (batch statistics) is compared with its eval-mode
+# output (running statistics) for the same batch.
+
+# %%
+gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
+gap_slope = fit_slope(sizes, gap, 8)[0]
+mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
+            f"∝ B^{gap_slope:.2f}")
+check(gap[0] > 0.3, "at B = 2 training and inference outputs differ by a large fraction of the output")
 lesson.claim("BatchNorm behaves differently in training and inference (batch statistics against running "
              "ones), most at small batches", source=explainer("002", "§1.3.1 (1), points 3-4"),
              measured=mode_gap + "; value: |slope + 1/2|",
              value=abs(gap_slope + 0.5), **below(0.15, approx=0.3), expect=HOLDS)
 
+# %% [markdown]
+# ## Statistics inside one example
+#
+# LayerNorm, RMSNorm and GroupNorm saw the same random batches as BatchNorm above; since their statistics
+# come from the example alone, the fixed example's output should be the same bit for bit in every batch.
+
+# %%
 lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", source=explainer("002",
              "§1.3.1 (2) and (4)"),
              measured="largest change of a fixed example's output over random batches of B = 2.."
                       f"{sizes[-1]}: " + ", ".join(f"{k} {v:g}" for k, v in other_change.items()),
              value=max(other_change.values()), **below(0.0, approx=1e-12), expect=HOLDS)
 
+# %% [markdown]
+# ## GroupNorm between InstanceNorm and LayerNorm
+#
+# On inputs of shape $(N, C, L)$ with $C = 16$ channels of $L = 8$ positions, GroupNorm$(G, C)$ with weight 1
+# and bias 0 is run for every divisor $G$ of $C$ and compared with the definitions written out: InstanceNorm
+# (statistics per example and channel, over $L$) and LayerNorm over $(C, L)$ (statistics per example, over
+# $C$ and $L$). The two ends should match, and every $G$ in between should differ from both.
+
+# %%
 n, C, L = lesson.pick(16, 64), 16, 8
 x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
 check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
 check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
-same, resid = groupnorm_one_group_affine(rng, x)
-check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
 lesson.claim("GroupNorm with G = 1 normalizes like LayerNorm over (C, *), and G = C like InstanceNorm",
              source=explainer("002", "§1.3.1 (4), point 6"),
              measured=f"C = {C}, L = {L}, no affine, RMS difference from the definitions: GN(1, C) − LN over "
                       f"(C, L) {to_ln[0]:.0e}, GN(C, C) − IN {to_in[-1]:.0e}",
              value=max(to_ln[0], to_in[-1]), **below(1e-12, approx=1e-6), expect=HOLDS)
+
+# %% [markdown]
+# With the affine the two differ. First, LayerNorm given GroupNorm's per-channel weights and biases, each
+# repeated over the $L$ positions, must agree with GroupNorm$(1, C)$. Then LayerNorm gets a random
+# per-element affine, and the closest per-channel affine (least squares on the shared $\hat x$) is fitted to
+# its output: the relative residual says how much of LayerNorm's affine GroupNorm cannot express.
+
+# %%
+same, resid = groupnorm_one_group_affine(rng, x)
+check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
 lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine parameters included",
              source=explainer("002", "§1.3.1 (4), point 6"),
              measured=f"GN has {2 * C} affine parameters (per channel), LN over (C, L) {2 * C * L} (per element); "
@@ -99,7 +136,14 @@ lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine paramete
                       f"of {resid:.2f} (the value)",
              value=resid, **below(1e-6, approx=0.05), expect=FAILS)
 
-# Figures.
+# %% [markdown]
+# ## The figures
+#
+# The batch-size figure. Left: the BatchNorm outputs of one fixed example (one feature, the one furthest
+# from its mean) in many random batches, against $B$. Right: the spread of that output over batches and the
+# train/eval gap, against $B$, on log-log axes with the fitted slopes (about $-1/2$).
+
+# %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
 j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
 for B in sizes:
@@ -121,6 +165,11 @@ ax2.legend()
 fig.suptitle(f"BatchNorm's dependence on the batch ({D} features, x ~ N(mean_j, std_j²), eps = 1e-5)")
 lesson.save(fig, "batch_size")
 
+# %% [markdown]
+# The GroupNorm figure: GroupNorm$(G, C)$ for every divisor $G$ of $C$, compared with InstanceNorm and with
+# LayerNorm over $(C, L)$ (no affine): the difference vanishes at $G = C$ and at $G = 1$ respectively.
+
+# %%
 fig, ax = plt.subplots(figsize=(7, 4.3), layout="constrained")
 floor = 1e-17
 ax.semilogy(groups, np.maximum(to_in, floor), "o-", label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
@@ -131,6 +180,44 @@ ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs", ylim
        title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
 ax.legend()
 lesson.save(fig, "groupnorm")
+
+# %% [markdown]
+# ## Exercise
+#
+# Write BatchNorm's backward yourself, where every example's gradient depends on the whole batch through
+# $\mu_B$ and $\sigma^2_B$, then GroupNorm's. `python -m scratchnorm.exercises new batchnorm ex` writes a stub
+# `ex/batchnorm.py` to fill in, and `python -m scratchnorm.exercises check ex/batchnorm.py` checks it and
+# names the mistake if there is one; the same with `groupnorm`.
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** At $B = 2$ every BatchNorm output is $+1$ or $-1$, whatever the example is. Why, and what does that
+# leave of the example's own value?
+
+# %% tags=["remove-input"]
+lesson.answer(f"With two examples each feature's batch mean is their midpoint and its variance the squared "
+              f"half-distance, so both normalize to exactly -1 and +1 (here within {np.median(1 - at2):.0e} of "
+              f"1 in the median, the effect of eps): only the sign of x0 against its batch-mate survives, and "
+              f"its output moves by {spread[0]:.2f} between batches.")
+
+# %% [markdown]
+# **2.** The spread over batches fell like $B$ to a power close to $-1/2$. About how large a batch would bring
+# it down to 0.01, and what does that say about shrinking batch noise by growing the batch?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The fit is {amp:.2f}/√B (slope {slope:.2f}), so a spread of 0.01 needs B ≈ ({amp:.2f}/0.01)² "
+              f"≈ {(amp / 0.01) ** 2:,.0f}: every tenfold cut in the noise costs a hundredfold larger batch.")
+
+# %% [markdown]
+# **3.** Without affine, GroupNorm with $G = 1$ and LayerNorm over $(C, L)$ agree to round-off. Why can no
+# choice of GroupNorm's affine parameters reproduce LayerNorm with a random per-element affine?
+
+# %% tags=["remove-input"]
+lesson.answer(f"They share x_hat (difference {to_ln[0]:.0e}), but GroupNorm has {2 * C} affine parameters, one "
+              f"weight and bias per channel, while LayerNorm has {2 * C * L}, one per element: the {L} positions "
+              f"of a channel get {L} different weights, which one per-channel weight cannot match (best fit "
+              f"leaves a relative residual of {resid:.2f}).")
 
 # %%
 lesson.finish()

@@ -1,45 +1,18 @@
 # %% [markdown]
 # # Precision: float16, bfloat16 and float32 against a float64 reference, and where eps goes.
-# scratchnorm's NumPy reference, used here, computes every statistic in float64
-# and rounds once at the end (dtypes.py); float16 inputs are upcast first. Two things remain: the input
-# is already rounded to its format, and the output is rounded to it. A
-# feature with mean m and spread s in float16 keeps about 11 bits of m + s z,
-# so what is left of z has a relative error of about 2^-11 * m / s. LayerNorm
-# divides by s and shows that error at full size; RMSNorm divides by
-# RMS = sqrt(m^2 + s^2), so its output is about 1 + z s/m and its error, on
-# the output's scale, stays at 2^-11. Look closer: the part of RMSNorm's output
-# that varies across features, z s/m, is tiny, and rounding the output (near
-# 1) to float16 swamps it. "RMSNorm is more stable in half precision" is true
-# of the output's error, not of the information it carries.
 #
-# Without the upcast (every operation in float16, in the lesson's
-# naive_* functions) both layers break: x^2 overflows float16 for |x| > 256
-# (65504 is the largest float16), the sum of d squares already for
-# RMS(x) > sqrt(65504 / d) = 16 at d = 256, and a float16 running sum of
-# values near 100 rounds each addition to a multiple of 16.
+# scratchnorm's NumPy reference, used here, computes every statistic in float64 and rounds once at the end
+# (`scratchnorm/dtypes.py`); float16 inputs are upcast first. Two things remain: the input is already
+# rounded to its format, and the output is rounded to it. A feature with mean $m$ and spread $s$ in float16
+# keeps about 11 bits of $m + s z$, so what is left of $z$ has a relative error of about
 #
-# The variance as E[x^2] - E[x]^2 subtracts two numbers of size m^2 to get
-# one of size s^2: it loses log10(m^2/s^2) digits (catastrophic cancellation)
-# and can even go negative (sqrt -> NaN). Two passes (mean, then squared
-# deviations) or Welford's running update avoid it. RMSNorm's mean of squares
-# adds positive numbers only: no cancellation, in one pass.
+# $$
+# 2^{-11} \cdot \frac{m}{s} .
+# $$
 #
-# eps near 0 (see eps_modes.py): "inside" 1/sqrt(ms + eps) and "clamp"
-# 1/sqrt(max(ms, eps)) cap the normalizer at 1/sqrt(eps); "outside"
-# 1/(RMS + eps) caps it at 1/eps, so its gradient can be 1/sqrt(eps) times
-# larger (1e6 against 1e3 for eps = 1e-6). For inputs well above sqrt(eps)
-# the three agree; where eps goes matters only for small inputs.
-#
-# Figures
-# * 08_precision_dtypes.png: output error against mean/std, per format, for
-#   LayerNorm and RMSNorm (library path, and naive float16), and the error of
-#   the part of the output that varies across features.
-# * 08_precision_overflow.png: naive float16 against the library as the
-#   input's scale grows.
-# * 08_precision_variance.png: the relative error of the variance, one pass,
-#   two passes and Welford in float32, against mean/std.
-# * 08_precision_eps.png: the output's RMS and the gradient's gain (largest
-#   singular value of the Jacobian) as RMS(x) -> 0, for the three eps modes.
+# LayerNorm divides by $s$ and shows that error at full size; RMSNorm divides by
+# $\mathrm{RMS} = \sqrt{m^2 + s^2}$, so its output is about $1 + z\, s/m$ and its error, on the output's
+# scale, stays at $2^{-11}$.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -54,11 +27,19 @@ from lessons._precision import (F16, dtype_sweep, err, half_square_rms_norm, lib
 
 lesson = start(__name__, "08_precision")
 
+# %% [markdown]
+# ## Each format against float64
+#
+# Rows of $d = 256$ standard normal features $z$ are shifted to a growing mean, $x = z + m$, and normalized
+# in each format by the library's path (input rounded, statistics in float64, output rounded) and, for
+# float16, by a naive path that does every operation in float16 (the `naive_*` functions of
+# `lessons/_precision.py`). The error is the worst row's RMS error against the float64 output.
+#
+# The figure: output error against mean/std, per format, for LayerNorm and RMSNorm (library path, and naive
+# float16), and the error of the part of the output that varies across features.
+
 # %%
 D = 256
-
-
-# %%
 rng = np.random.default_rng(8)
 z = rng.standard_normal((lesson.pick(100, 1000), D))
 
@@ -78,13 +59,32 @@ lesson.claim("RMSNorm is numerically more stable than LayerNorm in FP16/BF16: it
                       f"pure fp16 arithmetic: error > 0.1 from mean/std = {naive_fails['RMSNorm']:.0f} (RMSNorm), "
                       f"{naive_fails['LayerNorm']:.0f} (LayerNorm)",
              value=ratio_out, **above(3, approx=1.5), expect=HOLDS)
+
+# %% [markdown]
+# Look closer: the part of RMSNorm's output that varies across features, $z\, s/m$, is tiny, and rounding
+# the output (near 1) to float16 swamps it. "RMSNorm is more stable in half precision" is true of the
+# output's error, not of the information it carries. The next claim compares the error of
+# $y - \mathrm{mean}(y)$, relative to $\mathrm{std}(y)$, at the largest mean.
+
+# %%
 lesson.claim("... and so RMSNorm's FP16 output carries the input's variation more precisely",
              source=explainer("003", "§2.5 table"),
              measured=f"mean/std = {means.max():g}: the error of y − mean(y), relative to std(y), is "
                       f"{ratio_dev:.1f}× larger for RMSNorm than for LayerNorm (the value: RMS/LN)",
              value=ratio_dev, **below(1.0, approx=1.5), expect=FAILS)
 
-# Overflow: x^2 and the sum of squares in float16.
+# %% [markdown]
+# ## Without the upcast: overflow
+#
+# With every operation in float16 (the lesson's `naive_*` functions) both layers break: $x^2$ overflows
+# float16 for $|x| > 256$ (65504 is the largest float16), the sum of $d$ squares already for
+# $\mathrm{RMS}(x) > \sqrt{65504 / d} = 16$ at $d = 256$, and a float16 running sum of values near 100
+# rounds each addition to a multiple of 16. A third path squares in float16 and accumulates the mean in
+# float32, as frameworks and explainers write it: the sum no longer overflows, but the square already has.
+#
+# The figure: naive float16 against the library as the input's scale grows.
+
+# %%
 big16 = np.nextafter(F16(256), F16(0))
 with np.errstate(over="ignore"):
     check(np.isfinite(big16 * big16) and np.isinf(F16(256) * F16(256)), "x^2 overflows float16 at 256")
@@ -116,7 +116,18 @@ lesson.claim("x² overflows float16 for |x| ≥ 256, even when the mean of squar
                       f"{np.sqrt(65504 / D):.0f}; library path at RMS 1000: error {lib_big:.1e}",
              value=first_inf, **exactly(256), expect=HOLDS)
 
-# The variance: one pass, two passes, Welford, in float32.
+# %% [markdown]
+# ## The variance in one pass
+#
+# The variance as $\mathrm{E}[x^2] - \mathrm{E}[x]^2$ subtracts two numbers of size $m^2$ to get one of size
+# $s^2$: it loses $\log_{10}(m^2/s^2)$ digits (catastrophic cancellation) and can even go negative
+# ($\sqrt{\cdot} \to$ NaN). Two passes (mean, then squared deviations) or Welford's running update avoid it.
+# RMSNorm's mean of squares adds positive numbers only: no cancellation, in one pass.
+#
+# The figure: the relative error of the variance, one pass, two passes and Welford in float32, against
+# mean/std.
+
+# %%
 ratios = np.logspace(0, 6, lesson.pick(7, 13))
 rows = z[: lesson.pick(50, 200)]
 var, negative = variance_errors(rows, ratios)
@@ -129,6 +140,12 @@ ax.set(xlabel="mean(x) / std(x)", ylabel="max relative error", ylim=(1e-9, 1e8),
        title=f"float32 statistics, d = {D}: one pass gives a variance ≤ 0 in up to {max(negative):.0%} of rows")
 ax.legend(fontsize=8)
 lesson.save(fig, "variance")
+
+# %% [markdown]
+# Two claims, graded at mean/std $= 10^3$: the cancellation, and whether LayerNorm really needs two passes
+# (Welford computes its variance in one pass, at the price of a division per element).
+
+# %%
 one_err, two_err, w_err, ms_err = (var[k][at][0] for k in var)
 check(two_err < 1e-5 and ms_err < 1e-5, "two passes and the mean of squares stay accurate")
 lesson.claim("E[x²] − E[x]² cancels catastrophically when the mean is large against the spread",
@@ -144,7 +161,26 @@ lesson.claim("RMSNorm needs one pass over the data for its statistic, LayerNorm 
                       f"{two_err:.1e}. Holds if one pass cannot give LayerNorm's variance to 1%",
              value=w_err, **above(1e-2, approx=1e-4), expect=lesson.pick((APPROX, FAILS), FAILS))
 
-# eps near zero: the output and the gradient's gain.
+# %% [markdown]
+# ## Where eps goes
+#
+# Near 0 (see `scratchnorm/eps_modes.py`) the three placements of $\epsilon$ differ:
+#
+# | mode | normalizer | capped at |
+# |---|---|---|
+# | inside | $1/\sqrt{\overline{x^2} + \epsilon}$ | $1/\sqrt{\epsilon}$ |
+# | clamp | $1/\sqrt{\max(\overline{x^2}, \epsilon)}$ | $1/\sqrt{\epsilon}$ |
+# | outside | $1/(\mathrm{RMS}(x) + \epsilon)$ | $1/\epsilon$ |
+#
+# so the gradient of "outside" can be $1/\sqrt{\epsilon}$ times larger ($10^6$ against $10^3$ for
+# $\epsilon = 10^{-6}$). For inputs well above $\sqrt{\epsilon}$ the three agree; where $\epsilon$ goes
+# matters only for small inputs. The measurement: a vector of 8 features with RMS 1, scaled down from 1 to
+# $10^{-8}$; RMSNorm's backward with $dy = I$ gives its Jacobian.
+#
+# The figure: the output's RMS and the gradient's gain (largest singular value of the Jacobian) as
+# $\mathrm{RMS}(x) \to 0$, for the three eps modes.
+
+# %%
 u = rng.standard_normal(8)
 u /= np.sqrt(np.mean(u**2))                           # RMS 1
 levels = np.logspace(-8, 0, lesson.pick(33, 65))
@@ -170,6 +206,12 @@ for ax, ylabel in zip(axes, ("RMS of the output", "gradient gain ‖∂y/∂x‖
 axes[0].set_title(f"output, eps = {eps:g}")
 axes[1].set_title("the largest factor by which backward amplifies dy")
 lesson.save(fig, "eps")
+
+# %% [markdown]
+# Graded at $\mathrm{RMS}(x) = 1$, where the three should agree, and at $\mathrm{RMS}(x) = 10^{-4}$, between
+# $\epsilon$ and $\sqrt{\epsilon}$.
+
+# %%
 check(abs(gain_at_zero["outside"] * eps - 1) < 0.01 and abs(gain_at_zero["inside"] * np.sqrt(eps) - 1) < 0.01,
       "near 0 the gain is 1/eps (outside) and 1/sqrt(eps) (inside)")
 spread_1 = max(out_at_1.values()) - min(out_at_1.values())
@@ -183,6 +225,40 @@ lesson.claim("Where eps goes does not matter; it only prevents division by zero 
                       f"largest over the smallest, {spread_small:.2f}; gradient gain near 0: "
                       f"{gain_at_zero['inside']:.0e}, {gain_at_zero['outside']:.0e}, {gain_at_zero['clamp']:.0e}",
              value=spread_small, **below(1.1, approx=2), expect=FAILS)
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** At the largest mean, RMSNorm's float16 output is much closer to float64 than LayerNorm's, yet the
+# part of it that varies across features is less precise. How can both be true?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Both inherit the input's own rounding, about 2^-11 m/s of z; LayerNorm shows it at full size, "
+              f"RMSNorm shrinks it by s/m together with the signal, so its output error is {ratio_out:.0f}x "
+              f"smaller. But its output sits near 1, where float16's spacing is as large as the variation "
+              f"z s/m, so rounding the output adds a second error: the varying part comes out {ratio_dev:.1f}x "
+              f"worse than LayerNorm's.")
+
+# %% [markdown]
+# **2.** In float32 at mean/std $= 10^3$ the one-pass variance is far off, while RMSNorm's one-pass mean of
+# squares is accurate. What differs between the two sums?
+
+# %% tags=["remove-input"]
+lesson.answer(f"E[x²] and E[x]² are both about a million times the variance, and float32 keeps about 7 digits, "
+              f"so their difference keeps about one: relative error {one_err:.1e}. The mean of squares adds "
+              f"positive numbers and subtracts nothing ({ms_err:.1e}); one pass is not the problem, since "
+              f"Welford's one pass gets LayerNorm's variance to {w_err:.1e}.")
+
+# %% [markdown]
+# **3.** At $\mathrm{RMS}(x) = 10^{-4}$ with $\epsilon = 10^{-6}$, why does "outside" keep the output's RMS
+# near 1 while "inside" and "clamp" shrink it?
+
+# %% tags=["remove-input"]
+lesson.answer(f"Inside divides by sqrt(1e-8 + 1e-6), about 1e-3, ten times the input's RMS (output "
+              f"{out_at['inside']:.2f}), and clamp by sqrt(eps) as well ({out_at['clamp']:.2f}); outside divides "
+              f"by 1e-4 + 1e-6, barely more than the RMS ({out_at['outside']:.2f}). The price: its normalizer "
+              f"and gradient gain grow up to 1/eps near 0 ({gain_at_zero['outside']:.0e}, against "
+              f"{gain_at_zero['inside']:.0e} inside).")
 
 # %%
 lesson.finish()

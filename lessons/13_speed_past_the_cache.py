@@ -1,63 +1,16 @@
 # %% [markdown]
 # # Appendix to lesson 09: writing past the cache, page faults, rsqrt, and the memory a backward keeps.
-# Lesson 09 times the norms against d. This appendix looks at four things the
-# timings there hide.
 #
-# Writing past the cache. "A kernel that reads x and writes y moves two
-# arrays' worth of bytes" is how bandwidth is usually counted, and it is not
-# what a plain store does: before writing into a cache line the core reads it
-# from memory (a read for ownership), so writing y costs a read and a write.
-# Non-temporal stores skip that read and send whole lines to memory. From
-# the size at which x and y fill the last-level cache the numba kernels write
-# y and dx that way (scratchnorm/fast/_stream.py); below it they write
-# normally, so that the next layer finds y in cache. The lesson measures it
-# at one large shape, on one thread: a numba copy with plain stores against
-# the same copy with non-temporal stores (their time ratio is the cost of the
-# hidden read), np.copyto, and the RMSNorm and LayerNorm forwards with the
-# kernels' ``stream=False`` and ``stream=True`` (13_speed_past_the_cache_streaming.png).
-# Where the plain copy takes about 1.5x the streamed one, the hidden read is
-# half again the traffic, and the claim below does not hold for plain stores.
-# A fused forward gains less than the copy does: it also computes, and its two
-# passes over each row (statistics, then y) read and write in turns.
+# Lesson 09 times the norms against $d$. This appendix looks at four things the timings there hide:
 #
-# Page faults. In the NumPy code every operation is one more pass over an
-# (N, d) array and one more fresh temporary: once they are large, the
-# allocator hands freed blocks back to the operating system and the next call
-# pays a page fault for each 4 KiB page again. The pages figure counts that
-# memory per call; where it is large, the allocator, not the arithmetic, sets
-# the time, and the RMSNorm / LayerNorm ratio moves from run to run. How much
-# a call faults in depends on what the process allocated before (glibc raises
-# its thresholds as it sees large blocks come and go), so the lesson measures
-# it in a freshly started process.
+# * **writing past the cache**: what a store really costs once the arrays no longer fit in the last-level
+#   cache;
+# * **page faults**: what the NumPy code's fresh temporaries cost at every call;
+# * **rsqrt**: whether the reciprocal square root can make a norm faster;
+# * **memory**: the bytes a backward keeps per row.
 #
-# rsqrt. NumPy has no rsqrt: 1/np.sqrt(v) runs two passes (sqrt, then
-# divide) and v ** -0.5 goes through pow. numba compiles the same loop two
-# ways: IEEE 1/sqrt, and with fastmath, where LLVM may use the processor's
-# approximate reciprocal square root plus a Newton step; torch has rsqrt. In a
-# norm the reciprocal square root runs once per row, on N numbers, against
-# N * d elements of work: its whole cost bounds what rsqrt can save.
-#
-# Memory. What the backward needs per row: LayerNorm keeps x (or x_hat) and
-# two numbers (mean, rstd), RMSNorm x and one (rstd). Not storing the mean
-# saves 1 of d + 2 values. The lesson counts the bytes each implementation's
-# cache holds per row (torch: the tensors autograd saves), and grades the
-# claim on the largest saving it measures: whether any implementation keeps
-# less for RMSNorm than for LayerNorm, by at least the mean's share.
-#
-# Timing verdicts are the measurement's (expect = any verdict), as in lesson 09;
-# so is the memory verdict, which depends on which implementations are installed.
-#
-# The benchmark's own table. If SCRATCHNORM_BENCH_JSON names a JSON written
-# by ``python -m scratchnorm.bench --json PATH``, or <out>/bench.json exists,
-# the lesson also plots its LayerNorm and RMSNorm rows: % of copy bandwidth
-# per shape (13_speed_past_the_cache_bench.png).
-#
-# Figures
-# * 13_speed_past_the_cache_streaming.png: GB/s of three copies and of the
-#   RMSNorm and LayerNorm forwards with plain and with non-temporal stores
-#   (hatched), at one shape past the cache, one thread (numba's JIT only).
-# * 13_speed_past_the_cache_pages.png: memory first touched at each fwd+bwd
-#   call against d, per norm and implementation.
+# Timing verdicts are the measurement's (`expect` = any verdict), as in lesson 09; so is the memory verdict,
+# which depends on which implementations are installed.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -76,47 +29,55 @@ from lessons._speed import DTYPE, Budget, measure, one_thread, optional_torch, p
 
 lesson = start(__name__, "13_speed_past_the_cache")
 
+# %% [markdown]
+# ## The setup
+#
+# The implementations of lesson 09 (NumPy always, numba when its JIT is on, torch when installed), $N$ rows
+# and the widths $d$ the norms are timed at.
+
 # %%
 NORMS = ("LayerNorm", "RMSNorm")
+torch = optional_torch()
+numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
+impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
+n = lesson.pick(16, 512)
+ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096, 16384)))    # full: x up to 32 MiB
+rounds = lesson.pick(2, 3)
 
+# %% [markdown]
+# ## rsqrt
+#
+# NumPy has no rsqrt: `1/np.sqrt(v)` runs two passes (sqrt, then divide) and `v ** -0.5` goes through pow.
+# numba compiles the same loop two ways: IEEE $1/\sqrt{v}$, and with fastmath, where LLVM may use the
+# processor's approximate reciprocal square root plus a Newton step; torch has rsqrt. In a norm the
+# reciprocal square root runs once per row, on $N$ numbers, against $N \cdot d$ elements of work: its whole
+# cost bounds what rsqrt can save.
+#
+# The cell times the norms' forwards against $d$ (lesson 09's sweep), $1/\sqrt{v}$ and its alternative per
+# value, the NumPy reference's own $1/\sqrt{\cdot}$ on the $(N, 1)$ mean squares, and a fused forward that
+# divides each element by the RMS against one that multiplies by its inverse.
 
-# -- the claims ------------------------------------------------------------------------------
-def streaming_claim(lesson, shape, times):
-    hidden = times["copy, plain stores"] / times["copy, non-temporal"]
-    gains = {n: times[f"{n} forward, non-temporal"] / times[f"{n} forward, plain"] for n in ("RMSNorm", "LayerNorm")}
-    mib = math.prod(shape) * np.dtype(DTYPE).itemsize >> 20
-    lesson.claim("A kernel that reads x and writes y moves two arrays' worth of memory traffic", source=COMMON,
-                 measured=f"{shape[0]} × {shape[1]} {DTYPE} ({mib} MiB an array), 1 thread: a copy with plain stores "
-                          f"takes {hidden:.2f}× the time of the same copy with non-temporal stores (np.copyto "
-                          f"{times['np.copyto'] * 1e3:.1f} ms); streamed / plain time of the forward: RMSNorm "
-                          f"{gains['RMSNorm']:.2f}, LayerNorm {gains['LayerNorm']:.2f} (timing: not asserted)",
-                 value=hidden, **below(1.1, approx=1.25), expect=VERDICTS)
+# %%
+with one_thread(numba, torch):
+    times, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
+                            rounds, False)
+    m_values = lesson.pick(1 << 12, 1 << 20)
+    op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
+    per_value = rsqrt_costs(m_values, op_budget, numba if numba_ok else None, torch)
+    # rstd from the mean squares of the rows: once per row, float64 (N, 1) as in the reference.
+    ms = np.random.default_rng(3).uniform(0.5, 2.0, (n, 1))
+    rstd_numpy = measure(lambda: 1 / np.sqrt(ms + 1e-6), op_budget).median_s
+    # The paper's code divides the row by the RMS; PyTorch and LLaMA multiply by the rsqrt: time both in a
+    # fused kernel (numba), where the row is in cache and the arithmetic could show.
+    div_vs_mul = divide_vs_multiply(numba, (n, 1024), op_budget) if numba_ok else float("nan")
+for t in times.values():
+    check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
 
+# %% [markdown]
+# Two claims: rsqrt against $1/\sqrt{v}$ per value, then the share of the RMSNorm forward's time that the
+# whole $1/\sqrt{\cdot}$ takes, the most rsqrt could save.
 
-def memory_claim(lesson, impls, torch):
-    """Bytes per row kept for the backward, counted from two row counts (what does not grow with
-    the rows, such as a copy of the weight, drops out), in units of one row of x."""
-    n, d = lesson.pick((8, 256), (64, 1024))
-    row = d * np.dtype(DTYPE).itemsize
-    per_row = {impl: [(held_bytes(impl, norm, 2 * n, d, torch) - held_bytes(impl, norm, n, d, torch)) / n / row
-                      for norm in ("LayerNorm", "RMSNorm")] for impl in impls}
-    for impl, kept in per_row.items():
-        check(min(kept) >= 1, f"{impl}: a cache holds at least x ({kept})")
-    # The least a backward needs per row: x and (mean, rstd) for LayerNorm, x and rstd for RMSNorm.
-    minimal = {dd: 1 / (dd + 2) for dd in (64, d)}
-    saving = {impl: 1 - rms / ln for impl, (ln, rms) in per_row.items()}      # RMSNorm's saving, measured
-    best = max(saving.values())
-    lesson.claim("RMSNorm saves memory because it stores no mean", source=explainer("000", "§7.1, §10.1") +
-                 "; " + explainer("003", "§2.3"),
-                 measured=f"the least a backward keeps per row: d + 2 values (LN) vs d + 1 (RMS), a saving of "
-                          f"1/(d + 2) = {minimal[64]:.1%} at d = 64, {minimal[d]:.2%} at d = {d}. Kept per row at "
-                          f"d = {d} {DTYPE}, in rows of x: " +
-                          ", ".join(f"{impl} LN {ln:.3f}, RMS {rms:.3f}" for impl, (ln, rms) in per_row.items()) +
-                          f"; the value: the largest saving measured, {best:.2%} (holds if at least the mean's "
-                          f"share 1/(d + 2))",
-                 value=best, holds_if=[[">=", 0.999 / (d + 2)]], approx_if=[[">", 0]], expect=VERDICTS)
-
-
+# %%
 def rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls):
     """rsqrt against 1/sqrt per value, then the share of a norm's time it could save."""
     numba_ok = "numba" in impls
@@ -147,46 +108,152 @@ def rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_valu
                           f"{div_vs_mul:.2f}× the time of one that multiplies by its inverse (numba; nan without the "
                           "JIT) (timing: not asserted)",
                  value=share[fused][at], **above(0.10, approx=0.03), expect=VERDICTS)
+    return share, at, fused
 
 
-# -- the lesson ------------------------------------------------------------------------------
+share, at, fused = rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
 
+# %% [markdown]
+# ## Writing past the cache
+#
+# "A kernel that reads $x$ and writes $y$ moves two arrays' worth of bytes" is how bandwidth is usually
+# counted, and it is not what a plain store does: before writing into a cache line the core reads it from
+# memory (a read for ownership), so writing $y$ costs a read and a write. Non-temporal stores skip that read
+# and send whole lines to memory. From the size at which $x$ and $y$ fill the last-level cache the numba
+# kernels write $y$ and $dx$ that way (`scratchnorm/fast/_stream.py`); below it they write normally, so that
+# the next layer finds $y$ in cache.
+#
+# The lesson measures it at one large shape, on one thread (numba's JIT only): a numba copy with plain
+# stores against the same copy with non-temporal stores (their time ratio is the cost of the hidden read),
+# `np.copyto`, and the RMSNorm and LayerNorm forwards with the kernels' `stream=False` and `stream=True`.
+# Where the plain copy takes about 1.5 times the streamed one, the hidden read is half again the traffic,
+# and the claim below does not hold for plain stores. A fused forward gains less than the copy does: it also
+# computes, and its two passes over each row (statistics, then $y$) read and write in turns.
+#
+# The figure: GB/s of three copies and of the RMSNorm and LayerNorm forwards with plain and with
+# non-temporal stores (hatched).
 
 # %%
-torch = optional_torch()
-numba_ok = not numba.config.DISABLE_JIT                  # interpreted kernels time Python, not kernels
-impls = ["numpy"] + ["numba"] * numba_ok + ["torch"] * (torch is not None)
-n = lesson.pick(16, 512)
-ds = np.array(lesson.pick((64, 256, 1024), (64, 256, 1024, 4096, 16384)))    # full: x up to 32 MiB
-rounds = lesson.pick(2, 3)
+def streaming_claim(lesson, shape, times):
+    hidden = times["copy, plain stores"] / times["copy, non-temporal"]
+    gains = {n: times[f"{n} forward, non-temporal"] / times[f"{n} forward, plain"] for n in ("RMSNorm", "LayerNorm")}
+    mib = math.prod(shape) * np.dtype(DTYPE).itemsize >> 20
+    lesson.claim("A kernel that reads x and writes y moves two arrays' worth of memory traffic", source=COMMON,
+                 measured=f"{shape[0]} × {shape[1]} {DTYPE} ({mib} MiB an array), 1 thread: a copy with plain stores "
+                          f"takes {hidden:.2f}× the time of the same copy with non-temporal stores (np.copyto "
+                          f"{times['np.copyto'] * 1e3:.1f} ms); streamed / plain time of the forward: RMSNorm "
+                          f"{gains['RMSNorm']:.2f}, LayerNorm {gains['LayerNorm']:.2f} (timing: not asserted)",
+                 value=hidden, **below(1.1, approx=1.25), expect=VERDICTS)
+    return hidden
+
+
 with one_thread(numba, torch):
-    times, _ = sweep(ds, n, impls, NORMS, torch, lesson.pick(Budget(0.002, 1, 30), Budget(0.012, 1, 200)),
-                            rounds, False)
-    m_values = lesson.pick(1 << 12, 1 << 20)
-    op_budget = lesson.pick(Budget(0.004, 3, 30), Budget(0.05, 5, 200))
-    per_value = rsqrt_costs(m_values, op_budget, numba if numba_ok else None, torch)
-    # rstd from the mean squares of the rows: once per row, float64 (N, 1) as in the reference.
-    ms = np.random.default_rng(3).uniform(0.5, 2.0, (n, 1))
-    rstd_numpy = measure(lambda: 1 / np.sqrt(ms + 1e-6), op_budget).median_s
-    # The paper's code divides the row by the RMS; PyTorch and LLaMA multiply by the rsqrt: time both in a
-    # fused kernel (numba), where the row is in cache and the arithmetic could show.
-    div_vs_mul = divide_vs_multiply(numba, (n, 1024), op_budget) if numba_ok else float("nan")
     stream_shape = lesson.pick((64, 4096), (8192, 2048))       # full: 64 MiB an array, past the cache
     stream_times = (streaming_times(stream_shape, lesson.pick(Budget(0.003, 2, 10), Budget(0.15, 5, 100)), rounds)
                     if numba_ok else None)
-for t in times.values():
-    check(np.all(np.isfinite(t)) and np.all(t > 0), "every timing is measured")
-plot_pages(lesson, ds, n, fresh_per_call(ds, n, impls, NORMS, torch is not None), impls, NORMS)
-rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div_vs_mul, m_values, impls)
-memory_claim(lesson, impls, torch)
+hidden = None
 if stream_times is not None:
     check(all(t > 0 for t in stream_times.values()), "every streaming timing is measured")
     plot_streaming(lesson, stream_shape, stream_times)
-    streaming_claim(lesson, stream_shape, stream_times)
+    hidden = streaming_claim(lesson, stream_shape, stream_times)
+
+# %% [markdown]
+# ## Page faults
+#
+# In the NumPy code every operation is one more pass over an $(N, d)$ array and one more fresh temporary:
+# once they are large, the allocator hands freed blocks back to the operating system and the next call pays
+# a page fault for each 4 KiB page again. The figure counts that memory per call (fwd+bwd, against $d$, per
+# norm and implementation); where it is large, the allocator, not the arithmetic, sets the time, and the
+# RMSNorm / LayerNorm ratio moves from run to run. How much a call faults in depends on what the process
+# allocated before (glibc raises its thresholds as it sees large blocks come and go), so the lesson measures
+# it in a freshly started process.
+
+# %%
+fresh = fresh_per_call(ds, n, impls, NORMS, torch is not None)
+plot_pages(lesson, ds, n, fresh, impls, NORMS)
+
+# %% [markdown]
+# ## Memory
+#
+# What the backward needs per row: LayerNorm keeps $x$ (or $\hat x$) and two numbers (mean, rstd), RMSNorm
+# $x$ and one (rstd). Not storing the mean saves 1 of $d + 2$ values. The lesson counts the bytes each
+# implementation's cache holds per row (torch: the tensors autograd saves), and grades the claim on the
+# largest saving it measures: whether any implementation keeps less for RMSNorm than for LayerNorm, by at
+# least the mean's share.
+
+# %%
+def memory_claim(lesson, impls, torch):
+    """Bytes per row kept for the backward, counted from two row counts (what does not grow with
+    the rows, such as a copy of the weight, drops out), in units of one row of x."""
+    n, d = lesson.pick((8, 256), (64, 1024))
+    row = d * np.dtype(DTYPE).itemsize
+    per_row = {impl: [(held_bytes(impl, norm, 2 * n, d, torch) - held_bytes(impl, norm, n, d, torch)) / n / row
+                      for norm in ("LayerNorm", "RMSNorm")] for impl in impls}
+    for impl, kept in per_row.items():
+        check(min(kept) >= 1, f"{impl}: a cache holds at least x ({kept})")
+    # The least a backward needs per row: x and (mean, rstd) for LayerNorm, x and rstd for RMSNorm.
+    minimal = {dd: 1 / (dd + 2) for dd in (64, d)}
+    saving = {impl: 1 - rms / ln for impl, (ln, rms) in per_row.items()}      # RMSNorm's saving, measured
+    best = max(saving.values())
+    lesson.claim("RMSNorm saves memory because it stores no mean", source=explainer("000", "§7.1, §10.1") +
+                 "; " + explainer("003", "§2.3"),
+                 measured=f"the least a backward keeps per row: d + 2 values (LN) vs d + 1 (RMS), a saving of "
+                          f"1/(d + 2) = {minimal[64]:.1%} at d = 64, {minimal[d]:.2%} at d = {d}. Kept per row at "
+                          f"d = {d} {DTYPE}, in rows of x: " +
+                          ", ".join(f"{impl} LN {ln:.3f}, RMS {rms:.3f}" for impl, (ln, rms) in per_row.items()) +
+                          f"; the value: the largest saving measured, {best:.2%} (holds if at least the mean's "
+                          f"share 1/(d + 2))",
+                 value=best, holds_if=[[">=", 0.999 / (d + 2)]], approx_if=[[">", 0]], expect=VERDICTS)
+    return per_row, best, d
+
+
+per_row, best_saving, d_mem = memory_claim(lesson, impls, torch)
+
+# %% [markdown]
+# ## The benchmark's own table
+#
+# If `SCRATCHNORM_BENCH_JSON` names a JSON written by `python -m scratchnorm.bench --json PATH`, or
+# `<out>/bench.json` exists, the lesson also plots its LayerNorm and RMSNorm rows: % of copy bandwidth per
+# shape.
+
+# %%
 env = os.environ.get("SCRATCHNORM_BENCH_JSON")
 path = Path(env) if env else lesson.out / "bench.json"
 if path.is_file():
     plot_bench_json(lesson, path)
+
+# %% [markdown]
+# ## Questions
+#
+# **1.** Even if rsqrt were free, how much faster could it make the RMSNorm forward here? Why so little?
+
+# %% tags=["remove-input"]
+lesson.answer(f"At most the share of the time the whole 1/sqrt takes: {share[fused][at]:.2%} of the {fused} forward "
+              f"at d = {ds[at]} ({share['numpy'][at]:.2%} for NumPy). It runs once per row, on {n} numbers, while "
+              f"the rest of the forward touches all {n} × {ds[at]} elements.")
+
+# %% [markdown]
+# **2.** Why can a copy with plain stores be slower than the same copy with non-temporal stores, and what
+# did this run measure?
+
+# %% tags=["remove-input"]
+lesson.answer("A plain store first reads the cache line it writes (a read for ownership), so writing y costs a "
+              "read and a write; a non-temporal store skips that read. " +
+              (f"Here, at {math.prod(stream_shape) * np.dtype(DTYPE).itemsize >> 20} MiB an array, the plain copy "
+               f"took {hidden:.2f}× the time of the streamed one; the hidden read costs memory traffic only once "
+               "the arrays are past the last-level cache." if hidden is not None
+               else "numba's JIT is off here, so it was not measured."))
+
+# %% [markdown]
+# **3.** RMSNorm stores one number per row fewer than LayerNorm. What is the most that can save, and did
+# any implementation here save it?
+
+# %% tags=["remove-input"]
+lesson.answer(f"One value of d + 2 per row, {1 / (d_mem + 2):.2%} at d = {d_mem}. Kept per row, in rows of x: " +
+              ", ".join(f"{impl} LN {ln:.3f}, RMS {rms:.3f}" for impl, (ln, rms) in per_row.items()) +
+              f"; the largest saving measured is {best_saving:.2%}" +
+              (", at least the mean's share." if best_saving >= 0.999 / (d_mem + 2) else
+               ": the caches keep more than the minimum, and one number per row is lost in the rest."))
 
 # %%
 lesson.finish()

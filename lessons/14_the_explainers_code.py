@@ -1,47 +1,9 @@
 # %% [markdown]
 # # The explainers' code, run: what their demos print, what their casts do, what their defaults give.
-# Lessons 01 to 13 test what the explainers *say*. This one runs what they
-# *wrote*, transcribed into NumPy operation by operation, with the same dtypes
-# (PyTorch's float16 arithmetic rounds each operation to float16, as NumPy's
-# does; a mean of float16 values is accumulated in float32 and rounded once).
 #
-# Explainer 001's demo prints an input vector, its RMSNorm and its LayerNorm,
-# and "RMS of the output ~1.000". The printed input is enough to recompute
-# both outputs with the demo's own code (eps 1e-6 and 1e-5, weights 1, bias
-# 0): the lesson compares. A LayerNorm output has mean 0; an RMSNorm output
-# has RMS about 1; a printed output that is the input times a constant is
-# neither.
-#
-# Half precision. The largest float16 is 65504, so x*x overflows from
-# |x| = 256. Explainer 003's ByteRMSNorm computes mean((x*x).float()): the
-# square is taken in float16 *before* the cast its text credits with
-# preventing overflow. Explainer 002's RMSNorm squares x before its
-# x.float() as well. Where the square overflows, the mean is inf, its rsqrt 0,
-# and the whole row comes out as zeros: no NaN, no error, just a wrong answer.
-# Both also round more than once: ByteRMSNorm rounds rsqrt to float16, then
-# x * rsqrt, then the product with the weight (three roundings, with the
-# module in half precision as for half inference: weight float16); 002 rounds
-# rsqrt, then x_hat (type_as), then the product with the weight. One rounding of
-# the exact result is off by at most half a unit in the last place, u =
-# 2^-11 relative; each extra rounding can add another.
-#
-# Explainer 000's default eps = 1e-8 is below float16's smallest subnormal
-# (6e-8): np.float16(1e-8) is 0, so an all-zero row computes 0 / sqrt(0) =
-# NaN in float16, the division eps was there to prevent.
-#
-# Explainer 002's BatchNorm (two things). Its running variance is updated with
-# the biased batch variance (divided by n); PyTorch, like the paper's
-# frameworks, stores the unbiased one (n - 1), and the two differ by (n-1)/n at
-# the inference it is used for. And it broadcasts the statistics with
-# .unsqueeze(0).unsqueeze(-1), shape (1, C, 1): right for (N, C, L), but for
-# (N, C, H, W) NumPy and PyTorch align shapes from the right, so C meets H:
-# an error when C != H, and silently wrong statistics when C == H.
-#
-# Figures
-# * 14_the_explainers_code_half.png: the error of the three float16 RMSNorms
-#   (one rounding; 003's; 002's) against the row's largest |x|, in units of u.
-# * 14_the_explainers_code_demo.png: explainer 001's printed outputs against
-#   what its code gives for its printed input.
+# Lessons 01 to 13 test what the explainers *say*. This one runs what they *wrote*, transcribed into NumPy
+# operation by operation, with the same dtypes (PyTorch's float16 arithmetic rounds each operation to
+# float16, as NumPy's does; a mean of float16 values is accumulated in float32 and rounded once).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -54,12 +16,68 @@ from scratchnorm import batch_norm_forward, layer_norm_forward, rms_norm_forward
 
 lesson = start(__name__, "14_the_explainers_code")
 
+# %% [markdown]
+# ## Explainer 001's demo
+#
+# The demo prints an input vector, its RMSNorm and its LayerNorm, and "RMS of the output ~1.000". The
+# printed input is enough to recompute both outputs with the demo's own code ($\epsilon = 10^{-6}$ and
+# $10^{-5}$, weights 1, bias 0): the lesson compares. A LayerNorm output has mean 0; an RMSNorm output has
+# RMS about 1; a printed output that is the input times a constant is neither.
+
 # %%
-F16, F32, U = np.float16, np.float32, 2.0 ** -11
 # Explainer 001's printed demo (its example output): the input, then RMSNorm's and LayerNorm's outputs.
 DEMO_X = [-0.5041, 0.8920, -0.4989, -1.3071, 0.4685, -0.1527, 1.4497, -0.7099]
 DEMO_RMS = [-0.3534, 0.6250, -0.3496, -0.9160, 0.3284, -0.1070, 1.0161, -0.4977]
 DEMO_LN = [-0.4298, 0.7589, -0.4252, -1.1102, 0.3987, -0.1299, 1.2321, -0.6036]
+x = np.array(DEMO_X)
+rms, ln = rms_norm_forward(x, eps=1e-6)[0], layer_norm_forward(x, eps=1e-5)[0]
+off = max(np.max(np.abs(rms - DEMO_RMS)), np.max(np.abs(ln - DEMO_LN)))
+ratio = np.array(DEMO_RMS) / x
+lesson.claim("Explainer 001's demo prints what its code computes for its printed input",
+             source=explainer("001", "§四 (demo)"),
+             measured=f"largest |printed − computed| over both outputs: {off:.3f} (the value; printing"
+             f" to 4 decimals allows 5e-5); the printed 'RMSNorm' output is the input times "
+             f"{ratio.mean():.4f} (spread {np.ptp(ratio):.1e}); the printed 'LayerNorm' output has mean "
+             f"{np.mean(DEMO_LN):+.3f}, where any LayerNorm output has mean 0",
+             value=off, **below(5e-5, approx=5e-3), expect=FAILS)
+printed_rms = float(np.sqrt(np.mean(np.square(DEMO_RMS))))
+lesson.claim("The RMS of the demo's RMSNorm output is ~1.000, as it prints", source=explainer("001", "§四 (demo)"),
+             measured=f"the RMS of the printed output is {printed_rms:.3f}; of the code's output "
+                      f"{np.sqrt(np.mean(rms ** 2)):.6f}; value: |RMS(printed) − 1|",
+             value=abs(printed_rms - 1), **below(5e-4, approx=0.05), expect=FAILS)
+
+# %% [markdown]
+# The figure: explainer 001's printed outputs against what its code gives for its printed input.
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.2))
+idx = np.arange(len(x))
+ax.plot(idx, x, "k.-", label="printed input")
+for vals, code, label, color in ((DEMO_RMS, rms, "RMSNorm", "tab:blue"), (DEMO_LN, ln, "LayerNorm", "tab:orange")):
+    ax.plot(idx, vals, "o", color=color, mfc="none", label=f"{label}: printed by the demo")
+    ax.plot(idx, code, "x", color=color, label=f"{label}: what its code gives")
+ax.set(xlabel="feature", ylabel="value", title="Explainer 001's demo: printed against computed")
+ax.legend(fontsize=8, ncol=2)
+lesson.save(fig, "demo")
+
+# %% [markdown]
+# ## Half precision
+#
+# The largest float16 is 65504, so $x^2$ overflows from $|x| = 256$. Explainer 003's ByteRMSNorm computes
+# `mean((x*x).float())`: the square is taken in float16 *before* the cast its text credits with preventing
+# overflow. Explainer 002's RMSNorm squares $x$ before its `x.float()` as well. Where the square
+# overflows, the mean is inf, its rsqrt 0, and the whole row comes out as zeros: no NaN, no error, just a
+# wrong answer.
+#
+# Both also round more than once: ByteRMSNorm rounds rsqrt to float16, then $x \cdot \mathrm{rsqrt}$, then
+# the product with the weight (three roundings, with the module in half precision as for half inference:
+# weight float16); 002 rounds rsqrt, then $\hat x$ (`type_as`), then the product with the weight. One
+# rounding of the exact result is off by at most half a unit in the last place, $u = 2^{-11}$ relative;
+# each extra rounding can add another. The two transcriptions, the library's one rounding, and the error
+# in units of $u$:
+
+# %%
+F16, F32, U = np.float16, np.float32, 2.0 ** -11
 
 
 def byte_rms_norm(x, weight, eps):
@@ -105,42 +123,12 @@ def half_sweep(rng, d, rows):
     return tops, {k: np.array(v) for k, v in errs.items()}
 
 
-def running_var_ratio(rng, n, steps=300, momentum=0.1):
-    """Explainer 002's running_var (biased batch variance) over PyTorch's (unbiased), both from the same batches."""
-    biased, unbiased = 1.0, 1.0
-    for _ in range(steps):
-        b = rng.standard_normal(n) * 2.0
-        biased = (1 - momentum) * biased + momentum * b.var()
-        unbiased = (1 - momentum) * unbiased + momentum * b.var(ddof=1)
-    return biased / unbiased
-
-
-def bn_002(x, eps=1e-5):
-    """Explainer 002's BatchNorm forward in training mode (weight 1, bias 0), its broadcast kept."""
-    dims = (0, *range(2, x.ndim))
-    mean, var = x.mean(dims), x.var(dims)
-    return (x - mean[None, :, None]) / np.sqrt(var[None, :, None] + eps)
-
+# %% [markdown]
+# Rows of 64 features are scaled so that their largest $|x|$ grows from 1 to $2^{15}$; each claim's
+# transcription is graded twice: on overflow, and on its rounding below 256.
 
 # %%
-rng = np.random.default_rng(14)
-x = np.array(DEMO_X)
-rms, ln = rms_norm_forward(x, eps=1e-6)[0], layer_norm_forward(x, eps=1e-5)[0]
-off = max(np.max(np.abs(rms - DEMO_RMS)), np.max(np.abs(ln - DEMO_LN)))
-ratio = np.array(DEMO_RMS) / x
-lesson.claim("Explainer 001's demo prints what its code computes for its printed input",
-             source=explainer("001", "§四 (demo)"),
-             measured=f"largest |printed − computed| over both outputs: {off:.3f} (the value; printing"
-             f" to 4 decimals allows 5e-5); the printed 'RMSNorm' output is the input times "
-             f"{ratio.mean():.4f} (spread {np.ptp(ratio):.1e}); the printed 'LayerNorm' output has mean "
-             f"{np.mean(DEMO_LN):+.3f}, where any LayerNorm output has mean 0",
-             value=off, **below(5e-5, approx=5e-3), expect=FAILS)
-printed_rms = float(np.sqrt(np.mean(np.square(DEMO_RMS))))
-lesson.claim("The RMS of the demo's RMSNorm output is ~1.000, as it prints", source=explainer("001", "§四 (demo)"),
-             measured=f"the RMS of the printed output is {printed_rms:.3f}; of the code's output "
-                      f"{np.sqrt(np.mean(rms ** 2)):.6f}; value: |RMS(printed) − 1|",
-             value=abs(printed_rms - 1), **below(5e-4, approx=0.05), expect=FAILS)
-
+rng = np.random.default_rng(14)                  # also the BatchNorm section's
 tops, errs = half_sweep(rng, 64, lesson.pick(16, 128))
 first_bad = {k: float(tops[np.argmax(~np.isfinite(v))]) if np.any(~np.isfinite(v)) else np.inf
              for k, v in errs.items()}
@@ -160,6 +148,31 @@ for key, source, what in (("explainer 003 ByteRMSNorm", explainer("003", "§6"),
                           "rounding is off by at most 1 u)",
                  value=float(below_256.max()), **below(1.0, approx=1.5), expect=FAILS)
 
+# %% [markdown]
+# The figure: the error of the three float16 RMSNorms (one rounding; 003's; 002's) against the row's largest
+# $|x|$, in units of $u$.
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.4))
+for i, ((name, v), style) in enumerate(zip(errs.items(), ("o-", "s--", "^:"))):
+    ax.semilogx(tops, np.where(np.isfinite(v), v, np.nan), style, ms=4, label=name)
+    bad = ~np.isfinite(v)
+    ax.semilogx(tops[bad], np.full(bad.sum(), 5.0 - 0.35 * i), "x", color=ax.lines[-1].get_color(), ms=6)
+ax.axvline(256, color="k", lw=0.8, ls=":")
+ax.text(300, 3.5, "256² > 65504: from here the\nrow comes out as zeros (x)", fontsize=8)
+ax.set(xlabel="the row's largest |x| (64 features, float16)", ylabel="worst error, in units u = 2⁻¹¹",
+       ylim=(0, 5.3), title="RMSNorm in float16: one rounding against the explainers' casts")
+ax.legend(loc="upper left", fontsize=8)
+lesson.save(fig, "half")
+
+# %% [markdown]
+# ## eps = 1e-8 in float16
+#
+# Explainer 000's default $\epsilon = 10^{-8}$ is below float16's smallest subnormal ($6 \times 10^{-8}$):
+# `np.float16(1e-8)` is 0, so an all-zero row computes $0 / \sqrt{0}$ = NaN in float16, the division
+# $\epsilon$ was there to prevent.
+
+# %%
 eps16 = float(F16(1e-8))
 with np.errstate(invalid="ignore", divide="ignore"):
     zero_row = np.zeros((1, 8), F16)
@@ -170,12 +183,44 @@ lesson.claim("eps = 1e-8 prevents division by zero", source=explainer("000", "§
                       f"8 gives {nans} NaN of 8 (the value); in float32, {nans32}",
              value=nans, **exactly(0), expect=FAILS)
 
+# %% [markdown]
+# ## Explainer 002's BatchNorm
+#
+# Two things. Its running variance is updated with the biased batch variance (divided by $n$); PyTorch, like
+# the paper's frameworks, stores the unbiased one (divided by $n - 1$), and the two differ by $(n-1)/n$ at
+# the inference it is used for.
+
+# %%
+def running_var_ratio(rng, n, steps=300, momentum=0.1):
+    """Explainer 002's running_var (biased batch variance) over PyTorch's (unbiased), both from the same batches."""
+    biased, unbiased = 1.0, 1.0
+    for _ in range(steps):
+        b = rng.standard_normal(n) * 2.0
+        biased = (1 - momentum) * biased + momentum * b.var()
+        unbiased = (1 - momentum) * unbiased + momentum * b.var(ddof=1)
+    return biased / unbiased
+
+
 n = 8
 r = running_var_ratio(rng, n)
 lesson.claim("Explainer 002's BatchNorm keeps the running variance as PyTorch does", source=explainer(
              "002", "§1.3.1 (1) code"), measured=f"batches of {n}, 300 updates: its running_var over PyTorch's "
              f"(unbiased) is {r:.3f}, (n − 1)/n = {(n - 1) / n:.3f}; the value is |ratio − 1|",
              value=abs(r - 1), **below(1e-3, approx=0.02), expect=FAILS)
+
+# %% [markdown]
+# And it broadcasts the statistics with `.unsqueeze(0).unsqueeze(-1)`, shape $(1, C, 1)$: right for
+# $(N, C, L)$, but for $(N, C, H, W)$ NumPy and PyTorch align shapes from the right, so $C$ meets $H$: an
+# error when $C \ne H$, and silently wrong statistics when $C = H$.
+
+# %%
+def bn_002(x, eps=1e-5):
+    """Explainer 002's BatchNorm forward in training mode (weight 1, bias 0), its broadcast kept."""
+    dims = (0, *range(2, x.ndim))
+    mean, var = x.mean(dims), x.var(dims)
+    return (x - mean[None, :, None]) / np.sqrt(var[None, :, None] + eps)
+
+
 x4 = rng.standard_normal((3, 4, 4, 5)) * rng.uniform(0.5, 3, (1, 4, 1, 1)) + rng.uniform(-2, 2, (1, 4, 1, 1))
 y4 = bn_002(x4)
 per_channel_mean = float(np.max(np.abs(y4.mean(axis=(0, 2, 3)))))
@@ -190,27 +235,33 @@ lesson.claim("Explainer 002's BatchNorm normalizes each channel of an (N, C, H, 
              f"{per_channel_mean:.2f} (the value; a BatchNorm output's is 0); C = 4, H = 5: {raises}",
              value=per_channel_mean, **below(1e-6, approx=1e-3), expect=FAILS)
 
-fig, ax = plt.subplots(figsize=(7.5, 4.4))
-for i, ((name, v), style) in enumerate(zip(errs.items(), ("o-", "s--", "^:"))):
-    ax.semilogx(tops, np.where(np.isfinite(v), v, np.nan), style, ms=4, label=name)
-    bad = ~np.isfinite(v)
-    ax.semilogx(tops[bad], np.full(bad.sum(), 5.0 - 0.35 * i), "x", color=ax.lines[-1].get_color(), ms=6)
-ax.axvline(256, color="k", lw=0.8, ls=":")
-ax.text(300, 3.5, "256² > 65504: from here the\nrow comes out as zeros (x)", fontsize=8)
-ax.set(xlabel="the row's largest |x| (64 features, float16)", ylabel="worst error, in units u = 2⁻¹¹",
-       ylim=(0, 5.3), title="RMSNorm in float16: one rounding against the explainers' casts")
-ax.legend(loc="upper left", fontsize=8)
-lesson.save(fig, "half")
+# %% [markdown]
+# ## Questions
+#
+# **1.** RMSNorm's output is its input times a constant, and so is the demo's printed "RMSNorm" output. What
+# gives the printed one away?
 
-fig, ax = plt.subplots(figsize=(7.5, 4.2))
-idx = np.arange(len(x))
-ax.plot(idx, x, "k.-", label="printed input")
-for vals, code, label, color in ((DEMO_RMS, rms, "RMSNorm", "tab:blue"), (DEMO_LN, ln, "LayerNorm", "tab:orange")):
-    ax.plot(idx, vals, "o", color=color, mfc="none", label=f"{label}: printed by the demo")
-    ax.plot(idx, code, "x", color=color, label=f"{label}: what its code gives")
-ax.set(xlabel="feature", ylabel="value", title="Explainer 001's demo: printed against computed")
-ax.legend(fontsize=8, ncol=2)
-lesson.save(fig, "demo")
+# %% tags=["remove-input"]
+lesson.answer(f"The constant: RMSNorm divides by the input's RMS, 1/RMS(x) = {1 / np.sqrt(np.mean(x ** 2)):.4f} "
+              f"here, so its output has RMS 1 ({np.sqrt(np.mean(rms ** 2)):.6f}); the printed output is the input "
+              f"times {ratio.mean():.4f}, and its RMS is {printed_rms:.3f}, not the ~1.000 the demo prints.")
+
+# %% [markdown]
+# **2.** ByteRMSNorm casts to float32 to avoid overflow, yet its row comes out as zeros from $|x| = 256$ on.
+# Why zeros, and not NaN or an error?
+
+# %% tags=["remove-input"]
+lesson.answer(f"The square is taken in float16 before the cast: 256² = 65536 is above 65504, so x*x is inf, "
+              f"the float32 mean of it is inf, and 1/sqrt(inf) is 0, so every finite x times 0 gives 0 (first "
+              f"zeroed row here at largest |x| = {first_bad['explainer 003 ByteRMSNorm']:.0f}).")
+
+# %% [markdown]
+# **3.** The same $\epsilon = 10^{-8}$ keeps an all-zero row finite in float32 but not in float16. Why?
+
+# %% tags=["remove-input"]
+lesson.answer(f"float32 holds 1e-8, so the row computes 0/sqrt(1e-8) = 0 ({nans32} NaN); float16's smallest "
+              f"subnormal is 6e-8, 1e-8 rounds to {eps16:g}, and the row computes 0/sqrt(0) = 0/0 = NaN "
+              f"({nans} of 8).")
 
 # %%
 lesson.finish()

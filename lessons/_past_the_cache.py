@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -34,8 +35,16 @@ def fresh_per_call(ds, n, impls, norms, with_torch):
     before: after the other lessons, glibc has raised its thresholds and keeps freed memory, and a call
     faults in nothing. A new process measures the call as a program that runs it on its own would see it.
     """
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_fresh_child, (list(ds), n, list(impls), list(norms), with_torch))
+    # A lesson's cells run at import: a spawned child that re-ran the lesson file (its __main__, run alone) as
+    # __mp_main__ would run the whole lesson again, and spawn again. The child needs nothing from it: hide it.
+    main = sys.modules["__main__"]
+    path = main.__dict__.pop("__file__", None)
+    try:
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            return pool.apply(_fresh_child, (list(ds), n, list(impls), list(norms), with_torch))
+    finally:
+        if path is not None:
+            main.__file__ = path
 
 
 def _fresh_child(ds, n, impls, norms, with_torch):

@@ -62,6 +62,15 @@ def test_a_lesson_runs_alone_from_another_folder(tmp_path, python):
     assert (tmp_path / "04_backward_by_hand_jacobians.png").exists()
 
 
+def test_a_lesson_that_spawns_a_process_runs_alone(tmp_path, python):
+    """Lesson 13 measures page faults in a spawned process. Spawn re-runs the parent's main file in the child;
+    a lesson's cells run at import, so the child would run the lesson again, and spawn again, without end
+    (fresh_per_call hides the file). The subprocess's timeout turns a hang into a failure."""
+    proc = python("lessons/13_speed_past_the_cache.py", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "13_speed_past_the_cache_pages.png").exists()
+
+
 def test_unknown_lesson_number_is_an_error(tmp_path, python):
     proc = python("-m", "lessons", "77", "--out", str(tmp_path))
     assert proc.returncode != 0
