@@ -15,7 +15,7 @@ import re
 import shutil
 import threading
 from pathlib import Path
-from urllib.parse import urldefrag, urljoin, urlparse
+from urllib.parse import urldefrag, urlparse
 
 import numpy as np
 import pytest
@@ -83,7 +83,7 @@ def not_blank(png: Path) -> float:
     import matplotlib.image
     img = matplotlib.image.imread(str(png))[..., :3]
     flat = (img.reshape(-1, 3) * 255).astype(np.uint8)
-    _, inverse, counts = np.unique(flat, axis=0, return_inverse=True, return_counts=True)
+    _, counts = np.unique(flat, axis=0, return_counts=True)
     return 1.0 - counts.max() / flat.shape[0]
 
 
