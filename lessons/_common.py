@@ -150,8 +150,10 @@ class Lesson:
     def pick(self, quick_value, full_value):
         return quick_value if self.quick else full_value
 
-    def save(self, fig, name: str) -> Path:
-        """Write ``fig`` to <out>/<stem>_<name>.png and close it (in a notebook, show the file written)."""
+    def save(self, fig, name: str) -> None:
+        """Write ``fig`` to <out>/<stem>_<name>.png and close it (in a notebook, show the file written).
+
+        It returns nothing, so that a cell ending in ``lesson.save(...)`` shows the figure and no path."""
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"{self.stem}_{name}.png"
         fig.savefig(path, bbox_inches="tight")
@@ -160,17 +162,17 @@ class Lesson:
         if self.notebook:
             from IPython.display import Image, display
             display(Image(filename=str(path)))
-        return path
 
     def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
-              expect) -> str:
-        """Grade a claim, record it, and return its verdict; fail if the verdict is not ``expect``.
+              expect) -> None:
+        """Grade a claim and record it; fail if the verdict is not ``expect``.
 
         ``value`` is the measured number; ``holds_if``/``approx_if`` the bounds that grade it (see
         lessons/_grading.py; ``**below(1e-12, approx=1e-3)`` writes both). The verdict is computed here, by
         ``verdict_of``, never passed in. ``expect`` (a verdict, or a tuple of acceptable ones) is what the
         lesson's text says. A claim that does not hold is a result: it is recorded as such. Only a verdict
-        that contradicts the text is an error.
+        that contradicts the text is an error. It returns nothing (the ledger and the printout carry the
+        verdict), so that a notebook cell ending in a claim shows no stray value.
         """
         expect = (expect,) if isinstance(expect, str) else tuple(expect)
         for v in expect:
@@ -184,7 +186,6 @@ class Lesson:
                   f"holds if {bounds['holds_if']}, approximately if {bounds['approx_if']})")
         check(verdict in expect, f"claim {claim!r}: measured verdict {verdict!r} ({measured}; value {value:.3g}), "
                                  f"but the lesson's text says {' or '.join(map(repr, expect))}")
-        return verdict
 
     def answer(self, text: str) -> None:
         """The answer to the inline question just above, with this run's numbers (CS231n's habit).
