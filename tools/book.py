@@ -15,8 +15,10 @@ How it works, with the ecosystem's tools and only glue here:
    with their verdicts, the exercises it names and the library functions it calls (linked to the API
    pages); the index (curriculum, gallery, the ledger's summary); the ledger and the sources; API pages
    generated from the docstrings (autodoc).
-3. **Build** with Sphinx + MyST-NB + Furo (``docs/conf.py``) into ``book/``; MathJax is copied into the
-   site (sphinx-mathjax-offline), so the pages load nothing from the network.
+3. **Build** with Sphinx + MyST-NB + Furo (``docs/conf.py``) into ``.book/html``, copied to ``book/``
+   (MyST-NB writes its output folder next to the build folder: next to book/ it would land in the
+   repository). MathJax is copied into the site (sphinx-mathjax-offline), so the pages load nothing from
+   the network.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from tools import book_pages as pages  # noqa: E402
 
 WORK = ROOT / ".book"                  # the book's run and the site's sources (ignored by git)
 RUN, SRC, OUT = WORK / "run", WORK / "src", ROOT / "book"
+HTML = WORK / "html"                   # Sphinx builds here (MyST-NB keeps its output folder beside it), then book/
 TIMEOUT_S = 900                        # per cell: the longest lesson cell runs about a minute
 
 
@@ -72,8 +75,11 @@ def run_lesson(path: Path, quick: bool) -> tuple[nbformat.NotebookNode, float]:
 
 def build_sphinx() -> None:
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "1", "-c", str(ROOT / "docs"),
-           str(SRC), str(OUT)]
+           str(SRC), str(HTML)]
     subprocess.run(cmd, check=True)
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    shutil.copytree(HTML, OUT)
 
 
 def main() -> int:
