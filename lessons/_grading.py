@@ -1,15 +1,29 @@
-"""How a claim is graded: a measured value against bounds declared beside the claim, in one function.
+"""How a claim is graded: a measured value, or an interval, against bounds declared beside the claim.
 
 Every claim in the ledger records
 
-    value      the measured number (for an interval: its end nearest the bound)
+    value      the measured number (for a claim graded on an interval: the interval's centre estimate)
+    interval   [lo, hi], the 95% interval the claim is graded on (over seeds), or None
     holds_if   [[op, bound], ...]  all must hold for "holds"
     approx_if  [[op, bound], ...]  all must hold for "holds only approximately"; None when there is no such band
-    verdict    verdict_of(value, holds_if, approx_if)
+    timed      True when the value comes from a timer: recorded and graded, never asserted
+    verdict    verdict_of(value, holds_if, approx_if, interval)
 
-with op one of <, <=, >, >=, ==. A lesson never passes a verdict: it declares the bounds and the value, and
-``verdict_of`` decides. The ledger keeps all four fields, so anyone can recompute every verdict from
-claims.json. The small constructors below write the usual shapes of bounds:
+with op one of <, <=, >, >=, ==. A lesson never passes a verdict: it declares the bounds and the value (and the
+interval, when there is one), and ``verdict_of`` decides. The ledger keeps every field, so anyone can recompute
+every verdict from claims.json.
+
+A single number gets one of three verdicts: "holds", "holds only approximately", "does not hold". An interval
+gets one of four, from the whole interval:
+
+    holds                     every point of it satisfies holds_if
+    holds only approximately  every point of it satisfies approx_if (or holds_if, when there is no approx_if)
+    does not hold             no point of it satisfies approx_if (or holds_if)
+    inconclusive              otherwise: the interval straddles a bound, so the data cannot tell
+
+Failing to show an effect is not showing its absence: an interval that reaches both sides of a bound is
+"inconclusive", a result, and ``deciding_factor`` says how many more seeds would settle it. The small
+constructors below write the usual shapes of bounds:
 
     below(1e-12, approx=1e-3)        holds if value <= 1e-12, approximately if value <= 1e-3
     above(1.5, approx=1.05)          holds if value >= 1.5, approximately if value >= 1.05
@@ -24,7 +38,8 @@ import math
 import operator
 
 HOLDS, APPROX, FAILS = "holds", "holds only approximately", "does not hold"
-VERDICTS = (HOLDS, APPROX, FAILS)
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (HOLDS, APPROX, FAILS, INCONCLUSIVE)
 OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 
 
@@ -46,19 +61,76 @@ def _holds(value: float, conditions) -> bool:
     return all(OPERATORS[op](value, bound) for op, bound in conditions)
 
 
-def verdict_of(value, holds_if, approx_if=None) -> str:
-    """The verdict: "holds" if every holds_if pair holds for ``value``; else "holds only approximately" if
-    ``approx_if`` is given and every pair of it holds; else "does not hold"."""
+def _finite(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"value: expected a finite number (the measurement); received {value!r}. "
+        raise ValueError(f"{name}: expected a finite number (the measurement); received {value!r}. "
                          f"Fix: grade a count (e.g. of mismatches) rather than a bool, and check for NaN first.")
+    return float(value)
+
+
+def _meets(lo: float, hi: float, conditions) -> bool:
+    """True if some point of [lo, hi] satisfies every condition. The conditions are half-lines (and points,
+    for ==), so the points that satisfy them all form one interval: find its ends and see if it meets [lo, hi]."""
+    low, low_open, high, high_open = lo, False, hi, False
+    for op, bound in conditions:
+        if op in (">", ">=", "==") and (bound > low or (bound == low and op == ">")):
+            low, low_open = bound, op == ">"
+        if op in ("<", "<=", "==") and (bound < high or (bound == high and op == "<")):
+            high, high_open = bound, op == "<"
+    return low < high or (low == high and not (low_open or high_open))
+
+
+def verdict_of(value, holds_if, approx_if=None, interval=None) -> str:
+    """The verdict of a claim (see the module docstring).
+
+    Without ``interval``: "holds" if every holds_if pair holds for ``value``; else "holds only approximately"
+    if ``approx_if`` is given and every pair of it holds; else "does not hold".
+    With ``interval`` = (lo, hi): the same question asked of every point of [lo, hi]; when the points disagree
+    (some satisfy the outer band, some do not) the verdict is "inconclusive".
+    """
+    value = _finite("value", value)
     holds_if = _check_conditions("holds_if", holds_if, allow_none=False)
     approx_if = _check_conditions("approx_if", approx_if, allow_none=True)
-    if _holds(value, holds_if):
+    if interval is None:
+        if _holds(value, holds_if):
+            return HOLDS
+        if approx_if is not None and _holds(value, approx_if):
+            return APPROX
+        return FAILS
+    lo, hi = check_interval(value, interval)
+    # the conditions are convex, so a whole interval satisfies them when both its ends do
+    if _holds(lo, holds_if) and _holds(hi, holds_if):
         return HOLDS
-    if approx_if is not None and _holds(value, approx_if):
+    outer = approx_if if approx_if is not None else holds_if
+    if _holds(lo, outer) and _holds(hi, outer):
         return APPROX
-    return FAILS
+    return INCONCLUSIVE if _meets(lo, hi, outer) else FAILS
+
+
+def check_interval(value: float, interval) -> tuple[float, float]:
+    """(lo, hi) of a claim's interval, checked: two finite numbers with lo <= value <= hi."""
+    ok = isinstance(interval, (list, tuple)) and len(interval) == 2
+    lo, hi = (_finite("interval", v) for v in interval) if ok else (math.nan, math.nan)
+    if not (ok and lo <= value <= hi):
+        raise ValueError(f"interval: expected (lo, hi) with lo <= value <= hi (value {value!r}); received "
+                         f"{interval!r}. Fix: pass the 95% interval of the value, e.g. interval=(lo, hi) from "
+                         f"lessons._stats.mean_interval.")
+    return lo, hi
+
+
+def deciding_factor(value: float, interval, holds_if, approx_if=None) -> tuple[float, float] | None:
+    """For an inconclusive claim: (bound, factor), the bound its interval straddles nearest the estimate and
+    about how many times the seeds it would take to shrink the interval clear of it (a t interval narrows as
+    1/sqrt(seeds)): factor = (half-width / |value - bound|)^2. None when the interval straddles no bound; an
+    infinite factor when the estimate sits on the bound."""
+    lo, hi = check_interval(_finite("value", value), interval)
+    outer = approx_if if approx_if is not None else holds_if
+    inside = [bound for _, bound in outer if lo < bound < hi]
+    if not inside:
+        return None
+    bound = min(inside, key=lambda b: abs(value - b))
+    gap = abs(value - bound)
+    return bound, (max(value - lo, hi - value) / gap) ** 2 if gap > 0 else math.inf
 
 
 def grading(holds_if, approx_if=None) -> dict:
@@ -85,15 +157,3 @@ def within(lo: float, hi: float, approx: tuple[float, float] | None = None) -> d
 def exactly(target: float) -> dict:
     """Holds if value == target; no "approximately"."""
     return grading([["==", target]])
-
-
-def nearest_end(interval: tuple[float, float], conditions) -> float:
-    """The end of ``interval`` (lo, hi) nearest the first bound of ``conditions``: the value to grade when a
-    claim rests on an interval, so that "holds" needs the whole interval to agree with a one-sided bound."""
-    lo, hi = interval
-    op, bound = conditions[0]
-    if op in ("<", "<="):
-        return float(hi)          # the interval's worst case for an upper bound is its top
-    if op in (">", ">="):
-        return float(lo)
-    return float(lo if abs(lo - bound) <= abs(hi - bound) else hi)

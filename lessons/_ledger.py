@@ -11,9 +11,9 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from lessons._grading import VERDICTS
+from lessons._grading import INCONCLUSIVE, VERDICTS, deciding_factor
 from lessons._sources import SOURCES_MD
-from lessons._summary import summary_lines
+from lessons._summary import shown_value, summary_lines
 
 
 def _md_cell(text: str) -> str:
@@ -25,6 +25,18 @@ def graded_by(holds_if, approx_if) -> str:
     def cond(pairs):
         return " and ".join(f"{op.replace('<=', '≤').replace('>=', '≥')} {bound:.3g}" for op, bound in pairs)
     return f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+
+
+def what_would_decide(c: dict) -> str:
+    """For an inconclusive claim: the bound its interval straddles and about how many times the seeds would
+    narrow the interval clear of it (lessons/_grading.py, ``deciding_factor``)."""
+    found = deciding_factor(c["value"], c["interval"], c["holds_if"], c["approx_if"])
+    if found is None:
+        return ""
+    bound, factor = found
+    more = ("no number of seeds: the estimate sits on the bound" if factor == float("inf")
+            else f"about {factor:.3g}× the seeds would narrow it clear of the bound")
+    return f"the interval straddles {bound:.3g}; {more}"
 
 
 def _linked(source: str) -> str:
@@ -49,9 +61,14 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
 
     lines = ["# Claims ledger", "",
              "Each lesson measures the claims below. A claim is graded on one measured number, its *value*, "
-             "against bounds declared beside it in the lesson: it *holds* when every `holds_if` bound holds, "
-             "*holds only approximately* when every `approx_if` bound holds, and *does not hold* otherwise "
+             "or on a 95% *interval* over seeds, against bounds declared beside it in the lesson: it *holds* "
+             "when every `holds_if` bound holds (for an interval: at every point of it), *holds only "
+             "approximately* when every `approx_if` bound holds, and *does not hold* when no point satisfies "
+             "them. An interval that reaches both sides of a bound is *inconclusive*: the seeds cannot tell, "
+             "which is a result, not a refutation; the row says what would decide it "
              "(`lessons/_grading.py`; `claims.json` has the same fields, so every verdict can be recomputed). "
+             "A *timed* claim's value comes from a timer: it is graded and recorded, never asserted, since a "
+             "busy machine moves it. "
              "A claim that does not hold is a result, not an error. Sources are cited by section; each link "
              f"leads to [{SOURCES_MD}](../{SOURCES_MD}), which describes the sources in English and says where "
              "to read them. Nothing is quoted.", "",
@@ -69,8 +86,11 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
             lines += ["| claim | source | measured | value | graded | verdict |", "|---|---|---|---|---|---|"]
             for c in e["claims"]:
                 counts[c["verdict"]] += 1
-                cells = (c["claim"], _linked(c["source"]), c["measured"], f"{c['value']:.4g}",
-                         graded_by(c["holds_if"], c["approx_if"]), c["verdict"])
+                verdict = c["verdict"] + (" (timed)" if c.get("timed") else "")
+                if c["verdict"] == INCONCLUSIVE:
+                    verdict += f": {what_would_decide(c)}"
+                cells = (c["claim"], _linked(c["source"]), c["measured"], shown_value(c, 4),
+                         graded_by(c["holds_if"], c["approx_if"]), verdict)
                 lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")
             lines.append("")
     lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]

@@ -90,7 +90,7 @@ def parse_args(argv, *, prog: str, allow_numbers: bool):
         ap.add_argument("numbers", nargs="*", help="lesson numbers to run, e.g. 03 05 (default: all)")
     ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
     ap.add_argument("--seeds", type=_seed_count, default=None,
-                    help="independent runs of each training lesson (default: 3, or 1 with --quick)")
+                    help="independent runs of each training lesson (default: 5, or 1 with --quick)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
                                                                     f"(default: {DEFAULT_OUT})")
     return ap.parse_args(argv)
@@ -111,7 +111,8 @@ def select(paths: list[Path], numbers: list[str]) -> list[Path]:
 
 def print_summary(results: list[Result], ledger: Path) -> None:
     print()
-    print(f"{'lesson':<7}{'title':<58}{'status':<8}{'seconds':>8}{'figures':>9}  claims (holds/approx/not)")
+    print(f"{'lesson':<7}{'title':<58}{'status':<8}{'seconds':>8}{'figures':>9}  "
+          "claims (holds/approx/not/inconclusive)")
     for r in results:
         tally = "/".join(str(sum(c["verdict"] == v for c in r.claims)) for v in VERDICTS)
         title = r.title if len(r.title) <= 56 else r.title[:53] + "..."

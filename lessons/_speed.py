@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 
+from lessons._style import color
 import scratchnorm as sn
 from scratchnorm.bench.roofline import copy_bandwidth
 from scratchnorm.bench.timing import Budget, measure
@@ -26,7 +27,7 @@ P = 0.0625                                   # pRMSNorm's fraction, the paper's
 EPS = {"LayerNorm": 1e-5, "RMSNorm": 1e-6, "pRMSNorm": 1e-6}
 STEPS = ("forward", "fwd+bwd")
 ARRAYS_MOVED = {"forward": 2, "fwd+bwd": 5}  # x, y; then x, dy, dx too
-COLORS = {"LayerNorm": "tab:blue", "RMSNorm": "tab:orange", "pRMSNorm": "tab:green"}
+COLORS = {name: color(name) for name in ("LayerNorm", "RMSNorm", "pRMSNorm")}   # lessons/_style.py
 STYLES = {"numpy": ("o", "-"), "numba": ("s", "--"), "torch": ("^", ":")}
 LABELS = {"numpy": "NumPy reference", "numba": "numba, fused", "torch": "PyTorch CPU"}
 PCT_TICKS = (0.3, 1, 3, 10, 30, 100)

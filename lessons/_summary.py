@@ -102,16 +102,23 @@ def entry_of(claim_text: str) -> list[int]:
     return [i for i, e in enumerate(SUMMARY) if any(p in claim_text for p in e.rows)]
 
 
+def shown_value(c: dict, digits: int = 3) -> str:
+    """'0.968 [0.885, 1.06]' for a claim graded on an interval, '0.968' for one graded on a single value."""
+    f = f"{{:.{digits}g}}".format
+    return f(c["value"]) + (f" [{f(c['interval'][0])}, {f(c['interval'][1])}]" if c.get("interval") else "")
+
+
 def summary_lines(entries: dict, md_cell) -> list[str]:
     """The summary section of CLAIMS.md for the ledger ``entries`` {lesson stem: entry}."""
     found = {i: [] for i in range(len(SUMMARY))}
     for e in entries.values():
         for c in e["claims"]:
             for i in entry_of(c["claim"]):
-                found[i].append(f"{e['number']}: {c['verdict']} ({c['value']:.3g})")
+                found[i].append(f"{e['number']}: {c['verdict']} ({shown_value(c)})")
     lines = ["## Summary", "",
              "Each claim of a source once, with where the source made it, where the lessons test it, and the "
-             "verdict of every row below that bears on it (lesson: verdict (value)), in the order of the rows. "
+             "verdict of every row below that bears on it (lesson: verdict (value [interval])), in the order of "
+             "the rows. *Inconclusive* is its own outcome: the data could not tell, which refutes nothing. "
              "Verdicts differ when the conditions do: one layer is not a whole model, and this CPU is not the "
              "source's machine.", "",
              "| source claim | source | made for | tested here on | rows |", "|---|---|---|---|---|"]

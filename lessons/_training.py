@@ -35,12 +35,13 @@ import numpy as np
 
 from lessons._common import VERDICTS
 from lessons._stats import mean_interval
+from lessons._style import color
 from scratchnorm import nn
 
 #: colour, label and line style of each run, the same in every figure (RMSNorm blue, LayerNorm orange as in 02)
-STYLE = {"none": ("0.45", "no norm", "-"), "batchnorm": ("tab:green", "BatchNorm", "-"),
-         "layernorm": ("tab:orange", "LayerNorm", "-"), "rmsnorm": ("tab:blue", "RMSNorm", "-"),
-         "prmsnorm": ("tab:purple", "pRMSNorm (p = 6.25%)", "-"), "dyt": ("tab:red", "DyT (α0 = 0.5)", "-"),
+STYLE = {"none": (color("none"), "no norm", "-"), "batchnorm": (color("batchnorm"), "BatchNorm", "-"),
+         "layernorm": (color("layernorm"), "LayerNorm", "-"), "rmsnorm": (color("rmsnorm"), "RMSNorm", "-"),
+         "prmsnorm": (color("prmsnorm"), "pRMSNorm (p = 6.25%)", "-"), "dyt": (color("dyt"), "DyT (α0 = 0.5)", "-"),
          "shallow": ("0.1", "LayerNorm, 2 hidden layers", ":")}
 
 

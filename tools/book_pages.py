@@ -27,8 +27,9 @@ PREREQUISITES = {
     "14": ["04", "07"], "15": ["05"], "16": ["10"], "17": ["08"], "18": ["09", "13"], "19": ["12"],
     "20": ["11", "12"],
 }
-VERDICT_MARK = {v: f'<span class="sn-verdict sn-{v.split()[-1]}">{v}</span>'      # holds, approximately, hold
-                for v in ("holds", "holds only approximately", "does not hold")}
+# css classes sn-holds, sn-approximately, sn-hold, sn-inconclusive (docs/_static/book.css)
+VERDICT_MARK = {v: f'<span class="sn-verdict sn-{v.split()[-1]}">{v}</span>'
+                for v in ("holds", "holds only approximately", "does not hold", "inconclusive")}
 SOURCE_LINK = re.compile(r"\(lessons/SOURCES\.md#([a-z0-9-]+)\)")
 EXERCISE = re.compile(r"scratchnorm\.exercises new (\w+)")
 API_MODULES = {          # page -> (title, the objects it documents: their public paths)
@@ -100,7 +101,9 @@ def facts_cell(stem: str, number: str, seconds: float, quick: bool, titles: dict
 
 def closing_cells(stem: str, entry: dict, source: str) -> list[nbformat.NotebookNode]:
     rows = ["## Claims checked in this run", "",
-            "Each claim is graded on one measured number against bounds declared beside it in the lesson "
+            "Each claim is graded on one measured number, or on its 95% interval over seeds (then it can also "
+            "be *inconclusive*: the interval reaches both sides of a bound), against bounds declared beside it "
+            "in the lesson "
             "([the ledger](../claims.md) has every lesson's).", "",
             "| claim | source | measured | verdict |", "|---|---|---|---|"]
     rows += [f"| {md_cell(c['claim'])} | {linked_source(c['source'])} | {md_cell(c['measured'])} | "
@@ -146,7 +149,7 @@ def index_page(lessons, runs, ledger, titles, quick) -> str:
              f"each page shows one run of it, made when this book was built ({'quick' if quick else 'full'} "
              "sizes). Download a lesson as a notebook from its page, or open `lessons/NN_name.py` in Jupyter "
              "or VS Code (jupytext).", "", "## The curriculum, in reading order", "",
-             "| lesson | prerequisites | run time | claims: holds / approx. / not |", "|---|---|---|---|"]
+             "| lesson | prerequisites | run time | claims: holds / approx. / not / inconcl. |", "|---|---|---|---|"]
     for p in lessons:
         e = ledger[p.stem]
         tally = " / ".join(str(sum(c["verdict"] == v for c in e["claims"])) for v in VERDICT_MARK)
