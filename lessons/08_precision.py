@@ -80,7 +80,10 @@ lesson.claim("... and so RMSNorm's FP16 output carries the input's variation mor
 # float16 for $|x| > 256$ (65504 is the largest float16), the sum of $d$ squares already for
 # $\mathrm{RMS}(x) > \sqrt{65504 / d} = 16$ at $d = 256$, and a float16 running sum of values near 100
 # rounds each addition to a multiple of 16. A third path squares in float16 and accumulates the mean in
-# float32, as frameworks and explainers write it: the sum no longer overflows, but the square already has.
+# float32, as explainers 002 and 003 write it (lesson 14 runs their code): the sum no longer overflows, but
+# the square already has. Hugging Face's LlamaRMSNorm casts to float32 before it squares, as the library does.
+# Where the mean of squares overflows, rsqrt gives 0 and the row comes out as zeros, whose error is 1 (the
+# output's RMS); a NaN or inf would be drawn at 50.
 #
 # The figure: naive float16 against the library as the input's scale grows.
 
@@ -91,23 +94,25 @@ with np.errstate(over="ignore"):
     scales = np.logspace(-3, 3, lesson.pick(13, 25))
     f16 = np.arange(0x7C00, dtype=np.uint16).view(F16)             # every finite non-negative float16
     first_inf = float(f16[np.argmax(np.isinf(f16 * f16))])          # the smallest x with x*x = inf
-    fig, ax = plt.subplots(figsize=(7, 4.4))
+    fig, ax = plt.subplots(figsize=(7.5, 6), layout="constrained")
     for name, fwd, naive, color, lw in [("RMSNorm", sn.rms_norm_forward, naive_rms_norm, "tab:blue", 3.5),
                                         ("LayerNorm", sn.layer_norm_forward, naive_layer_norm, "tab:orange", 1.5)]:
-        lib = [min(err(library("float16", fwd, s * z), fwd(s * z)[0]), 50) for s in scales]   # inf at 50
+        lib = [min(err(library("float16", fwd, s * z), fwd(s * z)[0]), 50) for s in scales]   # NaN/inf at 50
         nai = [min(err(naive(s * z), fwd(s * z)[0]), 50) for s in scales]
         ax.loglog(scales, lib, "o-", color=color, ms=4, lw=lw, label=f"{name}, library (float32 upcast)")
         ax.loglog(scales, nai, "x--", color=color, ms=5, lw=lw, label=f"{name}, all float16 (one add at a time)")
     half_sq = [min(err(half_square_rms_norm(s * z), sn.rms_norm_forward(s * z)[0]), 50) for s in scales]
     ax.loglog(scales, half_sq, "d:", color="tab:green", ms=5,
-              label="RMSNorm, x² in float16, mean in float32 (frameworks)")
+              label="RMSNorm, x² in float16, mean in float32 (explainers 002, 003)")
     lib_big = err(library("float16", sn.rms_norm_forward, 1000 * z), sn.rms_norm_forward(1000 * z)[0])
 check(lib_big < 1e-3, "the library's float16 path survives |x| ~ 1000")
 ax.axvline(np.sqrt(65504 / D), color="k", linestyle=":", label=f"RMS = √(65504/d) = {np.sqrt(65504 / D):.0f}")
 ax.axvline(first_inf / 3, color="tab:green", linestyle=":", label="RMS = 256/3: some |x| ≥ 256")
-ax.set(xlabel="RMS(x)  (mean 0)", ylabel="worst row's RMS error (NaN/inf drawn at 50)",
+ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+ax.text(1.2e-3, 1.3, "error 1: the row came out as zeros", fontsize=8, color="0.3")
+ax.set(xlabel="RMS(x)  (mean 0)", ylabel="worst row's RMS error (NaN/inf would show at 50)",
        title=f"float16 without a full upcast, d = {D}", ylim=(1e-5, 1e2))
-ax.legend(fontsize=8)
+fig.legend(loc="outside lower center", ncol=2, fontsize=8)
 lesson.save(fig, "overflow")
 lesson.claim("x² overflows float16 for |x| ≥ 256, even when the mean of squares is accumulated in float32",
              source=COMMON,

@@ -10,8 +10,10 @@ import _path  # noqa: F401  (the repository on sys.path, however the lesson is s
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import FAILS, check, explainer, start
+from lessons._common import COMMON, FAILS, check, explainer, start
 from lessons._grading import above, below, exactly
+from lessons._precision import ulp_error
+from lessons._style import color
 from scratchnorm import batch_norm_forward, layer_norm_forward, rms_norm_forward
 
 lesson = start(__name__, "14_the_explainers_code")
@@ -53,9 +55,9 @@ lesson.claim("The RMS of the demo's RMSNorm output is ~1.000, as it prints", sou
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 idx = np.arange(len(x))
 ax.plot(idx, x, "k.-", label="printed input")
-for vals, code, label, color in ((DEMO_RMS, rms, "RMSNorm", "tab:blue"), (DEMO_LN, ln, "LayerNorm", "tab:orange")):
-    ax.plot(idx, vals, "o", color=color, mfc="none", label=f"{label}: printed by the demo")
-    ax.plot(idx, code, "x", color=color, label=f"{label}: what its code gives")
+for vals, code, label in ((DEMO_RMS, rms, "RMSNorm"), (DEMO_LN, ln, "LayerNorm")):
+    ax.plot(idx, vals, "o", color=color(label), mfc="none", label=f"{label}: printed by the demo")
+    ax.plot(idx, code, "x", color=color(label), label=f"{label}: what its code gives")
 ax.set(xlabel="feature", ylabel="value", title="Explainer 001's demo: printed against computed")
 ax.legend(fontsize=8, ncol=2)
 lesson.save(fig, "demo")
@@ -64,20 +66,22 @@ lesson.save(fig, "demo")
 # ## Half precision
 #
 # The largest float16 is 65504, so $x^2$ overflows from $|x| = 256$. Explainer 003's ByteRMSNorm computes
-# `mean((x*x).float())`: the square is taken in float16 *before* the cast its text credits with preventing
-# overflow. Explainer 002's RMSNorm squares $x$ before its `x.float()` as well. Where the square
-# overflows, the mean is inf, its rsqrt 0, and the whole row comes out as zeros: no NaN, no error, just a
-# wrong answer.
+# `mean((x*x).float())`, and its text credits the `.float()` with avoiding overflow in half precision; but
+# the square is taken in float16 *before* that cast. Explainer 002's RMSNorm squares the half input too
+# (`x.pow(2).mean(-1)`; its `x.float()` multiplies afterwards); 002 states no purpose for the cast. Where
+# the square overflows, the mean is inf, its rsqrt 0, and the whole row comes out as zeros: no NaN, no
+# error, just a wrong answer. (Hugging Face's LlamaRMSNorm casts to float32 *before* it squares, as the
+# library does.)
 #
-# Both also round more than once: ByteRMSNorm rounds rsqrt to float16, then $x \cdot \mathrm{rsqrt}$, then
-# the product with the weight (three roundings, with the module in half precision as for half inference:
-# weight float16); 002 rounds rsqrt, then $\hat x$ (`type_as`), then the product with the weight. One
-# rounding of the exact result is off by at most half a unit in the last place, $u = 2^{-11}$ relative;
-# each extra rounding can add another. The two transcriptions, the library's one rounding, and the error
-# in units of $u$:
+# Neither explainer says how often it rounds, but a reader may ask: ByteRMSNorm rounds rsqrt to float16,
+# then $x \cdot \mathrm{rsqrt}$, then the product with the weight (three roundings, with the module in half
+# precision as for half inference: weight float16); 002 rounds rsqrt, then $\hat x$ (`type_as`), then the
+# product with the weight. One rounding of the exact result is off by at most half an ulp (the unit of
+# lessons 08 and 17: the spacing of float16 at the exact value); each extra rounding can add another. The
+# two transcriptions, the library's one rounding, and their worst error in ulps:
 
 # %%
-F16, F32, U = np.float16, np.float32, 2.0 ** -11
+F16, F32 = np.float16, np.float32
 
 
 def byte_rms_norm(x, weight, eps):
@@ -99,69 +103,67 @@ def one_rounding(x, weight, eps):
     return rms_norm_forward(x, weight, eps=eps)[0]                  # float64 inside, one rounding to float16
 
 
-def units_off(y, x, weight, eps):
-    """The worst element's error in units u = 2^-11 of the exact output; inf where it is not finite."""
-    exact = rms_norm_forward(x.astype(np.float64), weight.astype(np.float64), eps=eps)[0]
-    if not np.all(np.isfinite(y)):
-        return np.inf
-    return float(np.max(np.abs(y.astype(np.float64) - exact) / np.maximum(np.abs(exact), 1e-3)) / U)
-
-
 def half_sweep(rng, d, rows):
+    """Each implementation's worst error in float16 ulps, and whether it zeroed a row, per input scale."""
     z = rng.standard_normal((rows, d))
     z /= np.max(np.abs(z), axis=1, keepdims=True)                    # each row's largest |x| is 1
     weight = rng.uniform(0.5, 2, d).astype(F16)
     tops = np.geomspace(1, 2 ** 15, 31)
-    errs = {name: [] for name in ("one rounding (library)", "explainer 003 ByteRMSNorm", "explainer 002 RMSNorm")}
+    names = ("one rounding (library)", "explainer 003 ByteRMSNorm", "explainer 002 RMSNorm")
+    errs, zeroed = ({n: [] for n in names} for _ in range(2))
     for top in tops:
         x = (z * top).astype(F16)
-        for name, fn in zip(errs, (one_rounding, byte_rms_norm, rms_norm_002)):
+        exact = rms_norm_forward(x.astype(np.float64), weight.astype(np.float64), eps=1e-6)[0]
+        for name, fn in zip(names, (one_rounding, byte_rms_norm, rms_norm_002)):
             with np.errstate(over="ignore", invalid="ignore"):
                 y = fn(x, weight, 1e-6)
-            rel = np.abs(y.astype(np.float64)).max(axis=1)
-            errs[name].append(np.inf if np.any(rel == 0) else units_off(y, x, weight, 1e-6))
-    return tops, {k: np.array(v) for k, v in errs.items()}
+            errs[name].append(float(np.max(ulp_error(y, exact, F16))))
+            zeroed[name].append(bool(np.any(np.all(y == 0, axis=1))))
+    return tops, {k: np.array(v) for k, v in errs.items()}, {k: np.array(v) for k, v in zeroed.items()}
 
 
 # %% [markdown]
-# Rows of 64 features are scaled so that their largest $|x|$ grows from 1 to $2^{15}$; each claim's
-# transcription is graded twice: on overflow, and on its rounding below 256.
+# Rows of 64 features are scaled so that their largest $|x|$ grows from 1 to $2^{15}$. ByteRMSNorm's
+# overflow claim is its source's; the rounding rows are the common reading of such a cast, graded on the
+# explainers' code, below $|x| = 256$ where nothing overflows.
 
 # %%
 rng = np.random.default_rng(14)                  # also the BatchNorm section's
-tops, errs = half_sweep(rng, 64, lesson.pick(16, 128))
-first_bad = {k: float(tops[np.argmax(~np.isfinite(v))]) if np.any(~np.isfinite(v)) else np.inf
-             for k, v in errs.items()}
+tops, errs, zeroed = half_sweep(rng, 64, lesson.pick(16, 128))
+first_bad = {k: float(tops[np.argmax(v)]) if np.any(v) else np.inf for k, v in zeroed.items()}
 check(first_bad["one rounding (library)"] == np.inf, "the library's float16 path never zeros a row")
+check(np.all(np.isfinite(np.concatenate(list(errs.values())))), "no NaN or inf: an overflow zeros the row")
+library_worst = float(errs["one rounding (library)"].max())
 for key, source, what in (("explainer 003 ByteRMSNorm", explainer("003", "§6"), "its .float() upcast"),
-                          ("explainer 002 RMSNorm", explainer("002", "§1.1"), "its x.float() upcast")):
+                          ("explainer 002 RMSNorm", COMMON, "an x.float() upcast as in its code")):
     below_256 = errs[key][tops < 256]
     lesson.claim(f"{key}: {what} keeps float16 inputs from overflowing", source=source,
                  measured=f"rows of 64 features whose largest |x| grows from 1 to 32768: the first largest |x| "
                           f"at which the row comes out as zeros is {first_bad[key]:.0f} (the value; float16's "
-                          f"largest value is 65504); below 256 the error is up to {below_256.max():.2f} u, "
-                          f"one rounding {errs['one rounding (library)'].max():.2f} u",
+                          f"largest value is 65504)",
                  value=min(first_bad[key], 65504.0), **above(65504), expect=FAILS)
-    lesson.claim(f"{key} rounds its float16 output once", source=source,
-                 measured=f"worst error below |x| = 256: {below_256.max():.2f} u (the value), against "
-                          f"{errs['one rounding (library)'].max():.2f} u for the library's one rounding (one "
-                          "rounding is off by at most 1 u)",
-                 value=float(below_256.max()), **below(1.0, approx=1.5), expect=FAILS)
+    lesson.claim(f"The float16 code of {key.split()[0]} {key.split()[1]} rounds its output once", source=COMMON,
+                 measured=f"worst error below |x| = 256: {below_256.max():.2f} ulp (the value), against "
+                          f"{library_worst:.2f} ulp for the library's one rounding (one rounding is off by at most "
+                          "half an ulp)",
+                 value=float(below_256.max()), **below(0.5 + 1e-6, approx=1.0), expect=FAILS)
 
 # %% [markdown]
 # The figure: the error of the three float16 RMSNorms (one rounding; 003's; 002's) against the row's largest
-# $|x|$, in units of $u$.
+# $|x|$, in float16 ulps on a log axis. A zeroed row is drawn at its true error (every output is off by its
+# whole value) and marked with a cross.
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.4))
-for i, ((name, v), style) in enumerate(zip(errs.items(), ("o-", "s--", "^:"))):
-    ax.semilogx(tops, np.where(np.isfinite(v), v, np.nan), style, ms=4, label=name)
-    bad = ~np.isfinite(v)
-    ax.semilogx(tops[bad], np.full(bad.sum(), 5.0 - 0.35 * i), "x", color=ax.lines[-1].get_color(), ms=6)
+for (name, v), style, c in zip(errs.items(), ("o-", "s--", "^:"), (color("RMSNorm"), "0.15", "0.55")):
+    ax.semilogx(tops, v, style, ms=4, label=name, color=c)
+    ax.semilogx(tops[zeroed[name]], v[zeroed[name]], "x", color=ax.lines[-1].get_color(), ms=9, mew=2)
+ax.semilogx([], [], "x", color="k", ms=9, mew=2, label="a row came out as zeros")
 ax.axvline(256, color="k", lw=0.8, ls=":")
-ax.text(300, 3.5, "256² > 65504: from here the\nrow comes out as zeros (x)", fontsize=8)
-ax.set(xlabel="the row's largest |x| (64 features, float16)", ylabel="worst error, in units u = 2⁻¹¹",
-       ylim=(0, 5.3), title="RMSNorm in float16: one rounding against the explainers' casts")
+ax.axhline(0.5, color="0.4", lw=0.8, ls="--", label="half an ulp: one rounding")
+ax.text(300, 3, "256² > 65504: from here the\nsquare overflows", fontsize=8)
+ax.set(xlabel="the row's largest |x| (64 features, float16)", ylabel="worst error, float16 ulps (log)",
+       yscale="log", title="RMSNorm in float16: one rounding against the explainers' casts")
 ax.legend(loc="upper left", fontsize=8)
 lesson.save(fig, "half")
 

@@ -18,14 +18,28 @@ The claims ledger
 -----------------
 Every claim a lesson checks goes to ``<out>/CLAIMS.md`` (and ``<out>/claims.json``):
 the claim in words, its source, what was measured, the number it is graded on
-(``value``), the bounds that grade it (``holds_if``, ``approx_if``) and the
-verdict, one of "holds", "holds only approximately", "does not hold", computed
-from those three by one function (``lessons/_grading.py``), so that anyone can
-recompute it from claims.json. A lesson never chooses a verdict: it declares
-bounds beside the claim and measures. The ledger opens with a summary: each
-source claim once, with the lessons' rows that bear on it. Running all lessons
-rewrites the ledger; running some lessons replaces only their sections, so
-other lessons' rows survive.
+(``value``), for a claim graded over seeds its 95% interval (``interval``), the
+bounds that grade it (``holds_if``, ``approx_if``), whether the value comes from
+a timer (``timed``), and the verdict, computed from those fields by one function
+(``lessons/_grading.py``), so that anyone can recompute it from claims.json. A
+single value holds, holds only approximately, or does not hold. An interval is
+judged whole: it holds (or holds approximately) when every point of it does, it
+does not hold when no point does, and it is *inconclusive* when it reaches both
+sides of a bound: the seeds could not tell, which is a result, not a refutation
+(the ledger says about how many more seeds would decide it). A lesson never
+chooses a verdict: it declares bounds beside the claim and measures.
+
+Timing is recorded, never asserted: a claim whose value comes from a timer (a
+time, a ratio of times, a share of copy bandwidth) passes ``timed=True``; it is
+graded and kept in the ledger like any other, but a verdict that differs from the
+text's ``expect`` is printed, not raised, so ``make lessons`` passes on a slow or
+busy machine. No sanity ``check`` may assert a time either.
+tests/lessons/test_timing.py runs every lesson with a jittered clock and fails on
+a claim whose value moves without ``timed=True``.
+
+The ledger opens with a summary: each source claim once, with the lessons' rows
+that bear on it. Running all lessons rewrites the ledger; running some lessons
+replaces only their sections, so other lessons' rows survive.
 
 Writing a lesson
 ----------------
@@ -88,8 +102,8 @@ as a script (``python lessons/NN_name.py``, which hands the file to the
 runner); and as a notebook, where ``--quick`` is the environment variable
 ``SCRATCHNORM_QUICK=1`` and ``--out`` is ``SCRATCHNORM_OUT``.
 
-Size: a lesson is prose in its markdown cells plus about 100, at most 150, lines of
-code (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings don't count;
+Size: a lesson is prose in its markdown cells plus about 100, at most 200, lines of
+code (200 since the lessons show their experiments and their interval grading on the page) (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings don't count;
 tests/lessons/test_budget.py enforces it). Helpers that more than one lesson
 could use, or that would push a lesson over its budget, go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,

@@ -1,7 +1,12 @@
-"""Numerical helpers of the precision lesson (08): formats, naive half-precision norms, error measures."""
+"""Numerical helpers of the precision lessons (08, 14, 17): formats, naive half-precision norms, error measures.
+
+Rounding error has one unit across the lessons: the ulp, the spacing of the output's format at the exact
+value (``ulp_error``). One correct rounding is off by at most half an ulp.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import ml_dtypes
 import numpy as np
 
 import scratchnorm as sn
@@ -16,6 +21,14 @@ def to_bf16(x):
     return u.view(np.float32)
 
 
+def ulp_error(y, exact, dtype):
+    """|y - exact| in ulps of ``dtype`` at |exact|: the spacing 2^(floor(log2 |exact|) - p) of a format with p
+    fraction bits (subnormals: the smallest normal's spacing). ml_dtypes.finfo knows bfloat16 as well."""
+    info = ml_dtypes.finfo(dtype)
+    exponent = np.floor(np.log2(np.maximum(np.abs(exact), float(info.smallest_normal))))
+    return np.abs(np.asarray(y, dtype=np.float64) - exact) / 2.0 ** (exponent - info.nmant)
+
+
 def f16_sum(a):
     """A float16 running sum over the last axis: every addition rounded to float16."""
     return np.add.accumulate(a, axis=-1, dtype=F16)[..., -1:]
@@ -28,9 +41,12 @@ def naive_rms_norm(x, eps=1e-6):
 
 
 def half_square_rms_norm(x, eps=1e-6):
-    """How frameworks and explainers write it: x*x in float16, then the mean accumulated in float32.
+    """How explainers 002 and 003 write it: x*x in float16, then the mean accumulated in float32.
 
-    The accumulation no longer overflows, but the square already has: any |x| >= 256 gives inf.
+    003's ByteRMSNorm takes ``mean((x * x).float())``; 002 squares the half input (``x.pow(2).mean(-1)``:
+    PyTorch accumulates the mean of a half tensor in float32). The accumulation no longer overflows, but the
+    square already has: any |x| >= 256 gives inf. Hugging Face's LlamaRMSNorm upcasts before it squares
+    (``hidden_states.to(torch.float32)``, then ``pow(2).mean``), as the library does: it does not overflow.
     """
     x = x.astype(F16)
     ms = np.mean((x * x).astype(np.float32), axis=-1, keepdims=True)   # (x*x) is float16: inf for |x| >= 256

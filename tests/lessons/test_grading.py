@@ -12,8 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from lessons._ledger import graded_by  # noqa: E402
-from lessons._grading import (APPROX, FAILS, HOLDS, OPERATORS, above, below, exactly, grading,  # noqa: E402
-                              nearest_end, verdict_of, within)
+from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, OPERATORS, above, below,  # noqa: E402
+                              deciding_factor, exactly, grading, verdict_of, within)
+from lessons._ledger import what_would_decide  # noqa: E402
 from lessons._summary import SUMMARY, entry_of  # noqa: E402
 
 BOUND = 0.25
@@ -48,10 +49,81 @@ def test_the_constructors_write_the_pairs():
     assert graded_by(**below(1e-12, approx=1e-3)) == "holds if ≤ 1e-12; approximately if ≤ 0.001"
 
 
-def test_an_interval_is_graded_on_its_end_nearest_the_bound():
-    assert nearest_end((0.8, 1.1), [["<=", 0.9]]) == 1.1         # an upper bound: the top must be under it
-    assert nearest_end((0.8, 1.1), [[">=", 0.9]]) == 0.8
-    assert nearest_end((0.8, 1.1), [["==", 1.0]]) == 1.1
+def _below(x):
+    return math.nextafter(x, -math.inf)
+
+
+def _above(x):
+    return math.nextafter(x, math.inf)
+
+
+# An interval against holds <= 0.9, approximately <= 1.0: each outcome on both sides of each bound it turns on.
+UPPER = below(0.9, approx=1.0)
+UPPER_CASES = [
+    ((0.80, 0.90), HOLDS),                      # touches the holds bound from inside
+    ((0.80, _above(0.90)), APPROX),             # one step past it: no longer all of it holds
+    ((0.80, 1.00), APPROX),                     # touches the approx bound from inside
+    ((0.80, _above(1.00)), INCONCLUSIVE),       # one step past it: part in, part out of every band
+    ((0.885, 1.058), INCONCLUSIVE),             # lesson 04's row that used to read "does not hold"
+    ((_above(1.00), 1.20), FAILS),              # wholly outside the outer band
+    ((1.00, 1.20), INCONCLUSIVE),               # its lowest point still satisfies approx_if
+]
+# The same for a lower bound without an approx band (holds if >= 0): no "approximately" exists.
+LOWER = above(0.0)
+LOWER_CASES = [
+    ((0.0, 0.5), HOLDS), ((_below(0.0), 0.5), INCONCLUSIVE), ((-0.037, 0.071), INCONCLUSIVE),
+    ((-0.5, _below(0.0)), FAILS), ((-0.5, 0.0), INCONCLUSIVE),
+]
+# A band: holds inside [0.07, 0.64], approximately inside [0.02, 0.69].
+BAND = within(0.07, 0.64, approx=(0.02, 0.69))
+BAND_CASES = [
+    ((0.07, 0.64), HOLDS), ((_below(0.07), 0.64), APPROX), ((0.07, _above(0.64)), APPROX),
+    ((0.02, 0.69), APPROX), ((_below(0.02), 0.5), INCONCLUSIVE), ((0.5, _above(0.69)), INCONCLUSIVE),
+    ((0.0, 1.0), INCONCLUSIVE), ((0.7, 0.8), FAILS), ((0.0, _below(0.02)), FAILS),
+]
+STRICT_CASES = [                                  # strict bounds: the bound itself is outside
+    ((0.1, 0.2), [[">", 0.0]], HOLDS), ((0.0, 0.2), [[">", 0.0]], INCONCLUSIVE),
+    ((-0.2, 0.0), [[">", 0.0]], FAILS), ((-0.2, _above(0.0)), [[">", 0.0]], INCONCLUSIVE),
+    ((-0.2, 0.0), [["<", 0.0]], INCONCLUSIVE), ((0.0, 0.2), [["<", 0.0]], FAILS),
+    ((1.0, 1.0), [["==", 1.0]], HOLDS), ((0.5, 1.5), [["==", 1.0]], INCONCLUSIVE),
+    ((1.5, 2.0), [["==", 1.0]], FAILS),
+    ((0.0, 0.0), [[">", 0.0]], FAILS), ((0.0, 0.0), [["<", 0.0]], FAILS),    # a point on a strict bound
+    ((0.0, 0.0), [[">", 0.0], ["<=", 1.0]], FAILS), ((1.0, 1.0), [[">=", 0.0], ["<", 1.0]], FAILS),
+]
+
+
+@pytest.mark.parametrize("bounds, interval, expected", [(UPPER, i, v) for i, v in UPPER_CASES]
+                         + [(LOWER, i, v) for i, v in LOWER_CASES] + [(BAND, i, v) for i, v in BAND_CASES])
+def test_an_interval_is_graded_whole(bounds, interval, expected):
+    value = (interval[0] + interval[1]) / 2
+    assert verdict_of(value, **bounds, interval=interval) == expected
+
+
+@pytest.mark.parametrize("interval, holds_if, expected", STRICT_CASES)
+def test_strict_and_equality_bounds_on_an_interval(interval, holds_if, expected):
+    assert verdict_of(interval[0], holds_if, interval=interval) == expected
+
+
+def test_a_point_interval_is_graded_as_its_value():
+    for v in (0.85, 0.95, 1.05):
+        assert verdict_of(v, **UPPER, interval=(v, v)) == verdict_of(v, **UPPER)
+
+
+@pytest.mark.parametrize("interval", [(0.9, 0.8), (0.0, float("nan")), (0.5,), "ab", (1.0, 2.0)])
+def test_a_bad_interval_is_an_error_that_names_the_fix(interval):
+    with pytest.raises(ValueError, match="interval") as info:
+        verdict_of(0.85, **UPPER, interval=interval)
+    assert "Fix:" in str(info.value)
+
+
+def test_what_would_decide_an_inconclusive_claim():
+    # mean 0.95, half-width 0.1 around the approx bound 1.0: (0.1 / 0.05)^2 = 4 times the seeds
+    bound, factor = deciding_factor(0.95, (0.85, 1.05), **UPPER)
+    assert bound == 1.0 and factor == pytest.approx(4.0)
+    assert deciding_factor(1.0, (0.9, 1.1), **UPPER)[1] == math.inf
+    assert deciding_factor(0.85, (0.8, 0.9), **UPPER) is None
+    row = {"value": 0.95, "interval": [0.85, 1.05], **UPPER}
+    assert what_would_decide(row) == "the interval straddles 1; about 4× the seeds would narrow it clear of the bound"
 
 
 @pytest.mark.parametrize("value, holds_if, approx_if, match", [
@@ -83,6 +155,9 @@ def test_no_lesson_passes_a_verdict():
     assert not offenders, f"lesson.claim without a value, or with a verdict, at {offenders}"
 
 
+FIELDS = {"claim", "source", "measured", "value", "interval", "holds_if", "approx_if", "timed", "verdict"}
+
+
 def test_every_verdict_in_the_ledger_recomputes(quick_run):
     proc, out = quick_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -90,9 +165,13 @@ def test_every_verdict_in_the_ledger_recomputes(quick_run):
     claims = [c for e in ledger.values() for c in e["claims"]]
     assert len(claims) >= 70
     for c in claims:
-        assert set(c) == {"claim", "source", "measured", "value", "holds_if", "approx_if", "verdict"}, c["claim"]
+        assert set(c) == FIELDS, c["claim"]
         assert c["approx_if"] is None or len(c["approx_if"]) > 0
-        assert verdict_of(c["value"], c["holds_if"], c["approx_if"]) == c["verdict"], c["claim"]
+        assert c["interval"] is None or c["interval"][0] <= c["value"] <= c["interval"][1], c["claim"]
+        assert verdict_of(c["value"], c["holds_if"], c["approx_if"], c["interval"]) == c["verdict"], c["claim"]
+    assert sum(c["interval"] is not None for c in claims) >= 10      # the lessons that train grade intervals
+    text = (out / "CLAIMS.md").read_text()
+    assert "*inconclusive*" in text and "(timed)" in text
 
 
 def test_the_summary_covers_each_source_claim_once(quick_run):
