@@ -11,6 +11,21 @@ import numpy as np
 LD = np.longdouble
 
 
+def case_max(a, case):
+    """Each element's case maximum: max of ``a`` over the elements with the same ``case`` label (a row, a
+    channel, a (sample, group) pair), broadcast back to ``a``'s shape."""
+    flat, labels = np.asarray(a).ravel(), np.asarray(case).ravel()
+    top = np.zeros(int(labels.max(initial=-1)) + 1, dtype=flat.dtype)
+    np.maximum.at(top, labels, flat)
+    return top[labels].reshape(np.shape(a))
+
+
+def row_cases(shape):
+    """Case labels for the row-wise family: every row (all leading axes) is one case."""
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    return np.broadcast_to(np.arange(rows).reshape(shape[:-1] + (1,)), shape)
+
+
 def _rstd(ms, eps, mode):
     if mode == "inside":
         return 1 / np.sqrt(ms + LD(eps))
@@ -42,7 +57,7 @@ def rms_norm(x, w, b, dy, *, eps, mode="inside", k=None):
     g = dy * w
     dx = r * g
     dx[..., :k] += (2 / LD(k)) * np.sum(g * x, -1, keepdims=True) * _drstd_dms(ms, r, eps, mode) * x[..., :k]
-    return _pack(y, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b))
+    return _pack(y, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b), case=row_cases(x.shape))
 
 
 def layer_norm(x, w, b, dy, *, eps):
@@ -57,25 +72,29 @@ def layer_norm(x, w, b, dy, *, eps):
     x_hat = (x - mu) * r
     g = dy * w
     dx = r * (g - np.mean(g, -1, keepdims=True) - x_hat * np.mean(g * x_hat, -1, keepdims=True))
-    return _pack(x_hat * w + b, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b))
+    return _pack(x_hat * w + b, dx, dy, x_hat, r * np.abs(g), np.abs(x_hat * w) + np.abs(b),
+                 case=row_cases(x.shape))
 
 
-def _pack(y, dx, dy, x_hat, direct, terms_y=None):
-    """The results, and the scales their errors are measured against: for a sum over
-    rows, the sum of the absolute values of its terms, where x_hat counts at least 1 (its
-    natural unit: a constant row has x_hat = 0 exactly, but float64 can only get it to
-    within eps * |mean| * rstd). dx is measured against its direct term rstd * |g|: dx is a
-    difference of terms of that size, and can be far smaller than them (d = 1). y likewise
-    against its terms |x_hat * w| + |b| where given (x_hat * w and b can nearly cancel; the
-    numba forward rounds each in float32), else against max |y|."""
+def _pack(y, dx, dy, x_hat, direct, terms_y=None, *, case):
+    """The results, and the scales their errors are measured against, per case (``case`` labels each
+    element with its row, channel or group: the set of values one set of statistics normalizes).
+
+    For a sum over rows, the scale is the sum of the absolute values of its terms, where x_hat counts at
+    least 1 (its natural unit: a constant row has x_hat = 0 exactly, but float64 can only get it to within
+    eps * |mean| * rstd); the terms themselves are returned too (terms_weight, terms_bias), so that a test
+    can weight each by its own case's conditioning. dx is measured against its case's largest direct term
+    rstd * |g|: dx is a difference of terms of that size, and can be far smaller than them (d = 1). y
+    likewise against its case's largest |x_hat * w| + |b| where given (x_hat * w and b can nearly cancel;
+    the numba forward rounds each in float32), else against its case's max |y|."""
     lead = tuple(range(y.ndim - 1))
-    extra = {} if terms_y is None else {
-        "scale_y": np.full(y.shape, max(np.max(np.abs(y), initial=0), np.max(terms_y, initial=0)))}
-    scale_x = max(np.max(direct, initial=0), np.max(np.abs(dx), initial=0))
-    return {**extra, "y": y, "x": dx, "scale_x": np.full(dx.shape, scale_x),
+    extra = {} if terms_y is None else {"scale_y": case_max(np.maximum(np.abs(y), terms_y), case)}
+    terms_weight, terms_bias = np.abs(dy) * (np.abs(x_hat) + 1), np.abs(dy)
+    return {**extra, "y": y, "x": dx, "scale_x": case_max(np.maximum(direct, np.abs(dx)), case), "case": case,
+            "feature_axis": -1,
             "weight": np.sum(dy * x_hat, axis=lead), "bias": np.sum(dy, axis=lead),
-            "scale_weight": np.sum(np.abs(dy) * (np.abs(x_hat) + 1), axis=lead),
-            "scale_bias": np.sum(np.abs(dy), axis=lead)}
+            "terms_weight": terms_weight, "terms_bias": terms_bias,
+            "scale_weight": np.sum(terms_weight, axis=lead), "scale_bias": np.sum(terms_bias, axis=lead)}
 
 
 # -- (N, C, *) inputs: BatchNorm and GroupNorm ------------------------------------------------
@@ -87,22 +106,36 @@ def _per_channel(v, ndim):
     return v.astype(LD).reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def _channel_results(x_hat, rstd, w, b, dy, dx_hat_to_dx):
-    """y = x_hat * w[c] + b[c], dx = dx_hat_to_dx(g) with g = dy * w[c], packed per channel."""
+def _channel_results(x_hat, rstd, w, b, dy, dx_hat_to_dx, case):
+    """y = x_hat * w[c] + b[c], dx = dx_hat_to_dx(g) with g = dy * w[c], packed per channel; ``case``
+    labels each element with the set of values its statistics come from (a channel, a (sample, group))."""
     C, nd = x_hat.shape[1], x_hat.ndim
     w = _per_channel(np.ones(C) if w is None else w, nd)
     b = _per_channel(np.zeros(C) if b is None else b, nd)
     g = dy * w
     dx = dx_hat_to_dx(g)
     last = [np.moveaxis(a, 1, -1) for a in (x_hat * w + b, dx, dy, x_hat, rstd * np.abs(g))]
-    out = _pack(*last)
-    for k in ("y", "x", "scale_x"):
+    out = _pack(*last, case=np.moveaxis(case, 1, -1))
+    for k in ("y", "x", "scale_x", "case", "terms_weight", "terms_bias"):
         out[k] = np.moveaxis(out[k], -1, 1)
-    # y is measured against max |y|, with x_hat counting at least 1 (as in _pack): when all
+    out["feature_axis"] = 1
+    # y is measured against its case's max |y|, with x_hat counting at least 1 (as in _pack): when all
     # the values are constant or eps dominates the variance, x_hat * w can be ~0 everywhere
     # while float64's x - mean is only good to eps * |mean| * rstd (see cond in the tests).
-    out["scale_y"] = np.full(x_hat.shape, max(np.max(np.abs(out["y"])), np.max(np.abs(w))))
+    out["scale_y"] = case_max(np.maximum(np.abs(out["y"]), np.broadcast_to(np.abs(w), x_hat.shape)), case)
     return out
+
+
+def channel_cases(shape):
+    """Case labels for BatchNorm: every channel is one case."""
+    return np.broadcast_to(np.arange(shape[1]).reshape((1, -1) + (1,) * (len(shape) - 2)), shape)
+
+
+def group_cases(shape, num_groups):
+    """Case labels for GroupNorm: every (sample, group) pair is one case."""
+    N, C = shape[0], shape[1]
+    labels = np.arange(N)[:, None] * num_groups + np.arange(C)[None, :] // (C // num_groups)
+    return np.broadcast_to(labels.reshape((N, C) + (1,) * (len(shape) - 2)), shape)
 
 
 def batch_norm(x, w, b, dy, *, eps):
@@ -117,7 +150,7 @@ def batch_norm(x, w, b, dy, *, eps):
 
     def dx_of(g):
         return r * (g - np.mean(g, axes, keepdims=True) - x_hat * np.mean(g * x_hat, axes, keepdims=True))
-    return _channel_results(x_hat, r, w, b, dy, dx_of)
+    return _channel_results(x_hat, r, w, b, dy, dx_of, channel_cases(x.shape))
 
 
 def batch_norm_eval(x, running_mean, running_var, w, b, dy, *, eps):
@@ -125,7 +158,7 @@ def batch_norm_eval(x, running_mean, running_var, w, b, dy, *, eps):
     x, dy = x.astype(LD), dy.astype(LD)
     r = np.broadcast_to(1 / np.sqrt(_per_channel(running_var, x.ndim) + LD(eps)), x.shape)
     x_hat = (x - _per_channel(running_mean, x.ndim)) * r
-    return _channel_results(x_hat, r, w, b, dy, lambda g: r * g)
+    return _channel_results(x_hat, r, w, b, dy, lambda g: r * g, channel_cases(x.shape))
 
 
 def group_norm(x, w, b, dy, *, num_groups, eps):
@@ -143,4 +176,4 @@ def group_norm(x, w, b, dy, *, num_groups, eps):
         g, xh = g.reshape(grouped), x_hat.reshape(grouped)
         return (r.reshape(grouped) * (g - np.mean(g, -1, keepdims=True)
                                       - xh * np.mean(g * xh, -1, keepdims=True))).reshape(x.shape)
-    return _channel_results(x_hat, r, w, b, dy, dx_of)
+    return _channel_results(x_hat, r, w, b, dy, dx_of, group_cases(x.shape, num_groups))

@@ -1,10 +1,13 @@
 """Property-based tests (hypothesis): the row-wise family on both backends against
 extended-precision formulas, over shapes, dtypes, magnitudes and memory layouts.
 
-Tolerances, per output dtype, on the error normalized by the largest reference value
-(for dweight/dbias: by the sum of the absolute values of their terms):
+Tolerances are per case: each row is judged on its own scale and its own conditioning, never on
+the worst of the batch (one row at 1e12 must not excuse a wrong answer in the row beside it).
+Per output dtype, on the error normalized by the largest reference value of its row (for
+dweight/dbias: by the sum of the absolute values of their terms):
 * float64: 1e-13 * (1 + cond), cond = |mean| / std of the row for LayerNorm (the
-  unavoidable loss in x - mean), 1 for RMSNorm. Gradients get 10x that.
+  unavoidable loss in x - mean), 1 for RMSNorm; a dweight/dbias sum weights each row's term
+  by its row's cond. Gradients get 10x that.
 * float32: 4 ulps (4 * 1.19e-7) — the reference rounds a float64 computation
   once; the numba row-wise forward computes y in float32, a few roundings
   (fast/rowwise_tuned.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
@@ -71,17 +74,36 @@ def inputs(draw):
 
 
 def check(got, ref, dtype, cond=1.0):
-    tol = RTOL[dtype] + (1e-13 * cond if dtype == np.float64 else 1e-13 * cond)
+    """Compare with the reference case by case. ``cond``: 1, or one number per element (its case's
+    1 + |mean| / std, broadcast over the case: rows_cond(x) or the channel tests' cond_of)."""
+    cond = np.broadcast_to(np.asarray(cond, dtype=np.float64), np.shape(ref["y"]))
+    tol = RTOL[dtype] + 1e-13 * cond                               # per element: its case's tolerance
     for name in ("y", "x", "weight", "bias"):
         if name not in got:
             continue
         g = np.asarray(got[name], dtype=np.longdouble)
         assert np.all(np.isfinite(g)), f"{name}: non-finite values from a finite input"
         r = ref[name]
-        scale = ref.get(f"scale_{name}", np.full(r.shape, np.max(np.abs(r), initial=0)))
-        err = np.max(np.abs(g - r) / np.maximum(scale, 1e-300), initial=0.0)
         mult = 1 if name == "y" else 10
-        assert err <= mult * tol, f"{name}: normalized error {float(err):.3g} > {mult * tol:.3g}"
+        if name in ("y", "x"):
+            err = np.abs(g - r) / np.maximum(ref[f"scale_{name}"], 1e-300)
+            bad = err > mult * tol
+        else:   # a sum over the cases: each term carries its own case's tolerance (dbias = sum of dy
+            #     does not depend on x, so no case's conditioning enters it)
+            terms = ref[f"terms_{name}"]
+            others = tuple(i for i in range(terms.ndim) if i != ref["feature_axis"] % terms.ndim)
+            allowed = np.sum(terms * (tol if name == "weight" else RTOL[dtype]), axis=others)
+            err = np.abs(g - r) / np.maximum(ref[f"scale_{name}"], 1e-300)
+            bad = np.abs(g - r) > mult * allowed
+        worst = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if np.any(bad) else None
+        assert not np.any(bad), (f"{name}: normalized error {float(np.max(np.where(bad, err, 0))):.3g} beyond its "
+                                 f"case's tolerance (worst at {worst})")
+
+
+def rows_cond(x, eps):
+    """1 + |mean| / sqrt(var + eps) of each row, shape (..., 1): the unavoidable loss in x - mean, per row."""
+    x64 = x.astype(np.float64)
+    return 1 + np.abs(x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + eps)
 
 
 def representable(ref, dtype):
@@ -126,10 +148,7 @@ def test_layer_norm_property(data, backend):
     assume(representable(ref, x.dtype))
     fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
     got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=eps)
-    x64 = x.astype(np.float64)
-    std = np.sqrt(x64.var(-1) + eps) if x.size else np.ones(1)
-    cond = float(np.max(1 + np.abs(x64.mean(-1)) / std, initial=1.0))
-    check(got, ref, x.dtype.type, cond)
+    check(got, ref, x.dtype.type, rows_cond(x, eps))
 
 
 def test_one_pass_variance_would_fail_where_two_pass_holds():
@@ -166,3 +185,45 @@ def test_regression_constant_row_with_a_large_mean(backend):
     fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
     got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=1e-5)
     check(got, layer_norm(x, w, b, dy, eps=1e-5), np.float64, cond=1.1e6)
+
+
+# -- the check itself: a case is judged on its own scale and conditioning ----------------------
+@pytest.mark.parametrize("wrong", ["y", "x", "weight", "bias"])
+def test_a_wrong_row_beside_an_ill_conditioned_one_is_caught(wrong):
+    """One constant row at 1e12 (cond ~ 3e14) beside ordinary rows: a tolerance taken from the worst row
+    would exceed 1 and pass anything. Each wrong answer below must be caught. (dy is 0 on the constant row:
+    its x_hat is only good to ~0.07 in float64, so a dweight term dy * x_hat from it would carry that much
+    uncertainty, rightly; the other rows' terms must be judged on their own.)"""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 32))
+    x[0] = 1e12
+    dy, w, b = rng.standard_normal((4, 32)), rng.standard_normal(32), rng.standard_normal(32)
+    dy[0] = 0.0
+    ref = layer_norm(x, w, b, dy, eps=1e-5)
+    right = {k: np.asarray(ref[k], dtype=np.float64) for k in ("y", "x", "weight", "bias")}
+    check(right, ref, np.float64, rows_cond(x, 1e-5))                  # the right answer passes
+    bad = dict(right)
+    if wrong in ("y", "x"):
+        bad[wrong] = right[wrong].copy()
+        bad[wrong][1:] *= -1                                            # the ordinary rows sign-flipped
+    else:
+        bad[wrong] = -right[wrong] if wrong == "weight" else np.zeros_like(right[wrong])
+    with pytest.raises(AssertionError, match=wrong):
+        check(bad, ref, np.float64, rows_cond(x, 1e-5))
+
+
+def test_a_wrong_row_beside_a_tiny_one_is_caught_in_float32():
+    """A row 1e-6 times smaller than the others (RMSNorm, eps = 1e-14): its rstd, and so the direct term
+    of its dx, is 1e6 times theirs. Measured against the batch's largest term, the other rows' dx would have
+    a tolerance a million times too wide: a float32 sign flip would pass. Each row gets its own scale."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    x[0] *= np.float32(1e-6)
+    dy, w, b = rng.standard_normal((4, 64)).astype(np.float32), rng.standard_normal(64), rng.standard_normal(64)
+    ref = rms_norm(x, w, b, dy, eps=1e-14)
+    right = {k: np.asarray(ref[k], dtype=np.float64) for k in ("y", "x")}
+    check(right, ref, np.float32)
+    bad = {"y": right["y"], "x": right["x"].copy()}
+    bad["x"][1:] *= -1                                                  # the ordinary rows' dx sign-flipped
+    with pytest.raises(AssertionError, match="x:"):
+        check(bad, ref, np.float32)
