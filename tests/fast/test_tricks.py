@@ -46,9 +46,20 @@ def test_the_readable_kernel_matches_the_reference(label, name, kw, has_w, has_b
 
 @pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_every_combination_of_tricks_gives_the_readable_kernels_numbers(label, name, kw, has_w, has_b, dtype):
-    """7 rows: the paired backward's pairs and its odd last row. Bitwise, but for f32_affine's y."""
+def test_every_combination_of_tricks_gives_the_readable_kernels_numbers(label, name, kw, has_w, has_b, dtype,
+                                                                       monkeypatch):
+    """7 rows: the paired backward's pairs and its odd last row. Bitwise, but for f32_affine's y.
+
+    At 7 x 131 the arrays are far from filling the cache, so the automatic choice would never stream:
+    the test makes it stream ("streams" answers yes), and passes stream=True to the backward (which
+    streams only when asked) whenever the "stream" trick is on, then checks that every one of the
+    2^3 driver configurations (f32_affine, paired_rows, stream) really ran. GroupRMSNorm takes no stream=:
+    its backward never streams, and its forward streams f32_affine's rows only, so 6 of the 8 run."""
     x, dy, w, b = make_inputs(_shape(name, kw, (7, 131)), dtype, seed=62, has_weight=has_w, has_bias=has_b)
+    seen = set()
+    monkeypatch.setattr(rowwise_api, "streams", lambda *args: True)
+    monkeypatch.setattr(rowwise_api, "twins",
+                        lambda *switches: seen.add(switches[1:]) or rowwise_drivers.twins(*switches))
     if name == "group_rms_norm":
         b = None
     readable = _run("readable", name, x, dy, w, b, kw)
@@ -56,7 +67,8 @@ def test_every_combination_of_tricks_gives_the_readable_kernels_numbers(label, n
     xh = np.abs(np.asarray(ref_cache["x_hat"], np.float64)).reshape(x.shape)
     bound = F32_TERMS * (xh * (1.0 if w is None else np.abs(w)) + (0.0 if b is None else np.abs(b)))
     for on in SUBSETS:
-        tuned = _run(on, name, x, dy, w, b, kw)
+        asked = "stream" in on and name != "group_rms_norm"
+        tuned = _run(on, name, x, dy, w, b, kw, stream=True if asked else None)
         assert tuned.keys() == readable.keys()
         for key in readable:
             got, want = np.asarray(tuned[key]), np.asarray(readable[key])
@@ -67,6 +79,8 @@ def test_every_combination_of_tricks_gives_the_readable_kernels_numbers(label, n
                 assert np.all(err <= bound + np.spacing(np.abs(want)).astype(np.float64)), (sorted(on), key)
             else:
                 assert got.tobytes() == want.tobytes(), (sorted(on), key)
+    every = set(itertools.product((False, True), repeat=3))
+    assert seen == (every if name != "group_rms_norm" else {c for c in every if c[0] or not c[2]}), sorted(seen)
 
 
 @pytest.mark.parametrize("threshold", [1 << 60, 0], ids=["serial", "parallel"])
