@@ -530,7 +530,14 @@ def test_transformer_is_causal_end_to_end(rng):
     changed = ids.copy()
     changed[:, 4] = (changed[:, 4] + 1) % 7
     np.testing.assert_array_equal(model.forward(changed)[:, :4], logits[:, :4])
-    assert model.backward(np.ones_like(logits)) is None
+    # and backward: a loss on positions 0-3 only reaches the position embeddings of 0-3; rows 4 and 5
+    # of dpos_emb are exactly 0 (a leak through attention would make them nonzero)
+    dlogits = rng.standard_normal(logits.shape)
+    dlogits[:, 4:] = 0.0
+    model.forward(ids)
+    model.backward(dlogits)
+    dpos = model.grads["pos_emb.weight"]
+    assert np.all(dpos[4:] == 0) and np.all(np.abs(dpos[:4]).sum(axis=1) > 0)
 
 
 def test_transformer_float32(rng):

@@ -116,7 +116,10 @@ def test_float32_and_float16_against_float64(label, make, ref, backend, rng):
         assert np.max(np.abs(y.astype(np.float64) - want)) <= 2 * rtol * scale
         dx = layer.backward(dy64.astype(dtype))
         assert dx.dtype == dtype
-        assert np.all(np.isfinite(dx))
+        ref64.forward(x.astype(np.float64))
+        want_dx = ref64.backward(dy64.astype(dtype).astype(np.float64))    # same rounded inputs, float64
+        row_scale = np.abs(want_dx).max(axis=-1, keepdims=True)            # each row on its own scale
+        assert np.all(np.abs(dx.astype(np.float64) - want_dx) <= 4 * rtol * row_scale)
     # and the float64 run is unchanged by the lower-precision runs in between
     np.testing.assert_array_equal(layer.forward(x64), y64)
     np.testing.assert_array_equal(layer.backward(dy64), dx64)
@@ -124,15 +127,39 @@ def test_float32_and_float16_against_float64(label, make, ref, backend, rng):
         np.testing.assert_array_equal(layer.grads[k], g64[k])
 
 
+def row_dx_by_differences(ref, layer, x, dy, row, h=None):
+    """dx of one row from the independent formula ``ref``, by central differences: sum_i dy_i dy_i/dx_j.
+
+    The step ``h`` defaults to 1e-6 of the layer's eps (at most 1e-6), the scale an all-zero row bends on: its
+    statistic is eps (for eps "outside", |x| has a kink at 0 that a step of eps / 1e6 barely sees). A row of
+    ordinary size takes h = 1e-6."""
+    if h is None:
+        eps = getattr(layer, "eps", None)
+        eps = float(abs(layer.params["eps"][0])) if eps is None and "eps" in layer.params else (eps or 1.0)
+        h = 1e-6 * min(1.0, eps)
+    dx = np.zeros(x.shape[-1])
+    for j in range(x.shape[-1]):
+        plus, minus = x.copy(), x.copy()
+        plus[row, j] += h
+        minus[row, j] -= h
+        dx[j] = np.sum(dy[row] * (ref(plus, layer)[row] - ref(minus, layer)[row])) / (2 * h)
+    return dx
+
+
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
-def test_zero_rows_give_finite_output_and_gradients(label, make, ref, backend, rng):
+def test_zero_rows_give_the_known_output_and_gradient(label, make, ref, backend, rng):
+    """An all-zero row: x_hat = 0, so y is exactly the bias (0 without one), bit for bit; dx is what the
+    independent formula gives by central differences (the direct term alone: the others carry a factor x)."""
     layer = make(backend)
     randomized(layer, rng)
     x = rng.standard_normal((3, 8))
     x[1] = 0.0
+    dy = rng.standard_normal(x.shape)
     y = layer.forward(x)
-    dx = layer.backward(rng.standard_normal(x.shape))
-    assert np.all(np.isfinite(y)) and np.all(np.isfinite(dx))
+    assert np.array_equal(y[1], ref(x, layer)[1])
+    dx = layer.backward(dy)
+    want = row_dx_by_differences(ref, layer, x, dy, row=1)
+    np.testing.assert_allclose(dx[1], want, rtol=1e-5, atol=1e-5 * np.max(np.abs(want)))
     assert all(np.all(np.isfinite(g)) for g in layer.grads.values())
 
 
@@ -254,8 +281,12 @@ def test_partial_rms_uses_only_the_prefix_for_the_statistic(backend, rng):
     x2 = x.copy()
     x2[:, 4:] *= 100.0     # outside the first k = 4: the statistic does not move
     np.testing.assert_allclose(layer.forward(x2)[:, :4], y[:, :4], rtol=1e-13)
-    dx = layer.backward(rng.standard_normal(x.shape))
-    assert np.all(np.isfinite(dx))
+    layer.forward(x)
+    dy = rng.standard_normal(x.shape)
+    dx = layer.backward(dy)
+    for row in range(3):                                                      # every row, on its own scale
+        want = row_dx_by_differences(lambda v, L: ref_rms(v, L.eps, "inside", k=4), layer, x, dy, row, h=1e-6)
+        np.testing.assert_allclose(dx[row], want, rtol=1e-6, atol=1e-7 * np.max(np.abs(want)))
 
 
 def test_learnable_eps_gradient_sign_follows_abs(rng):
