@@ -109,9 +109,11 @@ def verdict_of(value, holds_if, approx_if=None, interval=None) -> str:
 
 def check_interval(value: float, interval) -> tuple[float, float]:
     """(lo, hi) of a claim's interval, checked: two finite numbers with lo <= value <= hi."""
-    ok = isinstance(interval, (list, tuple)) and len(interval) == 2
-    lo, hi = (_finite("interval", v) for v in interval) if ok else (math.nan, math.nan)
-    if not (ok and lo <= value <= hi):
+    try:
+        lo, hi = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= value <= hi):
         raise ValueError(f"interval: expected (lo, hi) with lo <= value <= hi (value {value!r}); received "
                          f"{interval!r}. Fix: pass the 95% interval of the value, e.g. interval=(lo, hi) from "
                          f"lessons._stats.mean_interval.")

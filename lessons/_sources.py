@@ -25,6 +25,10 @@ SOURCES = {
     "003": ("explainer 003", "explainer-003"),
     "dyt": ("DyT paper (Zhu, Chen, He, LeCun & Liu 2025, Transformers without Normalization)", "dyt"),
     "periln": ("Peri-LN paper (Kim et al. 2025)", "periln"),
+    "laarhoven": ("van Laarhoven 2017, L2 Regularization versus Batch and Weight Normalization", "laarhoven"),
+    "zhang-wd": ("Zhang, Wang, Xu & Grosse 2019, Three Mechanisms of Weight Decay Regularization", "zhang-wd"),
+    "santurkar": ("Santurkar, Tsipras, Ilyas & Madry 2018, How Does Batch Normalization Help Optimization?",
+                  "santurkar"),
     "common": ("common wisdom", "common-wisdom"),
 }
 
@@ -83,6 +87,11 @@ CITATIONS = {
     ("periln", "variance growth"): ("the analysis of hidden-state variance against depth for Pre-, Post- and "
                                     "Peri-LN", "periln-variance"),
     ("periln", "gradient norms"): ("the measurements of gradient norms per layer", "periln-gradients"),
+    ("laarhoven", "abstract"): ("abstract: with normalization, L2 regularization sets the scale of the weights "
+                                "and so the effective learning rate, and has no regularizing effect",
+                                "laarhoven-abstract"),
+    ("santurkar", "§2"): ("§2 (BatchNorm and internal covariate shift): noisy BatchNorm", "santurkar-s2"),
+    ("santurkar", "§3"): ("§3 (why does BatchNorm work?): the smoothing effect", "santurkar-s3"),
     ("common", ""): ("", "common-wisdom"),
 }
 

@@ -27,7 +27,9 @@ OUTSIDE = ("seeds/", "REFERENCE.md", "/work/", "../shared")
 # The only addresses the sources themselves record (the paper's arXiv page, its released code). Add one only
 # with the place it comes from; never a guessed address.
 RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangGo/rmsnorm",
-                 "https://arxiv.org/abs/2503.10622", "https://arxiv.org/abs/2502.02732"}
+                 "https://arxiv.org/abs/2503.10622", "https://arxiv.org/abs/2502.02732",
+                 "https://arxiv.org/abs/1706.05350", "https://arxiv.org/abs/1810.12281",
+                 "https://arxiv.org/abs/1805.11604"}
 
 
 def lesson_citations():
