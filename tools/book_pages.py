@@ -148,7 +148,10 @@ def index_page(lessons, runs, ledger, titles, quick) -> str:
              "one lesson at a time. Each lesson is a script that runs, measures what it claims and grades it; "
              f"each page shows one run of it, made when this book was built ({'quick' if quick else 'full'} "
              "sizes). Download a lesson as a notebook from its page, or open `lessons/NN_name.py` in Jupyter "
-             "or VS Code (jupytext).", "", "## The curriculum, in reading order", "",
+             "or VS Code (jupytext).", "",
+             "New here? Open [the notation and the map of the course](notation.md) first: the symbols and "
+             "shapes, the layer contract, how a claim is graded, and which lesson answers which question.", "",
+             "## The curriculum, in reading order", "",
              "| lesson | prerequisites | run time | claims: holds / approx. / not / inconcl. |", "|---|---|---|---|"]
     for p in lessons:
         e = ledger[p.stem]
@@ -166,8 +169,8 @@ def index_page(lessons, runs, ledger, titles, quick) -> str:
     lines += ["Every row, with its bounds: [the claims ledger](claims.md). The sources: [sources](sources.md).",
               "", "```{toctree}", ":hidden:", ":caption: Lessons", ""]
     lines += [f"lessons/{p.stem}" for p in lessons]
-    lines += ["```", "", "```{toctree}", ":hidden:", ":caption: Reference", "", "claims", "sources", "api/index",
-              "```", ""]
+    lines += ["```", "", "```{toctree}", ":hidden:", ":caption: Reference", "", "notation", "claims", "sources",
+              "api/index", "```", ""]
     return "\n".join(lines)
 
 
@@ -223,4 +226,6 @@ def write_sources(src: Path, lessons, runs, ledger, run_dir: Path, *, quick: boo
     sources = (ROOT / "lessons" / "SOURCES.md").read_text(encoding="utf-8")
     sources = re.sub(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", r'<a href="#\2">\1</a>', sources)   # to its HTML ids
     (src / "sources.md").write_text(sources)
+    notation = (ROOT / "lessons" / "NOTATION.md").read_text(encoding="utf-8")
+    (src / "notation.md").write_text(notation.replace("`figures/CLAIMS.md`", "[the claims ledger](claims.md)"))
     api_pages(src)
