@@ -231,14 +231,5 @@ lesson.answer(f"RMSNorm's output does not change when W is scaled, so dL/dW is o
               f"still {plain[-1] / plain[-q] - 1:+.1%} over the last quarter; with decay lambda = {decay:g} the shrink "
               f"by (1 - lr lambda) each step balances it and ||W|| changes {settle:.2%} over the last quarter.")
 
-# %% [markdown]
-# **4.** LayerNorm equals RMSNorm of re-centred weights to round-off. Why is RMSNorm after a plain linear
-# layer still not the same model as LayerNorm?
-
-# %% tags=["remove-input"]
-lesson.answer(f"The identity (largest difference {gap:.1e}) needs the weights P W, whose summed inputs have mean 0 "
-              "for every input; LayerNorm re-centres on every input by itself, while a plain W trained under "
-              "RMSNorm has no reason to stay re-centred: training would have to keep it so.")
-
 # %%
 lesson.finish()
