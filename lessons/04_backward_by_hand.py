@@ -197,6 +197,7 @@ check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| i
 seeds, shifts = range(lesson.pick(3, 24)), (0.0, 0.1, 0.25, 0.5, 1.0)
 nsr = [gradient_noise(seed, n=lesson.pick(1024, 4096), shifts=shifts) for seed in seeds]
 a_ratio = np.mean([r["a mean/std"] for r in nsr], axis=0)            # the normalized vector's row mean/std
+check(abs(a_ratio[0]) < 0.5 < 2 < a_ratio[-1], "a = hW has a small row mean at zero-mean weights, a large one after")
 log_ratio = np.log([np.array(r["RMSNorm"]) / np.array(r["LayerNorm"]) for r in nsr])   # (seeds, shifts)
 paired_ratio = np.exp([mean_interval(log_ratio[:, i]) for i in range(len(shifts))])  # (shifts, 3)
 for at, label in ((0, "zero-mean weights"), (len(shifts) - 1, "weights with a common mean")):

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, paper, start
+from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
 from lessons._gradnoise import gradient_noise, hidden_variance
 from lessons._grading import above, below
 from lessons._stats import mean_interval
@@ -58,6 +58,8 @@ for what, (how, measure) in measures.items():
     for case, kw in CASES.items():
         data = [measure(s, n=n, **kw) for s in seeds]
         hypothesis[what, case] = np.array([r["LayerNorm"][0] / r["RMSNorm"][0] for r in data])
+        check(max(abs(np.mean([r["a mean/std"][0] for r in data])), np.mean([r["a mean/std spread"][0] for r in data]))
+              > 1, f"{case}: a's row mean is several times its row std, or varies that much between examples")
         mean, lo, hi = np.exp(mean_interval(np.log(hypothesis[what, case])))
         lesson.claim(f"Re-centring does not reduce the variance of {what} ({case})", source=paper("§1"),
                      measured=f"{how}; a = hW on ReLU features, {case}: the row mean/std of a is "
