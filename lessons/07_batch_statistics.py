@@ -38,6 +38,7 @@ from lessons._grading import below
 from lessons._common import FAILS, HOLDS, check, explainer, start, ticks_at
 from lessons._batch import D, Data, batch_dependence, groupnorm_one_group_affine, groupnorm_spectrum, train_eval_gap
 from lessons._stats import fit_slope, rms
+from lessons._style import color
 
 lesson = start(__name__, "07_batch_statistics")
 
@@ -148,14 +149,14 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
 j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
 for B in sizes:
     jitter = np.exp(rng.uniform(-0.12, 0.12, len(bn_out[B])))
-    ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color="tab:blue")
+    ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color=color("BatchNorm"))
 ax1.axhline(x0_hat[j], color="k", linestyle="--", linewidth=1,
             label=f"population-normalized value {x0_hat[j]:.2f}")
 ax1.set(xscale="log", xlabel="batch size B", ylabel=f"BatchNorm output of x0, feature {j}",
         title="The same example in random batches (training mode)")
 ax1.legend(loc="lower right")
-ax2.loglog(sizes, spread, "o-", color="tab:blue", label=f"spread over batches, slope {slope:.2f}")
-ax2.loglog(sizes, gap, "s-", color="tab:orange", label=f"train/eval gap, slope {gap_slope:.2f}")
+ax2.loglog(sizes, spread, "o-", color=color("BatchNorm"), label=f"spread over batches, slope {slope:.2f}")
+ax2.loglog(sizes, gap, "s--", color=color("BatchNorm"), mfc="none", label=f"train/eval gap, slope {gap_slope:.2f}")
 ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
 for ax in (ax1, ax2):
     ticks_at(ax, sizes)
@@ -167,18 +168,26 @@ lesson.save(fig, "batch_size")
 
 # %% [markdown]
 # The GroupNorm figure: GroupNorm$(G, C)$ for every divisor $G$ of $C$, compared with InstanceNorm and with
-# LayerNorm over $(C, L)$ (no affine): the difference vanishes at $G = C$ and at $G = 1$ respectively.
+# LayerNorm over $(C, L)$ (no affine): the difference vanishes at $G = C$ and at $G = 1$ respectively. On the
+# left a linear axis (the differences between the ends are of order one); on the right the two vanishing ends in
+# units of float64's machine epsilon, where round-off can be read.
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4.3), layout="constrained")
-floor = 1e-17
-ax.semilogy(groups, np.maximum(to_in, floor), "o-", label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
-ax.semilogy(groups, np.maximum(to_ln, floor), "s-", label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
+fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained", gridspec_kw={"width_ratios": [3, 1]})
+ulp = np.finfo(np.float64).eps                                       # 2^-52, float64's machine epsilon
+ax.plot(groups, to_in, "o-", color=color("InstanceNorm"), label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
+ax.plot(groups, to_ln, "s-", color=color("LayerNorm"), label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
 ax.set_xscale("log", base=2)
 ax.set_xticks(groups, [str(g) for g in groups])
-ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs", ylim=(floor / 3, 10),
+ax.minorticks_off()
+ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs",
        title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
-ax.legend()
+ax.legend(loc="center left")
+ends = {"G = 1 against\nLayerNorm": (to_ln[0], color("LayerNorm")),
+        f"G = {C} against\nInstanceNorm": (to_in[-1], color("InstanceNorm"))}
+ax_r.bar(range(2), [v / ulp for v, _ in ends.values()], color=[c for _, c in ends.values()])
+ax_r.set_xticks(range(2), list(ends), fontsize=9)
+ax_r.set(ylabel="RMS difference / float64 epsilon (2⁻⁵²)", title="the zeros on the left: round-off")
 lesson.save(fig, "groupnorm")
 
 # %% [markdown]

@@ -11,10 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, paper, start
+from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
 from lessons._gradnoise import gradient_noise, hidden_variance
 from lessons._grading import above, below
 from lessons._stats import mean_interval
+from lessons._style import color
 from lessons._training import interval
 
 lesson = start(__name__, "15_the_papers_other_claims")
@@ -23,26 +24,50 @@ lesson = start(__name__, "15_the_papers_other_claims")
 # ## The hypothesis (§1)
 #
 # LayerNorm's re-centring is dispensable: it does not reduce the variance of hidden states or of gradients,
-# and re-scaling alone gives the benefit. The lesson measures both on one layer $a = hW$ normalized by
-# LayerNorm or by RMSNorm, with hidden states $h$ that have a nonzero mean (ReLU features;
-# `lessons/_gradnoise.py`), on the same data and weights for both: the variance across examples of each unit
-# of the normalized output, and the noise of $\partial L/\partial W$ across minibatches (lesson 04's measure).
-# "Does not reduce" is graded as: LayerNorm's variance is at least 0.9 times RMSNorm's, for the whole 95%
-# interval over the seeds.
+# and re-scaling alone gives the benefit. §1 puts it beside the usual reason for re-centring: LayerNorm's
+# output does not change when the inputs or the weights are shifted by noise. The lesson measures both
+# variances on one layer $a = hW$ normalized by LayerNorm or by RMSNorm (`lessons/_gradnoise.py`, lesson 04's
+# model), on the same data and weights for both: the variance across examples of each unit of the normalized
+# output, and the noise of $\partial L/\partial W$ across minibatches (lesson 04's measure).
+#
+# Re-centring can only matter where the vector normalized, $a$, has a row mean; with zero-mean random weights
+# it has almost none, even on positive ReLU features (lesson 04), and the two norms then coincide. So the
+# lesson gives $a$ a row mean in two ways, and prints its row mean/std with each claim:
+#
+# * **a steady mean**: every weight raised by one std of the weights (the paper's shift of the weight matrix),
+#   which adds $\sum_i h_i/\sqrt{d_{in}}$ to every unit of a row: a mean several times the row's spread, that
+#   moves only a little from example to example;
+# * **shift noise**: zero-mean weights, and a random amount added to every unit of each example's $a$ (a normal
+#   draw per example, twice $a$'s row std): a row mean that is 0 on average and changes from example to
+#   example.
+#
+# RMSNorm keeps whatever the mean does and LayerNorm removes it, so the two cases can come out either way: a
+# steady mean is a common component that RMSNorm's outputs share, shrinking their variance; a mean that changes
+# between examples is variation that RMSNorm passes on. "Does not reduce" is graded as: LayerNorm's variance
+# at least 0.9 times RMSNorm's for the whole 95% interval over the seeds (approximately: 0.8); an interval
+# wholly below 0.8 means re-centring does reduce it.
 
 # %%
 rng = np.random.default_rng(15)
-seeds = range(lesson.pick(3, 12))
-hid = [hidden_variance(s, n=lesson.pick(1024, 4096)) for s in seeds]
-noise = [gradient_noise(s, n=lesson.pick(1024, 4096)) for s in seeds]
-for what, data, unit in (("hidden states (variance across examples of each unit of Norm(h W))", hid, "variance"),
-                         ("gradients (noise-to-signal of dL/dW over minibatches of 32)", noise, "noise")):
-    ratio = np.exp(mean_interval([np.log(np.ravel(r["LayerNorm"])[0] / np.ravel(r["RMSNorm"])[0]) for r in data]))
-    lesson.claim(f"Re-centring does not reduce the variance of {what.split(' (')[0]}", source=paper("§1"),
-                 measured=f"{what}, ReLU features with a nonzero mean: LayerNorm / RMSNorm = "
-                          f"{interval(*ratio, n=len(data))} (geometric mean, paired per seed); value: the "
-                          f"interval's lower end (holds: LayerNorm's {unit} at least 0.9 times RMSNorm's)",
-                 value=ratio[1], **above(0.9, approx=0.8), expect=VERDICTS)
+seeds, n = range(lesson.pick(3, 24)), lesson.pick(1024, 4096)
+CASES = {"a steady row mean": dict(shifts=(1.0,)), "shift noise": dict(noise=2.0)}
+measures = {"hidden states": ("variance across examples of each unit of Norm(a)", hidden_variance),
+            "gradients": ("noise-to-signal of dL/dW over minibatches of 32", gradient_noise)}
+hypothesis = {}                                  # (measure, case) -> LayerNorm / RMSNorm per seed
+for what, (how, measure) in measures.items():
+    for case, kw in CASES.items():
+        data = [measure(s, n=n, **kw) for s in seeds]
+        hypothesis[what, case] = np.array([r["LayerNorm"][0] / r["RMSNorm"][0] for r in data])
+        check(max(abs(np.mean([r["a mean/std"][0] for r in data])), np.mean([r["a mean/std spread"][0] for r in data]))
+              > 1, f"{case}: a's row mean is several times its row std, or varies that much between examples")
+        mean, lo, hi = np.exp(mean_interval(np.log(hypothesis[what, case])))
+        lesson.claim(f"Re-centring does not reduce the variance of {what} ({case})", source=paper("§1"),
+                     measured=f"{how}; a = hW on ReLU features, {case}: the row mean/std of a is "
+                              f"{np.mean([r['a mean/std'][0] for r in data]):.2f} on average, with a std of "
+                              f"{np.mean([r['a mean/std spread'][0] for r in data]):.2f} between examples; "
+                              f"LayerNorm / RMSNorm = "
+                              f"{interval(mean, lo, hi, n=len(data))} (geometric mean, paired per seed)",
+                     value=mean, interval=(lo, hi), **above(0.9, approx=0.8), expect=VERDICTS)
 
 # %% [markdown]
 # ## Eq. 8: the gradients of the gain and the bias
@@ -150,23 +175,26 @@ lesson.claim("With weight decay ‖W‖ settles where the decay balances the gra
 
 # %% [markdown]
 # The figure: on the left $\lVert W\rVert$ against the step, with and without weight decay; on the right the
-# variance ratios of the hypothesis, LayerNorm over RMSNorm, one dot per seed.
+# variance ratios of the hypothesis, LayerNorm over RMSNorm, one dot per seed, with the geometric mean and its
+# 95% interval: below the dotted line (0.9) re-centring reduces the variance.
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 t = np.arange(1, steps + 1)
-ax1.plot(t, plain, label="no weight decay")
-ax1.plot(t, decayed, label=f"weight decay λ = {decay:g}")
+ax1.plot(t, plain, color=color("RMSNorm"), label="no weight decay")
+ax1.plot(t, decayed, color=color("RMSNorm"), ls="--", label=f"weight decay λ = {decay:g}")
 ax1.set(xlabel="SGD step", ylabel="‖W‖", title=f"Linear → RMSNorm, SGD lr {lr:g}: what bounds ‖W‖")
 ax1.legend()
-for i, (data, label) in enumerate(((hid, "hidden-state variance"), (noise, "gradient noise"))):
-    r = [np.ravel(d["LayerNorm"])[0] / np.ravel(d["RMSNorm"])[0] for d in data]
-    ax2.plot(np.full(len(r), i) + rng.uniform(-0.08, 0.08, len(r)), r, "o", alpha=0.7, label=label)
+for i, r in enumerate(hypothesis.values()):
+    mean, lo, hi = np.exp(mean_interval(np.log(r)))
+    ax2.plot(np.full(len(r), i) + rng.uniform(-0.12, 0.12, len(r)), r, ".", color="0.6", ms=4)
+    ax2.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], fmt="o", color="k", capsize=5)
 ax2.axhline(1, color="k", lw=0.8)
 ax2.axhline(0.9, color="0.5", lw=0.8, ls=":")
-ax2.set_xticks([0, 1], ["hidden-state variance", "gradient noise"])
-ax2.set_xlim(-0.6, 1.6)
-ax2.set(ylabel="LayerNorm / RMSNorm, same seed", title="Does re-centring reduce variance? (one dot per seed)")
+ax2.set_xticks(range(len(hypothesis)), [f"{what}\n{case}" for what, case in hypothesis], fontsize=9)
+ax2.set_yscale("log")
+ax2.set(ylabel="LayerNorm / RMSNorm, same seed (log)",
+        title="Does re-centring reduce variance? (dots: seeds; black: 95% interval)")
 lesson.save(fig, "norm")
 
 # %% [markdown]
@@ -182,22 +210,28 @@ lesson.answer(f"With eps = 0, x_hat = a / RMS(a) is exactly unchanged when a = W
               "shrinks and the gradients change.")
 
 # %% [markdown]
-# **2.** Without weight decay, why does every SGD step make $W$ longer, and what stops it?
+# **2.** The hypothesis was graded with a steady row mean and under shift noise. What does RMSNorm do with each
+# kind of mean, and which way should each ratio go?
+
+# %% tags=["remove-input"]
+ratio_of = {key: float(np.exp(np.mean(np.log(r)))) for key, r in hypothesis.items()}
+lesson.answer(f"RMSNorm divides a by its RMS, sqrt(mean^2 + std^2), and keeps the mean. A steady mean is the same "
+              f"component in every output: RMSNorm's outputs share it, so they vary less across examples, and "
+              f"LayerNorm / RMSNorm was {ratio_of['hidden states', 'a steady row mean']:.2f} for the hidden states and "
+              f"{ratio_of['gradients', 'a steady row mean']:.2f} for the gradient noise. A mean that changes from "
+              f"example to example is variation RMSNorm passes on and LayerNorm removes exactly: "
+              f"{ratio_of['hidden states', 'shift noise']:.2f} and {ratio_of['gradients', 'shift noise']:.2f} "
+              "(geometric means; below 1, re-centring reduced the variance). Shift noise is the case §1 names as "
+              "the usual reason for re-centring.")
+
+# %% [markdown]
+# **3.** Without weight decay, why does every SGD step make $W$ longer, and what stops it?
 
 # %% tags=["remove-input"]
 lesson.answer(f"RMSNorm's output does not change when W is scaled, so dL/dW is orthogonal to W and a step adds "
               f"length: ||W - lr g||^2 = ||W||^2 + lr^2 ||g||^2. Here ||W|| grew {growth:.2f}x in {steps} steps, "
               f"still {plain[-1] / plain[-q] - 1:+.1%} over the last quarter; with decay lambda = {decay:g} the shrink "
               f"by (1 - lr lambda) each step balances it and ||W|| changes {settle:.2%} over the last quarter.")
-
-# %% [markdown]
-# **3.** LayerNorm equals RMSNorm of re-centred weights to round-off. Why is RMSNorm after a plain linear
-# layer still not the same model as LayerNorm?
-
-# %% tags=["remove-input"]
-lesson.answer(f"The identity (largest difference {gap:.1e}) needs the weights P W, whose summed inputs have mean 0 "
-              "for every input; LayerNorm re-centres on every input by itself, while a plain W trained under "
-              "RMSNorm has no reason to stay re-centred: training would have to keep it so.")
 
 # %%
 lesson.finish()

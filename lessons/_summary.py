@@ -68,7 +68,7 @@ SUMMARY = (
     Entry("Its demo's printed output", E001, "a demo's printed output", "its own code on its printed input (14)",
           ("Explainer 001's demo prints", "demo's RMSNorm output")),
     Entry("Variants: a learnable eps, and RMSNorm with a bias 'close to LayerNorm'", E000, "code without a run",
-          SMALL_MODELS + "; the best bias (16)", ("learnable eps moves", "RMSNorm with a bias")),
+          SMALL_MODELS + "; the best bias (16)", ("RMSNorm with a bias",)),
     Entry("RMSNorm may do worse on tasks that need centring", E000, "stated (drawbacks)",
           "a label that is the row mean, several seeds (16)", ("needs the centring statistic",)),
     Entry("Its default eps = 1e-8 prevents division by zero", E000, "its code", "float16 and float32 (14)",
