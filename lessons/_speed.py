@@ -230,6 +230,7 @@ def plot_time(lesson, ds, n, times, copy, impls):
         ax.loglog(ds, moved_bytes(step, n, ds) / (yardstick(copy[step]) * 1e9) * 1e3, color="0.4", linewidth=3,
                   alpha=0.5)
         shade_regimes(ax, ds, n, step)
+        d_axis(ax, ds)
         ax.set(xlabel="d (features; N fixed, so the arrays grow with d)", ylabel="median time (ms)",
                title=f"{step}, {n} × d {DTYPE}, {THREADS} thread")
     legend_entries(fig, impls, "the fastest copy of the same bytes")
