@@ -185,7 +185,12 @@ plot_ratio(lesson, ds, ratios, impls)
 # per size regime, on the median over the $d$ of that regime (forward + backward); a regime with no $d$ in
 # this run (with `--quick`, only the smallest arrays are timed) gets no row. A claimed band of savings
 # (7–64%, 7–10%) "holds" if that median is in the band, "holds only approximately" within 5 points of it. The
-# memory-bound claim is graded on the fused kernels' % of the fastest copy.
+# memory-bound claim is graded on the fused kernels' % of the fastest copy, forward + backward; each row also
+# prints the forward alone. Lesson 18 grades the same claim on a fused forward alone, past the cache at a far
+# larger shape (`_speed.PAST_THE_CACHE`, 128 MiB an array, where the copies run at memory speed), so the two
+# can differ for two reasons: the backward here writes $dx$ with plain stores and does more arithmetic per
+# byte, and this lesson's largest arrays sit at the cache's edge, where the copies still run partly from it.
+# Compare 18 with the forward alone printed here.
 
 # %%
 # The rule for a claimed band of savings: grade the typical (median) saving over the measured points. It holds

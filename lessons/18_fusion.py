@@ -162,13 +162,13 @@ lesson.save(fig, "time")
 
 # %% tags=["remove-input"]
 shape, nbytes, t, copy = rows[-1]
-slower = [regime(FUSED * nb) for _, nb, tt, _ in rows if tt["add, then norm"] < tt["fused"]]
+slower = [regime(FUSED * nb) for _, nb, tt, _ in rows if tt["add, then norm"] < 0.95 * tt["fused"]]
 lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / FUSED:.2f}. This run measured "
               + ", ".join(
     f"{tt['add, then norm'] / tt['fused']:.2f} at {s[0]}x{s[1]} ({regime(FUSED * nb)}, {nb / 2**20:.2f} MiB an "
     "array)" for s, nb, tt, _ in rows) + ". Where the arrays fit in the cache, both paths run from it and the "
     "bytes saved count for less; for the smallest, a call's fixed cost is a large part of the time. " +
-    (("Below 1 (" + ", ".join(slower) + ") the fused pass was the slower one: fusing saves bytes, not "
+    (("Below 0.95 (" + ", ".join(slower) + ") the fused pass was the slower one: fusing saves bytes, not "
       "computation, and where bytes are cheap the fused kernel's own row loop (h, then the statistics, then y) "
       "lost to the two separate calls; this lesson measures that, not why.") if slower else ""))
 
