@@ -37,6 +37,8 @@ import numpy as np
 import scratchnorm as sn
 from lessons._grading import above, below, exactly
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
+from lessons._stats import mean_interval
+from lessons._style import color
 
 lesson = start(__name__, "06_partial_rms")
 
@@ -57,20 +59,43 @@ def inputs(kind, rng, n, d):
     return x
 
 
-def best_times(layers, x, dy, rounds):
-    """Best forward and backward time of each layer; the layers take turns, so load hits all alike."""
-    best = np.full((len(layers), 2), np.inf)
-    for layer in layers:                                # compile and warm up
-        layer.forward(x)
-        layer.backward(dy)
-    for _ in range(rounds):
-        for i, layer in enumerate(layers):
-            t0 = time.perf_counter()
+def row_distance(y_p, y):
+    """‖y_p − y‖ / ‖y‖ per row."""
+    return np.linalg.norm(y_p - y, axis=1) / np.linalg.norm(y, axis=1)
+
+
+def rescaled_distance(y_p, y):
+    """The distance left after the best single global scale c of y_p (least squares), c fitted on the first half
+    of the rows and the distance measured on the other half: what a learnable gain cannot absorb."""
+    half = len(y) // 2
+    c = np.sum(y_p[:half] * y[:half]) / np.sum(y_p[:half] ** 2)
+    return row_distance(c * y_p[half:], y[half:])
+
+
+def round_times(layers, x, dy, rounds, reps):
+    """(rounds, layers, 2): forward and backward time of each layer in each round, the median of ``reps``
+    calls; the layers take turns, so a change of load hits all alike."""
+    out = np.empty((rounds, len(layers), 2))
+    for _ in range(2):                                  # compile and warm up (the first calls fault pages in)
+        for layer in layers:
             layer.forward(x)
-            t1 = time.perf_counter()
             layer.backward(dy)
-            best[i] = np.minimum(best[i], (t1 - t0, time.perf_counter() - t1))
-    return best
+    for r in range(rounds):
+        for i, layer in enumerate(layers):
+            calls = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                layer.forward(x)
+                t1 = time.perf_counter()
+                layer.backward(dy)
+                calls.append((t1 - t0, time.perf_counter() - t1))
+            out[r, i] = np.median(calls, axis=0)
+    return out
+
+
+def geometric_interval(ratios):
+    """(geometric mean, lo, hi) of paired ratios, one per round: exp of the 95% t interval of their logs."""
+    return tuple(float(np.exp(v)) for v in mean_interval(np.log(ratios)))
 
 
 # %% [markdown]
@@ -126,42 +151,64 @@ lesson.claim("The prefix estimate of the RMS has a relative error falling like 1
 # inputs and for two structured ones: a scale that grows along the features (from 0.5 to 2), and 4 outlier
 # features, multiplied by 20, spread from feature $d/4$ to the last. The paper's $p = 6.25\%$ ($k = 64$) is
 # graded twice: for iid inputs, and for the structured ones, as a stand-in for real features.
+#
+# On structured inputs much of the raw distance is one factor, $\mathrm{RMS}_d / \mathrm{RMS}_k$, nearly the
+# same on every row. A trained layer's gain $w$ absorbs such a factor: it learns to multiply by it. What
+# matters is what no gain can absorb, so the structured claim is graded on the distance left after the best
+# single global scale of $y_p$ (least squares), fitted on half of the rows and measured on the other half
+# (dashed lines); the raw distance (solid) and the factor's mean and coefficient of variation over rows are
+# printed beside it.
 
 # %%
 d = 1024
 full = sn.RMSNorm(d, eps=1e-8, elementwise_affine=False)
-at_paper_p = {}
-for kind, color in [("iid", "tab:blue"), ("scale grows along the features", "tab:orange"),
-                    ("4 outlier features (×20)", "tab:red")]:
+at_paper_p, factor = {}, {}
+for kind, c in [("iid", "0.15"), ("scale grows along the features", "tab:green"),
+                ("4 outlier features (×20)", "tab:red")]:
     x = inputs(kind, rng, n // 2, d)
     y_full = full.forward(x)
-    stats = []
+    stats, rescaled = [], []
     for p in PS:
         y_p = sn.PartialRMSNorm(d, p=p, elementwise_affine=False).forward(x)
-        dist = np.linalg.norm(y_p - y_full, axis=1) / np.linalg.norm(y_full, axis=1)
+        dist = row_distance(y_p, y_full)
         stats.append((dist.mean(), *np.percentile(dist, [10, 90])))
+        rescaled.append(rescaled_distance(y_p, y_full).mean())
+        if p == 0.0625:
+            f = np.linalg.norm(y_p, axis=1) / np.linalg.norm(y_full, axis=1)     # RMS_d / RMS_k per row
+            factor[kind] = (f.mean(), f.std() / f.mean())
     stats = np.array(stats)
-    at_paper_p[kind] = stats[PS == 0.0625][0, 0]
+    at_paper_p[kind] = (stats[PS == 0.0625][0, 0], np.array(rescaled)[PS == 0.0625][0])
     bars = np.abs(stats[:-1, 1:].T - stats[:-1, 0])
-    axes[1].errorbar(PS[:-1], stats[:-1, 0], yerr=bars, fmt="o-", color=color, ms=4, capsize=3, label=kind)
+    axes[1].errorbar(PS[:-1], stats[:-1, 0], yerr=bars, fmt="o-", color=c, ms=4, capsize=3, label=kind)
+    axes[1].plot(PS[:-1], rescaled[:-1], "s--", color=c, ms=3, lw=1, label=f"{kind}, after one global scale")
     check(stats[-1, 0] < 1e-12, "p = 1 is RMSNorm")
 axes[1].axvline(0.0625, color="k", linestyle=":", linewidth=1)
 axes[1].text(0.066, 0.9, "p = 6.25%\n(the paper)", transform=axes[1].get_xaxis_transform(), fontsize=9)
 axes[1].set(xscale="log", yscale="log", xlabel="p (fraction of features in the statistic)",
-            ylabel="‖y_p − y‖ / ‖y‖  (mean; bars: 10–90% of rows)", title=f"pRMSNorm against RMSNorm, d = {d}")
+            ylabel="‖y_p − y‖ / ‖y‖  (mean; bars: 10–90% of rows)",
+            title=f"pRMSNorm against RMSNorm, d = {d} (dashed: after the best global scale)")
 axes[1].set_xticks(PS[:-1], [f"{p:.3g}" for p in PS[:-1]])
 axes[1].minorticks_off()
-axes[1].legend(loc="lower left")
+axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
 lesson.save(fig, "estimate")
-iid, worst = at_paper_p["iid"], max(v for k, v in at_paper_p.items() if k != "iid")
+iid = at_paper_p["iid"][0]
+structured = {k: v for k, v in at_paper_p.items() if k != "iid"}
+worst = max(v[1] for v in structured.values())
+print("factor RMS_d / RMS_k at p = 6.25%: " + ", ".join(f"{k} mean {m:.2f}, cv {cv:.2f}" for k, (m, cv) in
+                                                        factor.items()))
 lesson.claim("With p = 6.25% the prefix RMS is a good estimate of the full RMS (iid inputs)",
-             source=paper("abstract, §1"), measured=f"d = {d}, k = 64: mean output distance {iid:.1%}",
+             source=paper("abstract, §1"), measured=f"d = {d}, k = 64: mean output distance {iid:.1%} "
+                                                    f"({at_paper_p['iid'][1]:.1%} after the best global scale)",
              value=iid, **below(0.01, approx=0.2), expect=APPROX)
 lesson.claim("pRMSNorm at p = 6.25% can stand in for RMSNorm on real features, which need not be iid "
              "(an extrapolation: the paper's estimate assumes iid features)", source=COMMON,
-             measured="d = 1024, k = 64: mean output distance " +
-                      ", ".join(f"{v:.0%} ({k})" for k, v in at_paper_p.items() if k != "iid"),
-             value=worst, **below(0.01, approx=0.2), expect=FAILS)
+             measured="d = 1024, k = 64, mean output distance after the best global scale (what the gain cannot "
+                      "absorb; fitted on held-out rows): " + ", ".join(f"{v[1]:.1%} ({k})" for k, v in
+                                                                       structured.items()) +
+                      f", against {at_paper_p['iid'][1]:.1%} for iid inputs; the value: the larger. Raw: " +
+                      ", ".join(f"{v[0]:.0%} ({k}: a factor of mean {factor[k][0]:.2f}, coefficient of variation "
+                                f"{factor[k][1]:.2f} over rows)" for k, v in structured.items()),
+             value=worst, **below(0.01, approx=0.2), expect=APPROX)
 
 # %% [markdown]
 # ## Speed
@@ -172,13 +219,18 @@ lesson.claim("pRMSNorm at p = 6.25% can stand in for RMSNorm on real features, w
 # float64 data, so that they run the same code path: for float32, scratchnorm's fused forward computes $y$ in
 # float32 only where nothing can overflow, which it can prove from $|\hat{x}_i| \le \sqrt{d}$ when every
 # feature feeds the statistic; with $k < d$ it cannot, so pRMSNorm's float32 forward takes the float64 path,
-# and a float32 timing would measure that library decision rather than the statistic. Timings depend on the
-# machine (and on its load), so the lesson records the speed-up without asserting a verdict; in a full run
-# it only asserts that pRMSNorm is not more than $2\times$ slower. The figure: forward and backward time
-# against $p$ (numba backend).
+# and a float32 timing would measure that library decision rather than the statistic.
+#
+# Like against like: the speed-up is pRMSNorm at $p = 6.25\%$ against the same layer at $p = 1$, which
+# computes exactly RMSNorm (it is checked above) through the same class and call. RMSNorm's own layer is timed
+# too: its time against pRMSNorm's at $p = 1$ shows how far two runs of the same computation differ here,
+# the size of a difference this measurement cannot tell from noise. The layers take turns in every round,
+# and each ratio is a geometric mean over rounds with its 95% interval (paired by round). A timing depends on
+# the machine and its load: the claim is graded and recorded (`timed=True`), never asserted. The figure:
+# forward and backward time against $p$ (numba backend), RMSNorm's as horizontal lines.
 
 # %%
-# Speed against p: numba kernels, float64 (both layers on the same path), one thread, best of rounds.
+# Speed against p: numba kernels, float64 (both layers on the same path), one thread, rounds taken in turns.
 n_rows, d = lesson.pick((256, 1024), (2048, 4096))
 x = rng.standard_normal((n_rows, d))
 dy = rng.standard_normal(x.shape)
@@ -187,26 +239,33 @@ layers = [sn.RMSNorm(d, eps=1e-8)] + [sn.PartialRMSNorm(d, p=p) for p in PS]
 threads = numba.get_num_threads()
 try:
     numba.set_num_threads(1)
-    times = best_times(layers, x, dy, rounds) * 1e3                   # (1 + len(PS), 2) ms
+    times = round_times(layers, x, dy, rounds, lesson.pick(5, 1)) * 1e3                 # (rounds, 1 + len(PS), 2) ms
 finally:
     numba.set_num_threads(threads)
-speedup = times[0].sum() / times[1:][PS == 0.0625][0].sum()
+total = times.sum(axis=2)                                              # (rounds, layers) forward + backward
+at_p, at_1 = 1 + int(np.flatnonzero(PS == 0.0625)[0]), 1 + int(np.flatnonzero(PS == 1.0)[0])
+speedup = geometric_interval(total[:, at_1] / total[:, at_p])          # like with like: p = 1 over p = 6.25%
+forward = geometric_interval(times[:, at_1, 0] / times[:, at_p, 0])
+same = geometric_interval(total[:, 0] / total[:, at_1])                # RMSNorm over pRMSNorm at p = 1
+median = np.median(times, axis=0)                                      # (layers, 2)
 fig, ax = plt.subplots(figsize=(6.8, 4.3))
-for j, (part, color) in enumerate([("forward", "tab:blue"), ("backward", "tab:orange")]):
-    ax.plot(PS, times[1:, j], "o-", color=color, label=f"PartialRMSNorm {part}")
-    ax.axhline(times[0, j], color=color, linestyle="--", label=f"RMSNorm {part}")
+for j, (part, ls) in enumerate([("forward", "-"), ("backward", "--")]):
+    ax.plot(PS, median[1:, j], "o" + ls, color=color("pRMSNorm"), label=f"pRMSNorm {part}")
+    ax.axhline(median[0, j], color=color("RMSNorm"), linestyle=ls, label=f"RMSNorm {part}")
+ax.annotate("p = 1: the same computation\nas RMSNorm", (1.0, median[at_1, 0]), (0.25, 0.35 * median[at_1, 0]),
+            fontsize=8, arrowprops={"arrowstyle": "->", "color": "0.4"})
 ax.set(xscale="log", ylim=(0, None), xlabel="p (fraction of features in the statistic)",
-       ylabel=f"time (ms, best of {rounds})",
+       ylabel=f"time (ms, median of {rounds} rounds)",
        title=f"float64, {n_rows} × {d}, backend {layers[0].backend}, 1 thread")
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, loc="lower left")
 lesson.save(fig, "speed")
-check(np.all(np.isfinite(times)) and np.all(times > 0), "timings are measured")
-check(lesson.quick or speedup > 0.5, f"pRMSNorm should not be much slower than RMSNorm ({speedup:.2f}x)")
 lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k features", source=paper("abstract, §1"),
-             measured=f"forward + backward at p = 6.25%: {speedup:.2f}× the speed of RMSNorm "
-                      f"(forward {times[0, 0] / times[1:][PS == 0.0625][0, 0]:.2f}×; {n_rows} × {d} float64, "
-                      f"{layers[0].backend}, 1 thread; machine-dependent, not asserted)",
-             value=speedup, **above(1.5, approx=1.05), expect=VERDICTS)
+             measured=f"forward + backward, pRMSNorm at p = 1 time over p = 6.25% time: {speedup[0]:.2f}× "
+                      f"[{speedup[1]:.2f}, {speedup[2]:.2f}] (geometric mean over {rounds} rounds, 95% interval; "
+                      f"forward alone {forward[0]:.2f}× [{forward[1]:.2f}, {forward[2]:.2f}]); the same computation "
+                      f"twice, RMSNorm's layer over pRMSNorm at p = 1: {same[0]:.2f}× [{same[1]:.2f}, {same[2]:.2f}]"
+                      f"; {n_rows} × {d} float64, {layers[0].backend}, 1 thread",
+             value=speedup[0], interval=speedup[1:], **above(1.5, approx=1.05), timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # ## Exercise
@@ -222,19 +281,25 @@ lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k featur
 # average, while the iid error is small?
 
 # %% tags=["remove-input"]
+out = "4 outlier features (×20)"
 lesson.answer(f"The outliers sit from feature d/4 = 256 on, so the first 64 features hold none of them on any row: "
-              f"RMS_64 misses most of the row's energy the same way on every row, a bias that averaging cannot "
-              f"remove, not noise. Mean output distance {at_paper_p['4 outlier features (×20)']:.0%} with outliers "
-              f"against {iid:.1%} for iid features.")
+              f"RMS_64 misses most of the row's energy on every row, a bias that averaging cannot remove, not noise. "
+              f"Mean output distance {at_paper_p[out][0]:.0%} with outliers against {iid:.1%} for iid features. "
+              f"Most of that bias is one factor (mean {factor[out][0]:.2f}), which a trained gain absorbs; what it "
+              f"cannot absorb is the factor's variation from row to row (coefficient of variation "
+              f"{factor[out][1]:.2f}, against {factor['iid'][1]:.2f} for iid rows): {at_paper_p[out][1]:.0%} after "
+              f"the best global scale, against {at_paper_p['iid'][1]:.1%} for iid features.")
 
 # %% [markdown]
 # **2.** pRMSNorm at $p = 6.25\%$ reads a sixteenth of the row for its statistic. Why is it not close to
 # sixteen times faster?
 
 # %% tags=["remove-input"]
-lesson.answer(f"Measured: {speedup:.2f}x RMSNorm's speed (forward + backward). The forward still reads and "
-              "writes all d features to normalize them, and the backward still sums g * x over all d: the "
-              "statistic was never more than a fraction of the memory traffic.")
+lesson.answer(f"Measured: {speedup[0]:.2f}x [{speedup[1]:.2f}, {speedup[2]:.2f}] the speed of the same layer at p = 1 "
+              f"(forward + backward), where two runs of the same computation differ by {same[0]:.2f}x "
+              f"[{same[1]:.2f}, {same[2]:.2f}]. The forward still reads and writes all d features to normalize them, "
+              "and the backward still sums g * x over all d: the statistic was never more than a fraction of the "
+              "memory traffic.")
 
 # %% [markdown]
 # **3.** The released code's `int(d * p)` and the paper's $\lceil d p \rceil$ can give different $k$. When do

@@ -10,9 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import check
-from lessons._speed import (COLORS, DTYPE, STYLES, d_axis, data, legend_entries, optional_torch, scratch_pair,
-                            step_functions, torch_forward)
-from scratchnorm.bench.roofline import COPY_CHUNKS, parallel_copy
+from lessons._speed import (COLORS, COPIES, DTYPE, STYLES, THREADS, copies, d_axis, data, legend_entries,
+                            optional_torch, regime, scratch_pair, step_functions, torch_forward)
 from scratchnorm.bench.timing import measure
 
 
@@ -125,22 +124,21 @@ def rsqrt_costs(m, budget, numba, torch):
 
 
 def streaming_times(shape, budget, rounds):
-    """{label: median seconds} at ``shape`` float32: three copies and two forwards each way
-    (the kernels' ``stream=`` argument forces the store path)."""
+    """{label: median seconds} at ``shape`` float32, on the threads numba has now (call inside
+    ``one_thread``): the speed lessons' three copies (``lessons._speed.copies``) and two forwards each way
+    (the kernels' ``stream=`` argument forces the store path), taken in turns, round by round."""
     from scratchnorm import fast
-    from scratchnorm.fast._stream import copy_streamed
     x = np.random.default_rng(5).standard_normal(shape).astype(DTYPE)
     w, b = np.ones(shape[1], DTYPE), np.zeros(shape[1], DTYPE)
     y = np.empty_like(x)
-    plain_copy, xs, ys = parallel_copy(), x.reshape(-1), y.reshape(-1)
-    calls = {"np.copyto": lambda: np.copyto(y, x),
-             "copy, plain stores": lambda: plain_copy(xs, ys),
-             "copy, non-temporal": lambda: copy_streamed(ys, xs, COPY_CHUNKS)}
+    calls = {}
     for on, how in ((False, "plain"), (True, "non-temporal")):
         calls[f"RMSNorm forward, {how}"] = lambda on=on: fast.rms_norm_forward(x, w, out=y, stream=on)
         calls[f"LayerNorm forward, {how}"] = lambda on=on: fast.layer_norm_forward(x, w, b, out=y, stream=on)
-    per_round = {k: [] for k in calls}
-    for _ in range(rounds):                                # interleaved: a slow spell hits all alike
+    per_round = {f"copy, {c}": [] for c in COPIES} | {k: [] for k in calls}
+    for _ in range(rounds):                                # in turns: a slow spell hits all alike
+        for c, gbs in copies(shape, budget).items():
+            per_round[f"copy, {c}"].append(2 * x.nbytes / gbs / 1e9)
         for label, call in calls.items():
             per_round[label].append(measure(call, budget).median_s)
     return {k: float(np.median(v)) for k, v in per_round.items()}
@@ -157,7 +155,7 @@ def plot_streaming(lesson, shape, times):
         if "non-temporal" in k:
             bar.set_hatch("//")
     ax.set(xlabel="GB/s (bytes of x read + y written, over the time)",
-           title=f"writing y past the cache: {shape[0]} × {shape[1]} {DTYPE}, 1 thread")
+           title=f"writing y {regime(nbytes)}: {shape[0]} × {shape[1]} {DTYPE}, {THREADS} thread")
     lesson.save(fig, "streaming")
 
 def cache_bytes(cache):

@@ -1,9 +1,23 @@
-"""Measuring and plotting helpers shared by the speed lessons (09 and its appendix 13).
+"""Measuring and plotting helpers shared by the speed lessons (09, its appendix 13, and 18).
 
 The timing primitives are the benchmark's (``scratchnorm.bench.timing.measure``, the median
 of repeated calls after a warm-up; ``scratchnorm.bench.roofline.copy_bandwidth``); the
 callables timed are built here, from scratchnorm's functions and, when it is installed,
 PyTorch's, so that a lesson reads as what it measures.
+
+One measurement model for the three speed lessons, so that where two of them measure the same
+thing they can be compared:
+
+* one thread (``THREADS``, ``one_thread``): numba, torch and the copies alike (NumPy's array
+  operations run on one anyway);
+* the same copies (``copies``): ``np.copyto``, numba's copy with plain stores and with
+  non-temporal stores, all three reported; a kernel is compared with the faster of them
+  (``yardstick``), the fastest way this machine has to move the same bytes;
+* three size regimes (``regime``), by the bytes a perfect kernel reads and writes: "call
+  overhead" below CALL_OVERHEAD_BYTES, "in cache" below the last-level cache the kernels count
+  on (they write non-temporally from there, ``scratchnorm.bench.roofline.last_level_cache_bytes``),
+  "past the cache" above it. Verdicts are given per regime, never as a median across them;
+* the large shape both 13 and 18 measure past the cache (``PAST_THE_CACHE``).
 """
 from __future__ import annotations
 
@@ -17,10 +31,18 @@ from matplotlib.lines import Line2D
 
 from lessons._style import color
 import scratchnorm as sn
-from scratchnorm.bench.roofline import copy_bandwidth
+from scratchnorm.bench.roofline import copy_bandwidth, last_level_cache_bytes
 from scratchnorm.bench.timing import Budget, measure
 
 __all__ = ["Budget", "measure"]
+
+THREADS = 1                                  # every timing of the speed lessons, copies included
+REGIMES = ("call overhead", "in cache", "past the cache")
+# Below 1 MiB moved, a copy of the bytes takes about 10 us or less from cache, the order of a call's fixed cost
+# (argument checks and dispatch: a few us, scratchnorm/fast/NOTES.md): the call, not the bytes, sets the time.
+CALL_OVERHEAD_BYTES = 1 << 20
+PAST_THE_CACHE = (8192, 4096)                # float32, 128 MiB an array: 4 times this machine's 32 MiB L3
+COPIES = ("np.copyto", "plain stores", "non-temporal")
 
 DTYPE = "float32"
 P = 0.0625                                   # pRMSNorm's fraction, the paper's
@@ -42,12 +64,12 @@ def optional_torch():
 
 
 @contextmanager
-def one_thread(numba, torch):
-    """numba and torch on one thread (steadier figures on a shared machine); restored after."""
+def one_thread(numba, torch=None):
+    """numba and torch on THREADS threads (one: steadier figures on a shared machine); restored after."""
     before = (numba.get_num_threads(), torch.get_num_threads() if torch else None)
-    numba.set_num_threads(1)
+    numba.set_num_threads(THREADS)
     if torch:
-        torch.set_num_threads(1)
+        torch.set_num_threads(THREADS)
     try:
         yield
     finally:
@@ -100,16 +122,46 @@ def step_functions(impl, norm, n, d, torch=None):
     return {"forward": lambda: forward(x, **params), "fwd+bwd": lambda: backward(dy, forward(x, **params)[1])}
 
 
-def sweep(ds, n, impls, norms, torch, budget, rounds, use_numba_copy, steps=STEPS):
-    """Median times {(impl, norm, step): (len(ds),)} and copy GB/s per d.
+def regime(nbytes) -> str:
+    """The size regime of a call that reads and writes ``nbytes`` (module docstring)."""
+    if nbytes < CALL_OVERHEAD_BYTES:
+        return REGIMES[0]
+    return REGIMES[2] if nbytes >= last_level_cache_bytes() else REGIMES[1]
+
+
+def copies(shape, budget, rounds=1) -> dict:
+    """{copy: GB/s} of the three COPIES of one float32 array of ``shape`` (bytes read + written over the
+    median time; the median over ``rounds``), on the threads numba has now: call inside ``one_thread``."""
+    import numba
+    jit = not numba.config.DISABLE_JIT                   # interpreted, numba's copies would time Python: skipped
+    recs = [copy_bandwidth(shape, DTYPE, budget, jit) for _ in range(rounds)]
+    keys = ("numpy_gbs", "numba_gbs", "numba_stream_gbs")[:3 if jit else 1]
+    return {c: float(np.median([r[k] for r in recs])) for c, k in zip(COPIES, keys)}
+
+
+def yardstick(copy: dict):
+    """GB/s of the fastest of the copies (per d, for a sweep's arrays): the fastest way measured to move the
+    same bytes."""
+    return np.maximum.reduce([np.asarray(v, dtype=float) for v in copy.values()])
+
+
+def copy_line(copy: dict) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in copy.items()) + " GB/s"
+
+
+def sweep(ds, n, impls, norms, torch, budget, rounds, steps=STEPS, with_copies=True):
+    """Median times {(impl, norm, step): (len(ds),)}, and {step: {copy: GB/s (len(ds),)}}: the copies of as many
+    bytes as the step moves (forward: one (n, d) array; fwd+bwd: 5/2 of one, copied as one array).
 
     A time is the median over ``rounds`` of ``measure``'s median; in each round the norms are
     timed one after the other, so a change of load hits them alike and their ratios stay fair.
     """
     times = {(i, m, s): np.empty(len(ds)) for i in impls for m in norms for s in steps}
-    copy = np.empty(len(ds))
+    copy = {s: {} for s in steps}
     for j, d in enumerate(ds):
-        copy[j] = copy_bandwidth((n, d), DTYPE, budget, use_numba_copy)["best_gbs"]
+        for step in steps * with_copies:
+            for c, v in copies((ARRAYS_MOVED[step] * n // 2, d), budget, rounds).items():
+                copy[step].setdefault(c, np.empty(len(ds)))[j] = v
         for impl in impls:
             fns = {m: step_functions(impl, m, n, d, torch) for m in norms}
             for step in steps:
@@ -152,36 +204,64 @@ def plot_lines(ax, ds, series, step, scale=1.0):
     d_axis(ax, ds)
 
 
+REGIME_SHADES = dict(zip(REGIMES, ("0.80", "white", "0.90")))
+
+
+def shade_regimes(ax, ds, n, step):
+    """Shade the d of each size regime (by the bytes ``step`` moves) and name it at the top of ``ax``."""
+    names = [regime(b) for b in moved_bytes(step, n, np.asarray(ds))]
+    edges = np.sqrt(ds[1:] * ds[:-1])                                     # halfway on a log axis
+    lo = np.r_[ds[0] / 1.3, edges]
+    hi = np.r_[edges, ds[-1] * 1.3]
+    for name in REGIMES:
+        idx = [j for j, m in enumerate(names) if m == name]
+        if idx:
+            a, b = lo[idx[0]], hi[idx[-1]]
+            ax.axvspan(a, b, color=REGIME_SHADES[name], alpha=0.5, zorder=0, lw=0)
+            ax.text(np.sqrt(a * b), 0.98, name, transform=ax.get_xaxis_transform(), ha="center", va="top",
+                    fontsize=8, color="0.3")
+    ax.set_xlim(lo[0], hi[-1])
+
+
 def plot_time(lesson, ds, n, times, copy, impls):
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
     for ax, step in zip(axes, STEPS):
         plot_lines(ax, ds, times, step, 1e3)
-        ax.loglog(ds, moved_bytes(step, n, ds) / (copy * 1e9) * 1e3, color="0.4", linewidth=3, alpha=0.5)
+        ax.loglog(ds, moved_bytes(step, n, ds) / (yardstick(copy[step]) * 1e9) * 1e3, color="0.4", linewidth=3,
+                  alpha=0.5)
+        shade_regimes(ax, ds, n, step)
+        d_axis(ax, ds)
         ax.set(xlabel="d (features; N fixed, so the arrays grow with d)", ylabel="median time (ms)",
-               title=f"{step}, {n} × d {DTYPE}, 1 thread")
-    legend_entries(fig, impls, "copying the same bytes")
+               title=f"{step}, {n} × d {DTYPE}, {THREADS} thread")
+    legend_entries(fig, impls, "the fastest copy of the same bytes")
     lesson.save(fig, "time")
 
 
+COPY_STYLES = dict(zip(COPIES, (("0.6", "x"), ("0.4", "+"), ("0.15", "v"))))     # (grey, marker): thin lines
+
+
 def plot_bandwidth(lesson, ds, n, pct_copy, copy, impls):
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4), layout="constrained")
     for ax, step in zip(axes, STEPS):
+        best = yardstick(copy[step])
         plot_lines(ax, ds, pct_copy, step)
         ax.axhline(100, color="0.4", linewidth=3, alpha=0.5)
-        ax.set(xlabel="d (N fixed)", ylabel="% of copy bandwidth (bytes a perfect kernel moves / time)",
-               title=f"{step}, {n} × d {DTYPE}: copy {copy.min():.0f}–{copy.max():.0f} GB/s over d")
-        d_axis(ax, ds)
+        shade_regimes(ax, ds, n, step)
+        ax.set(xlabel="d (N fixed)", ylabel="% of the fastest copy (bytes a perfect kernel moves / time)",
+               title=f"{step}, {n} × d {DTYPE}, {THREADS} thread")
         ax.set_yticks(PCT_TICKS, [f"{t:g}%" for t in PCT_TICKS])
-        ax.set_ylim(min(PCT_TICKS), 130)
+        ax.set_ylim(min(PCT_TICKS), 160)
         right = ax.twinx()                  # the yardstick itself moves: small arrays copy from cache, fast
-        right.plot(ds, copy, ":", color="0.45", lw=1.5)
-        right.set_ylim(0, 1.1 * copy.max())
-        right.set_ylabel("copy GB/s at this d (dotted, right axis)", color="0.35")
+        for c, v in copy[step].items():
+            right.semilogx(ds, v, marker=COPY_STYLES[c][1], color=COPY_STYLES[c][0], lw=0.8, ms=5)
+        right.set_ylim(0, 1.15 * best.max())
+        right.set_ylabel("GB/s of a copy of the same bytes (grey lines)", color="0.35")
         right.grid(False)
-    legend_entries(fig, impls, "copy (100%)")
-    fig.suptitle("Each point is a share of the copy bandwidth measured at the same d. The copy's own speed changes "
-                 "with d (dotted, right axis): call overhead at small d,\nthe arrays outgrowing the caches at large d. "
-                 "So the percentages compare like with like at every d", fontsize=10)
+        d_axis(ax, ds)
+    legend_entries(fig, impls, "the fastest copy (100%)")
+    fig.legend(handles=[Line2D([], [], color=COPY_STYLES[c][0], marker=COPY_STYLES[c][1], lw=0.8,
+                               label=f"copy, {c} (right axis)") for c in COPIES],
+               loc="outside upper center", ncol=3, fontsize=9)
     lesson.save(fig, "bandwidth")
 
 
