@@ -103,11 +103,12 @@ runner); and as a notebook, where ``--quick`` is the environment variable
 ``SCRATCHNORM_QUICK=1`` and ``--out`` is ``SCRATCHNORM_OUT``.
 
 Size: a lesson is prose in its markdown cells plus about 100, at most 200, lines of
-code (200 since the lessons show their experiments and their interval grading on the page) (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings don't count;
-tests/lessons/test_budget.py enforces it). Helpers that more than one lesson
+code (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings
+don't count; tests/lessons/test_budget.py enforces it). The limit was 150; it is 200
+since the lessons show their experiments and their interval grading on the page. Helpers that more than one lesson
 could use, or that would push a lesson over its budget, go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
-``_placement.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``,
+``_placement.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
 ``_corpus.py``, ``_dyt.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
 ``_ledger.py``; the runner's: ``_runner.py``, ``_path.py``),
 never in a lesson; a helper module stays under
