@@ -208,7 +208,7 @@ lesson.save(fig, "depth")
 # **1.** The plain network with $s = 1$ keeps its scale through every layer. What, then, does a normalization
 # buy at initialization?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Freedom from getting s right. The plain net's fitted factor per layer is "
               f"{factor[1.0]:.3f} at s = 1 but {factor[0.5]:.3f} and {factor[2.0]:.3f} at s = 0.5 and 2, "
               f"which compounds over {depth} layers; with LayerNorm or RMSNorm the block outputs stay within a "
@@ -218,7 +218,7 @@ lesson.answer(f"Freedom from getting s right. The plain net's fitted factor per 
 # **2.** A normalized layer's weight gradient is divided by $s$. Why does that make large weights learn slowly,
 # and by how much more than the gradient alone suggests?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 g1, g2 = res["RMSNorm", 1.0]["grad_w"][0], res["RMSNorm", 2.0]["grad_w"][0]
 lesson.answer(f"At s = 2 the first layer's weight gradient has RMS {g2:.3g} against {g1:.3g} at s = 1 "
               f"(ratio {g2 / g1:.3f}), while the weights are twice as large: a step of the same learning rate "
@@ -228,7 +228,7 @@ lesson.answer(f"At s = 2 the first layer's weight gradient has RMS {g2:.3g} agai
 # **3.** RMSNorm's output should have RMS exactly 1, yet the run finds a small deviation. Where does it come
 # from?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"From eps: the layer divides by sqrt(mean(a^2) + eps), not sqrt(mean(a^2)), so the output "
               f"RMS is sqrt(ms / (ms + eps)), about 1 - eps / (2 ms). The run's largest deviation is "
               f"{rms_dev:.1e} with eps = 1e-6: the rows with the smallest mean square ms deviate most.")

@@ -214,7 +214,7 @@ lesson.save(fig, "eps")
 # **1.** LayerNorm's outputs in three dimensions lie on a circle, RMSNorm's on a whole sphere. How many
 # dimensions does each layer's output set have in $d$ dimensions, and why?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"RMSNorm's outputs fill the sphere of radius sqrt(d), a (d - 1)-dimensional set: it fixes only "
               f"the norm. LayerNorm also removes the mean, which puts its outputs in the hyperplane sum = 0 "
               f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}), a (d - 2)-dimensional set: in d = 3, "
@@ -224,7 +224,7 @@ lesson.answer(f"RMSNorm's outputs fill the sphere of radius sqrt(d), a (d - 1)-d
 # **2.** At mean/std ratio $m/s = 5$, how far apart are the two layers' outputs, and what limit does the distance
 # approach as the mean grows?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The RMS distance is {dist[-1]:.3f} at m/s = {ratios[-1]:g} (theory {theory[-1]:.3f}), on "
               "its way to sqrt(2) = 1.414: for a large mean, RMSNorm's output points along the all-ones "
               "direction, and LayerNorm's (which removed it) is orthogonal to it.")
@@ -233,7 +233,7 @@ lesson.answer(f"The RMS distance is {dist[-1]:.3f} at m/s = {ratios[-1]:g} (theo
 # **3.** An input of RMS $\sqrt{\epsilon}$ comes out of RMSNorm with RMS below 1. By how much, and which eps mode
 # would put it on the sphere?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Its output RMS is {tiny:.3f} = sqrt(1/2): inside the root, eps is as large as the mean square "
               "itself. The outside mode divides by RMS(x) + eps = 1.001 RMS(x) here (RMS(x) = 1e-3 >> eps = 1e-6), "
               "which leaves it within 0.1% of the sphere; clamp puts it exactly on it, since ms = eps is the "

@@ -238,7 +238,7 @@ heatmap(lesson, names, change, len(PAPER_TABLE))
 # **1.** LayerNorm forgives the weight matrix re-centering $W \to W + \mathbf{1}\gamma^\top$, RMSNorm does
 # not. What does the shift do to one case's units, and which statistic removes it?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 r_ln, r_rms = names.index("LayerNorm"), names.index("RMSNorm")
 lesson.answer(f"It adds the same number, gamma . x, to every unit of the case. LayerNorm subtracts the case's "
               f"mean, which absorbs it exactly (worst change {worst[r_ln, 1]:.0e}, round-off); RMSNorm only "
@@ -248,7 +248,7 @@ lesson.answer(f"It adds the same number, gamma . x, to every unit of the case. L
 # **2.** Weight normalization is "not invariant" to dataset re-scaling, yet its output changes in a
 # perfectly predictable way. By how much, and why is that still an N in the table?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"By exactly |delta - 1| relative to the output (deviation from that prediction at most "
               f"{wn_err:.0e} over {change.shape[0]} trials): y = x W^T is linear in x, so the output scales "
               "with the data. Invariance asks for no change at all, and a factor delta is a change.")
@@ -257,7 +257,7 @@ lesson.answer(f"By exactly |delta - 1| relative to the output (deviation from th
 # **3.** In the "1x1 conv" layout InstanceNorm forgives dataset re-centering, and GroupNorm with 4
 # channels per group does not. What makes the group the deciding unit?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 r_in, r_gn = names.index("InstanceNorm, 1x1 conv"), names.index("GroupNorm G=2, 1x1 conv")
 lesson.answer(f"A change is forgiven when it scales or shifts every element of a normalized group by one "
               f"number. Re-centering the data shifts each channel by its own w_c . gamma: one channel per "

@@ -273,7 +273,7 @@ lesson.save(fig, "gradcheck")
 # **1.** Why is the mean term $-\overline{g}$ in LayerNorm's $dx$ and not in RMSNorm's, and what does it do to
 # $\sum_i dx_i$?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"It is the path through the mean: each x_i moves the mean by 1/d. It makes sum(dx) = 0, since "
               f"adding a constant to x does not change LayerNorm's output (measured: |cos| of dx with 1 and with "
               f"x_hat at most {cos_ln:.0e}). RMSNorm subtracts no mean, so nothing removes that direction.")
@@ -282,7 +282,7 @@ lesson.answer(f"It is the path through the mean: each x_i moves the mean by 1/d.
 # **2.** At zero mean, RMSNorm's $dx$ is a little larger than LayerNorm's for the same $dy$. By how much, and
 # why exactly that factor?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"By a factor {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((d - 1) / (d - 2)):.4f} for d = {d}: "
               "a random g keeps d - 1 of its d directions through RMSNorm's projection and d - 2 through "
               "LayerNorm's. Not noise: a deterministic factor.")

@@ -257,7 +257,7 @@ lesson.save(fig, "training")
 # **1.** For $\delta \ge 1$, $\lVert \partial L/\partial W \rVert$ grows with $\delta$ without normalization and
 # falls as $1/\delta$ with RMSNorm. Where does each slope come from?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Without a norm (slope {slopes['no normalization']:+.2f}) the output v = (delta W x) g, and with it the "
               "residual v - target, grows like delta once it dwarfs the target, and dL/dW is that residual "
               f"times the fixed x. With RMSNorm (slope {slopes['RMSNorm']:+.3f}) v and the residual do not move "
@@ -267,7 +267,7 @@ lesson.answer(f"Without a norm (slope {slopes['no normalization']:+.2f}) the out
 # **2.** Scaling the input $x$ leaves $\partial L/\partial W$ unchanged to round-off with $\epsilon = 0$, but
 # not with $\epsilon = 10^{-6}$. Why, and which $\delta$ does the most damage?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"With eps the layer divides by sqrt(ms + eps), which does not scale with delta, so R(delta a) is no "
               f"longer R(a) / delta: the relative change is {x_err_eps:.1e} for delta in 0.1..10, against "
               f"{x_err:.0e} with eps = 0. The smallest delta does the most damage, since eps / ms grows as delta^-2.")
@@ -277,7 +277,7 @@ lesson.answer(f"With eps the layer divides by sqrt(ms + eps), which does not sca
 # Counted on the clock $\sum_t \eta/\lVert W_t\rVert^2$, how far apart were they, and what does that say about
 # what sets the pace?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"In steps the 4x larger start took {slower[0]:.1f}x as many, against the 16x of the first step: the "
               f"scale-1 run's own ||W|| grew from {h1[0, 0]:.2f} to {h1[k1 - 1, 0]:.2f} on its way to the target "
               f"(seed 0), which shrank its implicit learning rate. On the clock sum lr/||W||^2 the ratio was "

@@ -280,7 +280,7 @@ lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k featur
 # **1.** With 4 outlier features among 1024, why does the prefix estimate stay wrong however many rows you
 # average, while the iid error is small?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 out = "4 outlier features (×20)"
 lesson.answer(f"The outliers sit from feature d/4 = 256 on, so the first 64 features hold none of them on any row: "
               f"RMS_64 misses most of the row's energy on every row, a bias that averaging cannot remove, not noise. "
@@ -294,7 +294,7 @@ lesson.answer(f"The outliers sit from feature d/4 = 256 on, so the first 64 feat
 # **2.** pRMSNorm at $p = 6.25\%$ reads a sixteenth of the row for its statistic. Why is it not close to
 # sixteen times faster?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Measured: {speedup[0]:.2f}x [{speedup[1]:.2f}, {speedup[2]:.2f}] the speed of the same layer at p = 1 "
               f"(forward + backward), where two runs of the same computation differ by {same[0]:.2f}x "
               f"[{same[1]:.2f}, {same[2]:.2f}]. The forward still reads and writes all d features to normalize them, "
@@ -305,7 +305,7 @@ lesson.answer(f"Measured: {speedup[0]:.2f}x [{speedup[1]:.2f}, {speedup[2]:.2f}]
 # **3.** The released code's `int(d * p)` and the paper's $\lceil d p \rceil$ can give different $k$. When do
 # they differ, and when does `int` leave no feature at all in the statistic?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"int truncates, so the two differ whenever d p is not a whole number: {differ} of the {len(pairs)} "
               f"pairs. It gives k = 0 when d p < 1, that is d < 1/p (every d below 100 at p = 0.01): {zero} pairs, "
               "where the statistic would be the mean of no features.")

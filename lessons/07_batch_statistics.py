@@ -204,7 +204,7 @@ lesson.save(fig, "groupnorm")
 # **1.** At $B = 2$ every BatchNorm output is $+1$ or $-1$, whatever the example is. Why, and what does that
 # leave of the example's own value?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"With two examples each feature's batch mean is their midpoint and its variance the squared "
               f"half-distance, so both normalize to exactly -1 and +1 (here within {np.median(1 - at2):.0e} of "
               f"1 in the median, the effect of eps): only the sign of x0 against its batch-mate survives, and "
@@ -214,7 +214,7 @@ lesson.answer(f"With two examples each feature's batch mean is their midpoint an
 # **2.** The spread over batches fell like $B$ to a power close to $-1/2$. About how large a batch would bring
 # it down to 0.01, and what does that say about shrinking batch noise by growing the batch?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The fit is {amp:.2f}/√B (slope {slope:.2f}), so a spread of 0.01 needs B ≈ ({amp:.2f}/0.01)² "
               f"≈ {(amp / 0.01) ** 2:,.0f}: every tenfold cut in the noise costs a hundredfold larger batch.")
 
@@ -222,7 +222,7 @@ lesson.answer(f"The fit is {amp:.2f}/√B (slope {slope:.2f}), so a spread of 0.
 # **3.** Without affine, GroupNorm with $G = 1$ and LayerNorm over $(C, L)$ agree to round-off. Why can no
 # choice of GroupNorm's affine parameters reproduce LayerNorm with a random per-element affine?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"They share x_hat (difference {to_ln[0]:.0e}), but GroupNorm has {2 * C} affine parameters, one "
               f"weight and bias per channel, while LayerNorm has {2 * C * L}, one per element: the {L} positions "
               f"of a channel get {L} different weights, which one per-channel weight cannot match (best fit "

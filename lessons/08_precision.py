@@ -237,7 +237,7 @@ lesson.claim("Where eps goes does not matter; it only prevents division by zero 
 # **1.** At the largest mean, RMSNorm's float16 output is much closer to float64 than LayerNorm's, yet the
 # part of it that varies across features is less precise. How can both be true?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Both inherit the input's own rounding, about 2^-11 m/s of z; LayerNorm shows it at full size, "
               f"RMSNorm shrinks it by s/m together with the signal, so its output error is {ratio_out:.0f}x "
               f"smaller. But its output sits near 1, where float16's spacing is as large as the variation "
@@ -248,7 +248,7 @@ lesson.answer(f"Both inherit the input's own rounding, about 2^-11 m/s of z; Lay
 # **2.** In float32 at mean/std $= 10^3$ the one-pass variance is far off, while RMSNorm's one-pass mean of
 # squares is accurate. What differs between the two sums?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"E[x²] and E[x]² are both about a million times the variance, and float32 keeps about 7 digits, "
               f"so their difference keeps about one: relative error {one_err:.1e}. The mean of squares adds "
               f"positive numbers and subtracts nothing ({ms_err:.1e}); one pass is not the problem, since "
@@ -258,7 +258,7 @@ lesson.answer(f"E[x²] and E[x]² are both about a million times the variance, a
 # **3.** At $\mathrm{RMS}(x) = 10^{-4}$ with $\epsilon = 10^{-6}$, why does "outside" keep the output's RMS
 # near 1 while "inside" and "clamp" shrink it?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Inside divides by sqrt(1e-8 + 1e-6), about 1e-3, ten times the input's RMS (output "
               f"{out_at['inside']:.2f}), and clamp by sqrt(eps) as well ({out_at['clamp']:.2f}); outside divides "
               f"by 1e-4 + 1e-6, barely more than the RMS ({out_at['outside']:.2f}). The price: its normalizer "

@@ -276,7 +276,7 @@ for r in present:
 # **1.** Where should dropping the mean save more time: in the unfused NumPy code or in a fused kernel? What
 # did this run find?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 med = {(impl, r): float(np.median(ratios[impl, FB][regimes[FB] == r])) for impl in impls for r in present}
 lesson.answer("In the NumPy code, where every operation is one more pass over an (N, d) array, so fewer operations "
               "are fewer passes; a fused kernel touches each element a fixed number of times whatever it computes. "
@@ -289,7 +289,7 @@ lesson.answer("In the NumPy code, where every operation is one more pass over an
 # **2.** If the fused kernels ran at copy bandwidth, what would RMSNorm's time be against LayerNorm's, and
 # how close to copy bandwidth did they come here, regime by regime?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 def pace(r):
     at, fwd = regimes[FB] == r, regimes["forward"] == r
     v = float(np.median([pct_copy["numba", m, FB][at] for m in ("LayerNorm", "RMSNorm")]))
@@ -308,7 +308,7 @@ lesson.answer("The same: both read x and dy and write dx, the same bytes, so at 
 # **3.** The paper reports 7%–64% less runtime for whole models. Why can a model never save more, by
 # switching its norms, than the layer itself saves?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 best = "numba" if numba_ok else "numpy"
 lesson.answer(f"Only the norms get faster: the matrix products and everything else take the same time, so the "
               f"model's saving is the layer's saving times the norms' share of the runtime. Here the {best} layer "

@@ -238,7 +238,7 @@ if path.is_file():
 #
 # **1.** Even if rsqrt were free, how much faster could it make the RMSNorm forward here? Why so little?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"At most the share of the time the whole 1/sqrt takes: {share[fused][at]:.2%} of the {fused} forward "
               f"at d = {ds[at]} ({share['numpy'][at]:.2%} for NumPy). It runs once per row, on {n} numbers, while "
               f"the rest of the forward touches all {n} × {ds[at]} elements.")
@@ -247,7 +247,7 @@ lesson.answer(f"At most the share of the time the whole 1/sqrt takes: {share[fus
 # **2.** Why can a copy with plain stores be slower than the same copy with non-temporal stores, and what
 # did this run measure?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("A plain store first reads the cache line it writes (a read for ownership), so writing y costs a "
               "read and a write; a non-temporal store skips that read. The hidden read costs memory traffic only "
               "once the arrays are past the last-level cache. If it were all that non-temporal stores remove, a "
@@ -266,7 +266,7 @@ lesson.answer("A plain store first reads the cache line it writes (a read for ow
 # **3.** RMSNorm stores one number per row fewer than LayerNorm. What is the most that can save, and did
 # any implementation here save it?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"One value of d + 2 per row, {1 / (d_mem + 2):.2%} at d = {d_mem}. Kept per row, in rows of x: " +
               ", ".join(f"{impl} LN {ln:.3f}, RMS {rms:.3f}" for impl, (ln, rms) in per_row.items()) +
               f"; the largest saving measured is {best_saving:.2%}" +

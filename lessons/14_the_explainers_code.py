@@ -243,7 +243,7 @@ lesson.claim("Explainer 002's BatchNorm normalizes each channel of an (N, C, H, 
 # **1.** RMSNorm's output is its input times a constant, and so is the demo's printed "RMSNorm" output. What
 # gives the printed one away?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The constant: RMSNorm divides by the input's RMS, 1/RMS(x) = {1 / np.sqrt(np.mean(x ** 2)):.4f} "
               f"here, so its output has RMS 1 ({np.sqrt(np.mean(rms ** 2)):.6f}); the printed output is the input "
               f"times {ratio.mean():.4f}, and its RMS is {printed_rms:.3f}, not the ~1.000 the demo prints.")
@@ -252,7 +252,7 @@ lesson.answer(f"The constant: RMSNorm divides by the input's RMS, 1/RMS(x) = {1 
 # **2.** ByteRMSNorm casts to float32 to avoid overflow, yet its row comes out as zeros from $|x| = 256$ on.
 # Why zeros, and not NaN or an error?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The square is taken in float16 before the cast: 256² = 65536 is above 65504, so x*x is inf, "
               f"the float32 mean of it is inf, and 1/sqrt(inf) is 0, so every finite x times 0 gives 0 (first "
               f"zeroed row here at largest |x| = {first_bad['explainer 003 ByteRMSNorm']:.0f}).")
@@ -260,7 +260,7 @@ lesson.answer(f"The square is taken in float16 before the cast: 256² = 65536 is
 # %% [markdown]
 # **3.** The same $\epsilon = 10^{-8}$ keeps an all-zero row finite in float32 but not in float16. Why?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"float32 holds 1e-8, so the row computes 0/sqrt(1e-8) = 0 ({nans32} NaN); float16's smallest "
               f"subnormal is 6e-8, 1e-8 rounds to {eps16:g}, and the row computes 0/sqrt(0) = 0/0 = NaN "
               f"({nans} of 8).")

@@ -203,7 +203,7 @@ lesson.save(fig, "norm")
 # **1.** Eq. 8's gradients agree to round-off here. Why does that need $\epsilon = 0$, and what would a
 # positive $\epsilon$ change at the smallest scale tried?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"With eps = 0, x_hat = a / RMS(a) is exactly unchanged when a = Wx is scaled, so the gradients "
               f"differ only by round-off (largest relative change {change:.1e}). With eps > 0, x_hat = a / "
               "sqrt(ms + eps): scaling by 1e-3 divides the mean square by 1e6, eps then weighs more, x_hat "
@@ -213,7 +213,7 @@ lesson.answer(f"With eps = 0, x_hat = a / RMS(a) is exactly unchanged when a = W
 # **2.** The hypothesis was graded with a steady row mean and under shift noise. What does RMSNorm do with each
 # kind of mean, and which way should each ratio go?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 ratio_of = {key: float(np.exp(np.mean(np.log(r)))) for key, r in hypothesis.items()}
 lesson.answer(f"RMSNorm divides a by its RMS, sqrt(mean^2 + std^2), and keeps the mean. A steady mean is the same "
               f"component in every output: RMSNorm's outputs share it, so they vary less across examples, and "
@@ -227,7 +227,7 @@ lesson.answer(f"RMSNorm divides a by its RMS, sqrt(mean^2 + std^2), and keeps th
 # %% [markdown]
 # **3.** Without weight decay, why does every SGD step make $W$ longer, and what stops it?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"RMSNorm's output does not change when W is scaled, so dL/dW is orthogonal to W and a step adds "
               f"length: ||W - lr g||^2 = ||W||^2 + lr^2 ||g||^2. Here ||W|| grew {growth:.2f}x in {steps} steps, "
               f"still {plain[-1] / plain[-q] - 1:+.1%} over the last quarter; with decay lambda = {decay:g} the shrink "

@@ -216,7 +216,7 @@ lesson.save(fig, "results")
 # **1.** $x / \lVert x\rVert$ and $x / \mathrm{RMS}(x)$ differ by a constant factor $\sqrt d$ that $g$ could
 # absorb. What, then, differs when they are trained?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Only the start and the steps: L2Norm's outputs start sqrt({WIDTH}) = {np.sqrt(WIDTH):.0f} times "
               f"smaller, and Adam moves g by about lr per step whatever its size, so g would have to travel from 1 "
               f"to about {np.sqrt(WIDTH):.0f} to give RMSNorm's starting scale. Here RMSNorm reached "
@@ -226,7 +226,7 @@ lesson.answer(f"Only the start and the steps: L2Norm's outputs start sqrt({WIDTH
 # %% [markdown]
 # **2.** The gradient of a learnable $\epsilon$ is tiny. Why does it still move far from $10^{-8}$ under Adam?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Adam divides each step by the gradient's own running size, so even a tiny gradient moves the "
               f"parameter by up to about lr = {LR:g} per step: after {steps} steps |eps| is {np.min(eps_end):.1e} to "
               f"{np.max(eps_end):.1e}, a factor of {moved[0]:.1e} over its start (the median layer, geometric mean "
@@ -236,7 +236,7 @@ lesson.answer(f"Adam divides each step by the gradient's own running size, so ev
 # **3.** Why can no bias turn RMSNorm into LayerNorm on these rows, and why can a trained network with one still
 # come out like one with the other?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtracts each row's own mean, which "
               f"varies from row to row, and divides by the row's standard deviation rather than its RMS: the best "
               f"bias still leaves a relative difference of {resid:.2f}. In a network the layers around the norm train "

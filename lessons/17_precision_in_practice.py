@@ -284,7 +284,7 @@ lesson.claim("float16 is the safer half format for RMSNorm, being the more preci
 # **1.** Gemma's order never errs by more than half an ulp. Why can no implementation do better, and what
 # does LLaMA's order cost on top?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The output must be a number of the format and the exact result lies between two of them, so the "
               f"nearest is up to half a spacing away: one rounding at the end reaches that bound (worst "
               f"{worst_gemma:.3f} ulp). LLaMA's order rounds w, x_hat and then their product, and the errors add "
@@ -293,7 +293,7 @@ lesson.answer(f"The output must be a number of the format and the exact result l
 # %% [markdown]
 # **2.** ml_dtypes' cast through float32 is wrong on only a handful of values. Why so rarely?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Double rounding errs only when the first rounding, to float32, lands exactly halfway between two "
               f"bfloat16 numbers (the 16 bits bfloat16 then drops read 1 and 15 zeros: about one value in 2^16), "
               f"and only when the tie goes the other way than the float64 value, half of those: {wrong} of "
@@ -303,7 +303,7 @@ lesson.answer(f"Double rounding errs only when the first rounding, to float32, l
 # **3.** float16 has 8 times finer ulps than bfloat16, yet the claim that it is the safer half format for
 # the naive port fails. What breaks it?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 nxt = SCALES[SCALES > safe["float16"]][0]
 lesson.answer(f"Range: cast='none' rounds x^2 and the sum of the squares to float16, whose largest number is 65504: "
               f"fine at max |x| = {safe['float16']:.3g}, they overflow at {nxt:.3g}, the next scale tried. bfloat16 "

@@ -160,7 +160,7 @@ lesson.save(fig, "time")
 # **1.** Fusion removes a fifth of the bytes. What speedup does that allow at most, and how close did this
 # run come in each regime?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 shape, nbytes, t, copy = rows[-1]
 slower = [regime(FUSED * nb) for _, nb, tt, _ in rows if tt["add, then norm"] < 0.95 * tt["fused"]]
 lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / FUSED:.2f}. This run measured "
@@ -176,7 +176,7 @@ lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / 
 # **2.** Why do the claims time the paths writing into kept buffers rather than as the library's calls
 # allocate their outputs?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"An allocating call also times the allocator: a fresh output may come back as new pages that are "
               f"zeroed on first touch. At {shape[0]}x{shape[1]} the allocating fused call took "
               f"{t['fused, allocating'] * 1e6:.0f} us against {t['fused'] * 1e6:.0f} us into kept buffers, a cost "
@@ -186,7 +186,7 @@ lesson.answer(f"An allocating call also times the allocator: a fresh output may 
 # **3.** The bandwidth claim measures the fused pass against the fastest of three copies rather than one. Past
 # the cache, which copy is the fastest, and why?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 past = [row for row in rows if regime(FUSED * row[1]) == "past the cache"]
 if past:
     shape, nbytes, t, copy = past[0]

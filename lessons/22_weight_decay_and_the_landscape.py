@@ -320,7 +320,7 @@ lesson.save(fig, "landscape")
 # **1.** Without weight decay, what happens to the effective learning rate of a scale-invariant weight as
 # training goes on, and why might that look like a learning-rate schedule?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 no_wd = np.mean(runs[(0.1, 0.0)], axis=0)
 lesson.answer(f"The orthogonal push only ever grows the norm: ||W1|| went from {no_wd[0, 0]:.2f} to "
               f"{no_wd[-1, 0]:.2f} here, so lr/||W1||^2 fell by {(no_wd[-1, 0] / no_wd[0, 0]) ** 2:.2f}x: a decay of "
@@ -331,7 +331,7 @@ lesson.answer(f"The orthogonal push only ever grows the norm: ||W1|| went from {
 # angle per step. Which hyperparameter would you change to make a network with normalization train
 # faster at equilibrium: the learning rate, the weight decay, or both?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Only the product lr x wd matters at equilibrium: the angle is about sqrt(2 lr wd) "
               f"({theta_star[decayed[0]]:.4f} here for all three settings, measured ratio {angle_m[0]:.3f}), while "
               f"the norm ({', '.join(f'{v:.2f}' for v in norms_at.values())}) only absorbs the difference. Doubling "
@@ -341,7 +341,7 @@ lesson.answer(f"Only the product lr x wd matters at equilibrium: the angle is ab
 # **3.** Noisy BatchNorm moves every layer's input distribution at every step. If reducing that drift were
 # what made BatchNorm work, what would the noisy network's loss do, and what did it do here?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 cost = ("cost something: its whole interval is above 0" if noisy_gap[1] > 0 else
         "cost nothing measurable: its interval reaches 0 or below")
 lesson.answer(f"It would end behind BatchNorm, toward the network without normalization. Here the noise {cost} "

@@ -208,23 +208,29 @@ class Lesson:
     def answer(self, text: str) -> None:
         """The answer to the inline question just above, with this run's numbers (CS231n's habit).
 
-        It goes to the ledger's claims.json; a notebook shows it folded (``<details>``), a lesson run
-        alone prints it. The question itself is prose, in the markdown cell before.
+        A learner should think before reading it, so it is never shown where the question is: it goes to
+        the ledger's claims.json; a notebook shows it folded and closed (``<details>``, in a cell whose
+        source and output Jupyter hides: ``jupyter={"source_hidden": true, "outputs_hidden": true}``, and
+        whose code the book removes: ``tags=["remove-input"]``); a lesson run alone prints the answers
+        after everything else, at ``finish``. The question itself is prose, in the markdown cell before.
         """
         check(isinstance(text, str) and text.strip(), "an answer is a non-empty string")
         self.answers.append(text)
         k = len(self.answers)
         if self.notebook:
             from IPython.display import HTML, display
-            display(HTML(f'<details class="answer"><summary>Answer {k}</summary><p>{html.escape(text)}</p>'
-                         f"</details>"))
-        elif self.verbose:
-            print(f"  answer {k}: {text}")
+            display(HTML(f'<details class="answer"><summary>Answer {k} (think first, then open)</summary>'
+                         f"<p>{html.escape(text)}</p></details>"))
 
     def finish(self) -> None:
-        """The lesson's last line. Run by the runner: nothing to do (the runner writes the ledger).
-        In a notebook: write this lesson's section of the ledger and say where."""
+        """The lesson's last line. Run alone as a script: print the answers to its questions, last. Run by
+        the runner: nothing more (the runner writes the ledger). In a notebook: write this lesson's section
+        of the ledger and say where."""
         if not self.notebook:
+            if self.verbose and self.answers:
+                print("  answers to the questions (after the lesson, so that you think first):")
+                for k, text in enumerate(self.answers, 1):
+                    print(f"  answer {k}: {text}")
             return
         from lessons._ledger import write_ledger
         from lessons._runner import lesson_title, result_of

@@ -104,7 +104,11 @@ def test_page_loads_clean_with_math_images_and_links(path, site, browser):
     assert not raw, f"{path}: math left untypeset: {raw[:5]}"
     if path.startswith("lessons/"):
         assert page.locator("mjx-container").count() > 0, f"{path}: no typeset math"
-        assert page.locator("details.answer").count() >= 2, f"{path}: fewer than two folded answers"
+        answers = page.locator("details.answer")
+        assert answers.count() >= 2, f"{path}: fewer than two folded answers"
+        for i in range(answers.count()):         # closed until the reader opens it: the text is not shown
+            assert not answers.nth(i).evaluate("e => e.open"), f"{path}: answer {i + 1} is open"
+            assert not answers.nth(i).locator("p").is_visible(), f"{path}: answer {i + 1} can be read unopened"
 
     hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
     checked = set()

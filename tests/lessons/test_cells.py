@@ -56,6 +56,8 @@ def test_a_lesson_ends_with_two_or_three_questions(path):
     assert 2 <= len(answers) <= 3, f"{path.name}: {len(answers)} answered questions (two or three)"
     for _, meta, _ in answers:
         assert 'tags=["remove-input"]' in meta, f"{path.name}: an answer's cell hides its code on the page"
+        assert 'jupyter={"source_hidden": true, "outputs_hidden": true}' in meta, \
+            f"{path.name}: an answer's cell is collapsed in Jupyter (its source holds the answer)"
     questions = "\n".join("\n".join(c[2]) for c in found if c[0] == "markdown")
     assert "## Questions" in questions
 
@@ -66,3 +68,7 @@ def test_jupytext_reads_the_same_cells():
         nb = jupytext.read(path)
         ours = cells(path.read_text(encoding="utf-8"))
         assert [c.cell_type for c in nb.cells] == [k for k, _, _ in ours], path.name
+        answers = [c for c in nb.cells if c.cell_type == "code" and "lesson.answer(" in c.source]
+        for c in answers:        # what Jupyter reads: the cell starts collapsed, source and output
+            assert c.metadata.get("jupyter") == {"source_hidden": True, "outputs_hidden": True}, path.name
+            assert "remove-input" in c.metadata.get("tags", []), path.name

@@ -48,6 +48,8 @@ def test_a_lesson_runs_alone_and_merges_into_the_ledger(tmp_path, python):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "02_geometry_sphere.png").exists()
     assert "claim:" in proc.stdout                              # alone, it prints its claims
+    # ... and the answers to its questions last, after every claim: a learner reads the question first
+    assert proc.stdout.index("answer 1:") > proc.stdout.rindex("claim:")
     proc = python("-m", "lessons", "05", "--quick", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ledger = json.loads((tmp_path / "claims.json").read_text())
