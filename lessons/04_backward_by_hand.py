@@ -1,31 +1,11 @@
 # %% [markdown]
 # # Backward by hand: the gradients and Jacobians of LayerNorm and RMSNorm.
 #
-# Write $g = \partial L/\partial \hat{x} = dy \odot w$ (the weight). Walking the graph node by node (the
-# "staged" backward in `layernorm.py` and `rmsnorm.py`) and simplifying gives
-#
-# $$
-# \begin{aligned}
-# \text{LayerNorm:}\quad dx &= \mathrm{rstd}\,\bigl(g - \overline{g} - \hat{x}\,\overline{g \odot \hat{x}}\bigr) \\
-# \text{RMSNorm:}\quad dx &= \mathrm{rstd}\,\bigl(g - \hat{x}\,\overline{g \odot \hat{x}}\bigr)
-# \end{aligned}
-# $$
-#
-# where $\overline{v} = \frac{1}{d}\sum_i v_i$. The $\overline{g}$ term is LayerNorm's mean subtraction, seen
-# from the backward side; RMSNorm has no mean, so it has no such term. Both are a projection of $g$ times
-# $\mathrm{rstd}$: the Jacobians ($\epsilon = 0$) are
-#
-# $$
-# J_{\mathrm{rms}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr) \quad\text{(the paper's } R
-# \text{ matrix)}, \qquad
-# J_{\mathrm{ln}} = \mathrm{rstd}\,\Bigl(I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top -
-# \tfrac{1}{d}\hat{x}\hat{x}^\top\Bigr).
-# $$
-#
-# $J_{\mathrm{rms}}$ removes the direction $\hat{x}$ (rank $d-1$): scaling $x$ does not change $y$, so no
-# gradient points along $x$. $J_{\mathrm{ln}}$ also removes $\mathbf{1}$ (rank $d-2$): adding a constant to
-# $x$ does not change $y$ either. So $dx \cdot x = 0$ for RMSNorm, and $\sum_i dx_i = 0$ and
-# $dx \cdot \hat{x} = 0$ for LayerNorm.
+# The backward of a normalization is the chain rule walked backwards through a small graph. This lesson
+# walks it node by node for both layers, checks every node's local derivative numerically on that node
+# alone, simplifies the result to the closed form the library computes, and then looks at what the
+# Jacobians remove. Notation: $\overline{v} = \frac{1}{d}\sum_i v_i$, one row of $d$ features, and
+# $g = \partial L/\partial \hat{x} = dy \odot w$ (the weight).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -38,9 +18,107 @@ from lessons._gradnoise import gradient_noise
 from lessons._grading import below
 from lessons._stats import mean_interval
 from lessons._style import color
+from lessons._training import report
 from scratchnorm.gradcheck.cases import all_cases
 
 lesson = start(__name__, "04_backward_by_hand")
+rng_walk = np.random.default_rng(40)
+
+# %% [markdown]
+# ## LayerNorm's graph, node by node
+#
+# Forward, one row: $\mu = \overline{x}$; $x_c = x - \mu$; $v = \overline{x_c^2}$;
+# $\mathrm{rstd} = (v + \epsilon)^{-1/2}$; $\hat{x} = x_c\, \mathrm{rstd}$; $y = \hat{x} \odot w + b$.
+# Backward, from the output to the input; each line is a node's local derivative times the gradient it
+# receives, and what it passes on:
+#
+# * $y = \hat{x} \odot w + b$: local derivative $\partial y_i/\partial \hat{x}_i = w_i$; receives $dy$;
+#   passes on $d\hat{x} = g$, and gives $dw = dy \odot \hat{x}$, $db = dy$ (summed over rows).
+# * $\hat{x} = x_c\,\mathrm{rstd}$: $\partial \hat{x}_i/\partial x_{c,i} = \mathrm{rstd}$ and
+#   $\partial \hat{x}_i/\partial\,\mathrm{rstd} = x_{c,i}$; receives $g$; passes on
+#   $dx_c = g\,\mathrm{rstd}$ and $d\mathrm{rstd} = \sum_i g_i x_{c,i}$.
+# * $\mathrm{rstd} = (v + \epsilon)^{-1/2}$: $-\tfrac{1}{2}(v + \epsilon)^{-3/2} = -\tfrac{1}{2}\mathrm{rstd}^3$;
+#   receives $d\mathrm{rstd}$; passes on $dv = -\tfrac{1}{2}\mathrm{rstd}^3\, d\mathrm{rstd}$.
+# * $v = \overline{x_c^2}$: $\partial v/\partial x_{c,i} = 2x_{c,i}/d$; receives $dv$; adds
+#   $\tfrac{2}{d}\, dv\, x_c$ to $dx_c$.
+# * $x_c = x - \mu$: $\partial x_{c,i}/\partial x_j = \delta_{ij}$ and $\partial x_{c,i}/\partial\mu = -1$;
+#   receives $dx_c$; passes on $dx = dx_c$ and $d\mu = -\sum_i dx_{c,i}$.
+# * $\mu = \overline{x}$: $\partial\mu/\partial x_j = 1/d$; receives $d\mu$; adds $d\mu/d$ to every $dx_j$.
+#
+# The next cell runs each node forward on one row, applies its rule, and checks the rule against central
+# differences of that node alone (`vjp_by_differences`: the gradient it passes on, computed as
+# $\sum_i \mathrm{received}_i\, (f_i(z + h e_j) - f_i(z - h e_j))/2h$ for each input $z_j$).
+
+# %%
+def vjp_by_differences(f, z, received, h=1e-6):
+    """What node f passes back to its input z, given what it received: central differences on f alone."""
+    out = np.zeros_like(z)
+    for j in np.ndindex(z.shape):
+        e = np.zeros_like(z)
+        e[j] = h
+        out[j] = np.sum(received * (f(z + e) - f(z - e))) / (2 * h)
+    return out
+
+
+x1, w1, b1, dy1, eps = rng_walk.standard_normal(6) + 0.7, *rng_walk.standard_normal((3, 6)), 1e-5
+mu = x1.mean()
+xc = x1 - mu
+v = np.mean(xc ** 2)
+rstd = (v + eps) ** -0.5
+x_hat1 = xc * rstd
+g = dy1 * w1                                                           # node y: dx_hat
+node_err = {"y": vjp_by_differences(lambda z: z * w1 + b1, x_hat1, dy1) - g}
+dxc = g * rstd                                                         # node x_hat, its x_c input
+drstd = np.sum(g * xc)                                                 # ... and its rstd input
+node_err["x_hat"] = np.r_[vjp_by_differences(lambda z: z * rstd, xc, g) - dxc,
+                          vjp_by_differences(lambda r: xc * r, np.array(rstd), g) - drstd]
+dv = -0.5 * rstd ** 3 * drstd                                          # node rstd
+node_err["rstd"] = vjp_by_differences(lambda z: (z + eps) ** -0.5, np.array(v), drstd) - dv
+dxc_v = 2 / len(x1) * dv * xc                                          # node v
+node_err["v"] = vjp_by_differences(lambda z: np.mean(z ** 2), xc, dv) - dxc_v
+dxc = dxc + dxc_v
+dx, dmu = dxc, -np.sum(dxc)                                            # node x_c
+node_err["x_c"] = np.r_[vjp_by_differences(lambda z: z - mu, x1, dxc) - dx,
+                        vjp_by_differences(lambda m: x1 - m, np.array(mu), dxc) - dmu]
+dx = dx + dmu / len(x1)                                                # node mu
+node_err["mu"] = vjp_by_differences(lambda z: np.full(6, z.mean()), x1, np.full(6, dmu / 6)) - dmu / 6
+for node, err in node_err.items():
+    check(np.max(np.abs(err)) < 1e-8, f"LayerNorm node {node}: the rule matches differences on the node")
+    report(lesson, f"  node {node:6s}: rule against central differences, max |difference| {np.max(np.abs(err)):.1e}")
+
+# %% [markdown]
+# ## Simplifying: which terms vanish, and why
+#
+# Add the paths up. The mean's path carries $d\mu = -\sum_i dx_{c,i} = -\mathrm{rstd}\sum_i g_i -
+# \tfrac{2}{d}dv\sum_i x_{c,i}$, and the second term **vanishes because $\sum_i (x_i - \mu) = 0$**: the
+# centred row sums to zero. What is left of the mean's path is $-\mathrm{rstd}\,\overline{g}$. The variance
+# path gives $\tfrac{2}{d}dv\,x_c = -\tfrac{1}{d}\mathrm{rstd}^3 (\sum_j g_j x_{c,j})\, x_c =
+# -\mathrm{rstd}\,\hat{x}\,\overline{g\hat{x}}$, since $x_c\,\mathrm{rstd} = \hat{x}$. So
+#
+# $$
+# dx = \mathrm{rstd}\,\bigl(g - \overline{g} - \hat{x}\,\overline{g \odot \hat{x}}\bigr).
+# $$
+#
+# RMSNorm's graph is the same without $\mu$ and $x_c$ ($\mathrm{ms} = \overline{x^2}$ in place of $v$),
+# so there is no $\overline{g}$ term: $dx = \mathrm{rstd}\,(g - \hat{x}\,\overline{g \odot \hat{x}})$.
+# Written as a matrix, $dx = R\,g$ with $R = \mathrm{rstd}\,(I - \tfrac{1}{d}\hat{x}\hat{x}^\top)$: the
+# paper's $R$ (§4.2). Because $\tfrac{1}{d}\hat{x}\cdot\hat{x} = \mathrm{ms}/(\mathrm{ms} + \epsilon)$, which is
+# 1 at $\epsilon = 0$, $R$ is $\mathrm{rstd}$ times a projection: it removes the direction $\hat{x}$, and
+# LayerNorm's Jacobian also removes $\mathbf{1}$. The cell checks the walked $dx$ against the closed form,
+# and walks RMSNorm's graph (its nodes are LayerNorm's, checked above) to compare with $R g$.
+
+# %%
+closed = rstd * (g - g.mean() - x_hat1 * np.mean(g * x_hat1))
+check(np.allclose(dx, closed, rtol=1e-12, atol=1e-14), "the walked LayerNorm dx is the closed form")
+ms = np.mean(x1 ** 2)
+rstd_r = (ms + eps) ** -0.5
+drstd_r = np.sum(g * x1)                                               # node x_hat = x rstd: the rstd input
+dms = -0.5 * rstd_r ** 3 * drstd_r                                     # node rstd (LayerNorm's, checked)
+dx_r = g * rstd_r + 2 / len(x1) * dms * x1                             # node x_hat's x input + node ms
+R = rstd_r * (np.eye(6) - np.outer(x1 * rstd_r, x1 * rstd_r) / 6)     # the paper's R (with eps: x_hat = x rstd)
+check(np.allclose(dx_r, R @ g, rtol=1e-12), "the walked RMSNorm dx is R g")
+report(lesson, f"  LayerNorm: walked dx against the closed form, max |difference| "
+               f"{np.max(np.abs(dx - closed)):.1e}; RMSNorm: walked dx against R g {np.max(np.abs(dx_r - R @ g)):.1e}")
 
 # %% [markdown]
 # ## The closed forms against the chain rule
@@ -74,8 +152,7 @@ def staged_vs_closed(lesson, rng, d):
                  value=err_rms, **below(1e-12, approx=1e-6), expect=HOLDS)
 
 
-rng = np.random.default_rng(4)
-d = 32
+rng, d = np.random.default_rng(4), 32
 staged_vs_closed(lesson, rng, d)
 
 # %% [markdown]
