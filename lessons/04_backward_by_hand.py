@@ -14,6 +14,7 @@ import numpy as np
 
 import scratchnorm as sn
 from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, start
+from lessons._differences import vjp_by_differences
 from lessons._gradnoise import gradient_noise
 from lessons._grading import below
 from lessons._stats import mean_interval
@@ -46,20 +47,10 @@ rng_walk = np.random.default_rng(40)
 # * $\mu = \overline{x}$: $\partial\mu/\partial x_j = 1/d$; receives $d\mu$; adds $d\mu/d$ to every $dx_j$.
 #
 # The next cell runs each node forward on one row, applies its rule, and checks the rule against central
-# differences of that node alone (`vjp_by_differences`: the gradient it passes on, computed as
-# $\sum_i \mathrm{received}_i\, (f_i(z + h e_j) - f_i(z - h e_j))/2h$ for each input $z_j$).
+# differences of that node alone (`vjp_by_differences` in `lessons/_differences.py`: the gradient it passes
+# on, computed as $\sum_i \mathrm{received}_i\, (f_i(z + h e_j) - f_i(z - h e_j))/2h$ for each input $z_j$).
 
 # %%
-def vjp_by_differences(f, z, received, h=1e-6):
-    """What node f passes back to its input z, given what it received: central differences on f alone."""
-    out = np.zeros_like(z)
-    for j in np.ndindex(z.shape):
-        e = np.zeros_like(z)
-        e[j] = h
-        out[j] = np.sum(received * (f(z + e) - f(z - e))) / (2 * h)
-    return out
-
-
 x1, w1, b1, dy1, eps = rng_walk.standard_normal(6) + 0.7, *rng_walk.standard_normal((3, 6)), 1e-5
 mu = x1.mean()
 xc = x1 - mu

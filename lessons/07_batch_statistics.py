@@ -34,11 +34,15 @@ import _path  # noqa: F401  (the repository on sys.path, however the lesson is s
 import matplotlib.pyplot as plt
 import numpy as np
 
+import scratchnorm as sn
+
 from lessons._grading import below
 from lessons._common import FAILS, HOLDS, check, explainer, start, ticks_at
 from lessons._batch import D, Data, batch_dependence, groupnorm_one_group_affine, groupnorm_spectrum, train_eval_gap
 from lessons._stats import fit_slope, rms
+from lessons._differences import vjp_by_differences
 from lessons._style import color
+from lessons._training import report
 
 lesson = start(__name__, "07_batch_statistics")
 
@@ -189,6 +193,57 @@ ax_r.bar(range(2), [v / ulp for v, _ in ends.values()], color=[c for _, c in end
 ax_r.set_xticks(range(2), list(ends), fontsize=9)
 ax_r.set(ylabel="RMS difference / float64 epsilon (2⁻⁵²)", title="the zeros on the left: round-off")
 lesson.save(fig, "groupnorm")
+
+# %% [markdown]
+# ## BatchNorm's backward, node by node
+#
+# In training mode every example's gradient depends on the whole batch, through $\mu_B$ and $\sigma^2_B$.
+# The graph is LayerNorm's (lesson 04), with the statistics taken down the batch instead of along the
+# features: for an input of shape $(B, C)$, per channel $c$,
+# $\mu_c = \frac{1}{B}\sum_n x_{n,c}$; $x_c = x - \mu$; $v_c = \frac{1}{B}\sum_n x_{c,n,c}^2$;
+# $\mathrm{rstd}_c = (v_c + \epsilon)^{-1/2}$; $\hat{x} = x_c\,\mathrm{rstd}$; $y = \hat{x}\odot w + b$
+# ($w$, $b$ one per channel). Walking back through the same nodes, with every sum now over the batch:
+#
+# * $y$: passes on $g = dy \odot w$; gives $dw_c = \sum_n dy_{n,c}\hat{x}_{n,c}$ and $db_c = \sum_n dy_{n,c}$;
+# * $\hat{x}$: passes on $dx_c = g\,\mathrm{rstd}$ and $d\mathrm{rstd}_c = \sum_n g_{n,c}\, x_{c,n,c}$;
+# * $\mathrm{rstd}$: $dv = -\tfrac{1}{2}\mathrm{rstd}^3\, d\mathrm{rstd}$;
+# * $v$: adds $\tfrac{2}{B}\, dv\, x_c$ to $dx_c$;
+# * $x_c$ and $\mu$: $dx = dx_c - \frac{1}{B}\sum_n dx_{c,n}$, where the variance path's share of that
+#   sum vanishes because each channel's centred values sum to zero over the batch.
+#
+# So $dx = \mathrm{rstd}\,(g - \overline{g}^{B} - \hat{x}\,\overline{g\hat{x}}^{B})$ with means over the
+# batch: **LayerNorm's formula with the axes swapped**, because the two graphs differ only in the axis the
+# statistics run along. The cell walks a batch of 5 examples and 3 channels, checks every node against
+# central differences on that node alone, and checks that LayerNorm's closed-form backward applied to the
+# transposed batch (rows = channels) gives BatchNorm's $dx$.
+
+# %%
+xb = rng.standard_normal((5, 3)) * [1.0, 2.0, 0.5] + [0.0, 3.0, -1.0]      # (B, C) = (5, 3)
+wb, bb, dyb, eps = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((5, 3)), 1e-5
+mu = xb.mean(axis=0)                                                   # (C,): down the batch
+xc = xb - mu
+v = np.mean(xc ** 2, axis=0)
+rstd = (v + eps) ** -0.5
+x_hat = xc * rstd
+g = dyb * wb
+dxc, drstd = g * rstd, np.sum(g * xc, axis=0)                          # node x_hat
+dv = -0.5 * rstd ** 3 * drstd                                          # node rstd
+dxc = dxc + 2 / len(xb) * dv * xc                                      # node v
+dx = dxc - dxc.sum(axis=0) / len(xb)                                   # nodes x_c and mu
+pairs = {"x_hat": (vjp_by_differences(lambda r: xc * r, rstd, g), drstd),        # (differences, the rule)
+         "rstd": (vjp_by_differences(lambda z: (z + eps) ** -0.5, v, drstd), dv),
+         "v": (vjp_by_differences(lambda z: np.mean(z ** 2, axis=0), xc, dv), 2 / len(xb) * dv * xc),
+         "x_c, mu": (vjp_by_differences(lambda z: z - z.mean(axis=0), xb, dxc), dx)}
+node_err = {k: np.max(np.abs(num - rule)) / np.max(np.abs(rule)) for k, (num, rule) in pairs.items()}
+check(max(node_err.values()) < 1e-6, "every BatchNorm node matches differences (relative)")
+library = sn.batch_norm_backward(dyb, sn.batch_norm_forward(xb, wb, bb, eps=eps)[1])["x"]
+swapped = sn.layer_norm_backward(g.T, sn.layer_norm_forward(xb.T, eps=eps)[1])["x"].T   # rows = channels
+check(np.allclose(dx, library, rtol=1e-12, atol=1e-14) and np.allclose(dx, swapped, rtol=1e-12, atol=1e-14),
+      "the walked dx is the library's BatchNorm backward, and LayerNorm's on the transposed batch")
+report(lesson, "  BatchNorm nodes against central differences (relative): " + ", ".join(
+    f"{k} {e:.1e}" for k, e in node_err.items()) + "; walked dx against the library "
+    f"{np.max(np.abs(dx - library)):.1e}, against LayerNorm's on the transposed batch "
+    f"{np.max(np.abs(dx - swapped)):.1e}")
 
 # %% [markdown]
 # ## Exercise
