@@ -78,9 +78,9 @@ lesson.claim("x = x + Sublayer(LayerNorm(x)) is Post-Norm (and x = x + LayerNorm
              source=explainer("003", "Transformer 中的归一化位置"),
              measured=f"by definition x + F(Norm(x)) is Pre-Norm and Norm(x + F(x)) Post-Norm (the original "
                       f"Transformer). Measured at init, {depth} blocks: the top quarter's FFN gradient over the "
-                      f"bottom quarter's is {interval(*pre, n=len(inits))} with x + F(LN(x)) (the value; "
-                      f"Post-LN's, by Xiong et al., rises: > 1) and {interval(*post, n=len(inits))} with "
-                      "LN(x + F(x)); geometric means over initializations",
+                      f"bottom quarter's is {interval(*pre, n=len(inits))} with x + F(LN(x)) (the value; above 1 "
+                      f"would be the rising profile Xiong et al. give Post-LN) and {interval(*post, n=len(inits))} "
+                      "with LN(x + F(x)); geometric means over initializations",
              value=pre[0], interval=tuple(pre[1:]), **above(1.0), expect=FAILS)
 for L in depths:
     g = {p: spreads["layernorm", p, L] for p in PLACEMENTS}

@@ -234,14 +234,14 @@ for i, (q, name) in enumerate(((None, "none"), ("rmsnorm", "RMSNorm"))):
     axes[0].plot([i - 0.2, i + 0.2], [np.exp(np.mean(np.log(logits[q])))] * 2, color=color(name), lw=2.5)
 axes[0].set_xticks([0, 1], ["without QK-Norm", "with QK-Norm (RMSNorm)"])
 axes[0].set(xlim=(-0.6, 1.6), ylabel="largest |attention score|", yscale="log",
-            title=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g} (points: seeds; bar: geometric mean)")
+            title=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}\n(points: seeds; bar: their geometric mean)")
 for p in ALL_PLACEMENTS:
     axes[1].plot(LRS, [below_unigram[p, lr].mean() for lr in LRS], marker="o", **PLACEMENT_STYLE[p], label=p)
 axes[1].axhspan(min(0.0, min(v.mean() for v in below_unigram.values())) - 0.01, PLATEAU, color="0.92", zorder=0,
                 label=f"on the plateau (less than {PLATEAU} nats below)")
 axes[1].axhline(0, color="0.5", lw=1, ls=":", label="the unigram baseline")
 axes[1].set(xscale="log", xlabel="learning rate (Adam, no warm-up)", ylabel="nats below the unigram baseline",
-            title=f"{SWEEP} blocks, {steps} steps (mean of {n_seeds} seeds): higher is better")
+            title=f"{SWEEP} blocks, {steps} steps (mean of {n_seeds} seeds)\nhigher is better")
 ticks_at(axes[1], LRS)
 axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 lesson.save(fig, "training")
