@@ -161,7 +161,7 @@ for (norm, placement, layers, lr, warmup) in final[0]:
 
 # %%
 def below(norm, placement, lr, warmup=False, layers=SWEEP_LAYERS):
-    """Per seed, how far the run ends below the unigram baseline, in nats (0 or less: stalled)."""
+    """Per seed, how far the run ends below the unigram baseline, in nats (0 or less: on the plateau)."""
     return np.array([unigram - f[norm, placement, layers, lr, warmup] for f in final])
 
 
