@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import COMMON, VERDICTS, check, paper, start
-from lessons._grading import above, below, nearest_end
+from lessons._grading import above, below
 from lessons._stats import mean_interval
 from lessons._training import (STYLE, accuracy, interleaved_medians, interval, one_blas_thread, paired,
                                paired_time_ratio, plot_costs, plot_race, plot_regions, pm, race, report, seed_mean,
@@ -25,25 +25,34 @@ lesson = start(__name__, "10_training_curves")
 # %% [markdown]
 # ## The task
 #
-# Three interleaved spirals of two turns in the plane (4000 training points, 2000 test points, seeded). A
-# boundary that winds twice needs many pieces, which is what depth buys: in the same steps a LayerNorm MLP
-# with 2 hidden layers (dotted in the figures) stays far behind the 10-layer ones.
+# Three interleaved spirals of three turns in the plane (4000 training points, 2000 test points, seeded). A
+# boundary that winds three times needs many pieces, which is what depth buys; a LayerNorm MLP with 2 hidden
+# layers (dotted in the figures) trains beside the 10-layer ones as the yardstick of depth. The task is chosen
+# so that the budget below (600 steps) does not bring every model to its ceiling: a comparison of two norms
+# that both reach 99% says nothing. The cell after the race prints every model's accuracy, and checks that
+# the best 10-layer model stays short of the ceiling.
 
 # %%
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm")
-DEPTH, WIDTH, CLASSES = 10, 64, 3
-BATCH, LR = 128, 1e-3
+DEPTH, WIDTH, CLASSES, TURNS = 10, 64, 3, 3.0
+BATCH, LR, STEPS = 128, 1e-3, 600
+K = int(np.ceil(WIDTH * 0.0625))             # the features pRMSNorm's RMS is estimated from
 
 rng = np.random.default_rng(10)
-xtr, ytr = spirals(4000, rng, CLASSES)
-xte, yte = spirals(2000, rng, CLASSES)
+xtr, ytr = spirals(4000, rng, CLASSES, turns=TURNS)
+xte, yte = spirals(2000, rng, CLASSES, turns=TURNS)
 
 # %% [markdown]
 # ## The model
 #
 # `nn.mlp([2, 64 x 10, 3], norm=...)`: $[\mathrm{Linear} \to \mathrm{Norm} \to \mathrm{ReLU}]$ ten times,
 # then a Linear, with the norms' numba kernels. pRMSNorm at $d = 64$ estimates the RMS from
-# $k = \lceil 64 \cdot 6.25\% \rceil = 4$ features.
+# $k = \lceil 64 \cdot 6.25\% \rceil = 4$ features, not the paper's $k = 64$ ($p = 6.25\%$ of $d = 1024$).
+# What makes the estimate good or bad is $k$, not $p$: for features of similar size its relative error is
+# about $1/\sqrt{2k}$, some 35% at $k = 4$ against 9% at $k = 64$. A representative $k$ would need layers
+# 16 times wider, some hundred times the cost of a step, more than this lesson's minute allows; so the
+# pRMSNorm here is a much harsher test than the paper's, and its row says so. Lesson 06 measures the estimate
+# itself at $d = 1024$.
 
 # %%
 def models(seed):
@@ -55,16 +64,16 @@ def models(seed):
 # %% [markdown]
 # ## The race
 #
-# Adam (learning rate $10^{-3}$), batches of 128, 800 steps, the same batches for every model of a seed. The
+# Adam (learning rate $10^{-3}$), batches of 128, 600 steps, the same batches for every model of a seed. The
 # models train in turn, one step each (`lessons/_training.py`), and every step is timed, so a noisy second
 # of the machine slows all of them alike. The test loss is evaluated every few steps.
 #
-# `python -m lessons --seeds N` trains $N$ independent seeds (default 3; 1 with `--quick`, which trains too
+# `python -m lessons --seeds N` trains $N$ independent seeds (default 5; 1 with `--quick`, which trains too
 # briefly to compare).
 
 # %%
 def train_all(lesson, xtr, ytr, xte, yte):
-    steps, every, n_eval = lesson.pick(40, 800), lesson.pick(20, 25), lesson.pick(500, len(xte))
+    steps, every, n_eval = lesson.pick(40, STEPS), lesson.pick(20, 25), lesson.pick(500, len(xte))
     ce = nn.SoftmaxCrossEntropy()
     curves, acc, seed0 = {}, {}, None
     warm_up(models(seed=99).values(), xtr[:BATCH], ytr[:BATCH])
@@ -93,7 +102,9 @@ for name in curves:
 check(all(final[n] < np.log(CLASSES) for n in ("batchnorm", "layernorm", "rmsnorm")),
       "the normalized MLPs learn")
 if not lesson.quick:
-    check(max(acc[n].mean() for n in NORMS) > 0.85, f"the best {DEPTH}-layer model fits the spirals")
+    best = max(acc[n].mean() for n in NORMS)
+    check(0.6 < best < 0.97, f"the best {DEPTH}-layer model learns the spirals ({best:.3f}, chance 1/3) but stays "
+                             "short of the ceiling, where the norms could not differ")
 
 # %% [markdown]
 # The figure: the test loss against steps (band: min–max over seeds) and against the seconds each model
@@ -120,10 +131,10 @@ lesson.save(fig, "loss")
 #
 # $$\bar d \pm t_{0.975,\,n-1}\, \frac{s_d}{\sqrt{n}}.$$
 #
-# A claim "holds" only if the whole interval agrees with its bound: the ledger grades the interval's end
-# nearest the bound. With 3 seeds the $t$ factor is 4.3, so an interval is wide, and a claim the seeds
-# cannot settle is graded as such. The accuracy comparisons are recorded, not expected: the seeds may not
-# settle them.
+# A claim "holds" only if the whole interval agrees with its bound, and "does not hold" only if none of it
+# does; an interval that straddles a bound is "inconclusive": the seeds could not tell, which refutes
+# nothing. With 5 seeds the $t$ factor is 2.78. The comparisons are recorded, not expected: the text cannot
+# know their outcome.
 #
 # First: does a deep plain MLP need a normalization at all? The worst of the three usual norms is compared
 # with no norm, seed by seed.
@@ -135,8 +146,8 @@ lesson.claim(f"A deep plain MLP ({DEPTH} hidden layers) trains better with a nor
              source=COMMON, measured=f"test accuracy: no norm {pm(acc['none'])}; "
              + "; ".join(f"{STYLE[n][1]} {pm(acc[n])}" for n in normed)
              + f"; 2 hidden layers (LayerNorm) {pm(acc['shallow'])}. Paired per seed, the worst norm minus no "
-             f"norm: {interval(*margin, n=k)}; value: the interval's lower end",
-             value=margin[1], **above(0.05, approx=0.0), expect=VERDICTS)
+             f"norm: {interval(*margin, n=k)} (holds: at least 5 points better)",
+             value=margin[0], interval=margin[1:], **above(0.05, approx=0.0), expect=VERDICTS)
 
 # %% [markdown]
 # Then the paper's accuracy claims: RMSNorm against LayerNorm, and pRMSNorm against RMSNorm. The value is
@@ -146,13 +157,13 @@ lesson.claim(f"A deep plain MLP ({DEPTH} hidden layers) trains better with a nor
 for claim, source, norm, ref, note in [
         ("RMSNorm trains as well as LayerNorm", paper("abstract, §1"), "rmsnorm", "layernorm", ""),
         ("pRMSNorm with p = 6.25% is competitive with RMSNorm", paper("§1"), "prmsnorm", "rmsnorm",
-         f"d = {WIDTH}, so k = 4 features: ")]:
+         f"d = {WIDTH}, so k = {K} features (the paper: k = 64 at d = 1024): ")]:
     short = paired(acc[ref], acc[norm])                                  # accuracy lost by switching
     bounds = below(0.02, approx=0.05)
     lesson.claim(claim, source=source, measured=f"{note}test accuracy {STYLE[norm][1]} {pm(acc[norm])} vs "
-                 f"{STYLE[ref][1]} {pm(acc[ref])}; paired shortfall {interval(*short, n=k)}; value: the "
-                 "interval's upper end (holds: at most 2 points lost)",
-                 value=nearest_end(short[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+                 f"{STYLE[ref][1]} {pm(acc[ref])}; paired shortfall {interval(*short, n=k)} (holds: at most 2 "
+                 "points lost)",
+                 value=short[0], interval=short[1:], **bounds, expect=VERDICTS)
 
 # %% [markdown]
 # The figure: the decision regions of the seed-0 models, with test points.
@@ -164,11 +175,11 @@ plot_regions(lesson, {n: seed0[n] for n in list(NORMS) + ["shallow"]}, {n: acc[n
 # ## Cost
 #
 # The whole step is timed (median over all steps), Adam's update alone, and each layer's forward + backward
-# alone at the step's shape (128, 64). At this size a call is mostly fixed overhead. In the network the norms
-# cost more than their calls timed alone: Adam updates their parameters too, and every step handles more
-# arrays. A cheaper normalization can save only its own share of the step, and RMSNorm's has no bias: one
-# vector fewer per layer for Adam. Timing verdicts depend on the machine and its load: they are recorded,
-# not expected.
+# alone at the step's shape (128, 64). At this size a call is mostly fixed overhead. In the network a norm
+# can cost more than its call timed alone: Adam updates its parameters too, and every step handles more
+# arrays (the figure below sets the two side by side). A cheaper normalization can save only its own share
+# of the step, and RMSNorm's has no bias: one vector fewer per layer for Adam. Timing verdicts depend on the
+# machine and its load: they are recorded and graded (`timed=True`), never asserted.
 
 # %%
 def layer_costs(lesson, rng):
@@ -208,7 +219,7 @@ lesson.claim("RMSNorm's layer (forward + backward) costs less than LayerNorm's",
              measured=f"numba backend at ({BATCH}, {WIDTH}): RMSNorm {layer_t['rmsnorm'] * 1e6:.1f} us, "
                       f"LayerNorm {layer_t['layernorm'] * 1e6:.1f} us: a saving of {1 - r_layer:.1%} (the value); "
                       f"a Linear({WIDTH}, {WIDTH}) {layer_t['linear'] * 1e6:.1f} us",
-             value=1 - r_layer, **SAVING, expect=VERDICTS)
+             value=1 - r_layer, **SAVING, timed=True, expect=VERDICTS)
 
 saving = mean_interval([1 - r.step_time / ln.step_time for r, ln in zip(curves["rmsnorm"], curves["layernorm"])])
 parts = (DEPTH * (layer_t["layernorm"] - layer_t["rmsnorm"]) + update_t["layernorm"] - update_t["rmsnorm"]) \
@@ -217,11 +228,11 @@ lesson.claim("With RMSNorm a training step takes 7%–64% less time than with La
              source=paper("abstract, §1"),
              measured=f"median step RMSNorm {step_t['rmsnorm'] * 1e3:.2f} ms vs LayerNorm "
                       f"{step_t['layernorm'] * 1e3:.2f} ms, {len(curves['rmsnorm'][0].step_times)} steps a seed; "
-                      f"paired saving {interval(*saving, '{:.1%}', k)}; value: the interval's lower end. Adam's "
+                      f"paired saving {interval(*saving, '{:.1%}', k)}. Adam's "
                       f"update alone: RMSNorm {update_t['rmsnorm'] * 1e3:.2f} ms, LayerNorm "
                       f"{update_t['layernorm'] * 1e3:.2f} ms (RMSNorm has no bias: {DEPTH} vectors fewer); "
                       f"the parts timed alone predict a saving of {parts:.1%}",
-             value=saving[1], **SAVING, expect=VERDICTS)
+             value=saving[0], interval=saving[1:], **SAVING, timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # The figure: the median time of a step per norm, split into Adam's update and the rest, against the norm
@@ -244,9 +255,9 @@ lesson.claim("RMSNorm reaches a given loss sooner in wall-clock time than LayerN
              source=paper("abstract, §1"),
              measured=f"seconds of training to reach the test losses {', '.join(f'{t:.2f}' for t in targets)}, "
                       f"RMSNorm / LayerNorm (median over the losses, paired per seed, geometric mean): "
-                      f"{interval(*ratio, n=k)}; value: the interval's upper end; each run trains "
+                      f"{interval(*ratio, n=k)}; each run trains "
                       f"{np.mean([c.seconds[-1] for c in curves['layernorm']]):.1f} s (LayerNorm)",
-             value=nearest_end(ratio[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+             value=ratio[0], interval=tuple(ratio[1:]), **bounds, timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # ## The paper's Figure 1: LayerNorm against no normalization
@@ -260,16 +271,15 @@ bounds = below(0.8, approx=1.0)
 lesson.claim("A network with LayerNorm reaches a loss in fewer steps than without normalization",
              source=paper("§1, Figure 1"),
              measured=f"steps to the test losses {', '.join(f'{t:.2f}' for t in targets)}, LayerNorm / no norm "
-                      f"(median over the losses, paired, geometric mean): {interval(*fewer, n=k)}; value: the "
-                      "interval's upper end",
-             value=nearest_end(fewer[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+                      f"(median over the losses, paired, geometric mean): {interval(*fewer, n=k)}",
+             value=fewer[0], interval=tuple(fewer[1:]), **bounds, expect=VERDICTS)
 dearer = np.exp(mean_interval([np.log(a.step_time / b.step_time) for a, b in zip(curves["layernorm"],
                                                                                curves["none"])]))
 lesson.claim("... but each of its steps takes longer, so it gains less in wall-clock time than in steps",
              source=paper("§1, Figure 1"),
-             measured=f"step time LayerNorm / no norm, paired: {interval(*dearer, n=k)}; value: the interval's "
-                      "lower end (holds: at least 5% dearer)",
-             value=dearer[1], **above(1.05, approx=1.0), expect=VERDICTS)
+             measured=f"step time LayerNorm / no norm, paired, geometric mean: {interval(*dearer, n=k)} (holds: "
+                      "at least 5% dearer)",
+             value=dearer[0], interval=tuple(dearer[1:]), **above(1.05, approx=1.0), timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # ## Questions
@@ -297,7 +307,8 @@ lesson.answer(f"Each LayerNorm step costs {dearer[0]:.2f} times a no-norm step, 
 # %% tags=["remove-input"]
 lesson.answer(f"Both models of a seed see the same batches, so what the seed does to both cancels in their difference: "
               f"RMSNorm's shortfall against LayerNorm is {interval(*paired(acc['layernorm'], acc['rmsnorm']), n=k)}. "
-              "Few seeds give a wide interval, and the ledger grades its end nearest the bound: it may not settle.")
+              "Few seeds give a wide interval; when it straddles a bound the verdict is inconclusive, and more seeds "
+              "would narrow it (about as 1/sqrt(seeds)).")
 
 # %%
 lesson.finish()

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import FAILS, VERDICTS, check, explainer, paper, start
-from lessons._grading import above, below, nearest_end
+from lessons._grading import above, below
 from lessons._corpus import char_data
 from lessons._stats import mean_interval
 from lessons._training import (STYLE, interleaved_medians, interval, one_blas_thread, paired, plot_race, race, report,
@@ -49,9 +49,13 @@ report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training 
 # $3 \cdot 10^{-3}$, betas 0.9 / 0.99), the numba kernels of the norms. The three models start from the same
 # weights (the norms' weights are all 1), see the same batches and train in turn, one step each, every step
 # timed (`lessons/_training.py`). pRMSNorm at $d = 48$ estimates the RMS from
-# $k = \lceil 48 \cdot 6.25\% \rceil = 3$ features. After the race, each norm layer is also timed alone.
+# $k = \lceil 48 \cdot 6.25\% \rceil = 3$ features, where the paper's $p = 6.25\%$ of $d = 1024$ gives
+# $k = 64$. The estimate's quality is set by $k$: its relative error is about $1/\sqrt{2k}$, some 40% here
+# against 9% at $k = 64$. A model wide enough for a representative $k$ would not train in this lesson's
+# minute, so the pRMSNorm row below tests a much noisier estimate than the paper's, and says so (lesson 06
+# measures the estimate at $d = 1024$). After the race, each norm layer is also timed alone.
 #
-# `--seeds N` (default 3; 1 with `--quick`) repeats the race with other initial weights and other batches.
+# `--seeds N` (default 5; 1 with `--quick`) repeats the race with other initial weights and other batches.
 
 # %%
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
@@ -112,8 +116,9 @@ for n in ("rmsnorm", "layernorm"):
 # ## The paper's accuracy claims
 #
 # Every comparison is paired, the difference of two norms' final validation losses on the same seed, and
-# graded on the end of its 95% interval nearest the bound (at most 0.03 nats behind to hold). `--quick`
-# trains too briefly to compare: its verdicts are recorded, not expected.
+# graded on its whole 95% interval: "holds" if all of it is at most 0.03 nats behind, "holds only
+# approximately" if all of it is within 0.1, "does not hold" if none of it is, "inconclusive" otherwise. The
+# text cannot know the outcome: every verdict is possible.
 
 # %%
 k, steps, bounds = lesson.seeds, curves["rmsnorm"][0].steps[-1], below(0.03, approx=0.1)
@@ -123,11 +128,12 @@ for claim, source, norm, ref in [
         ("pRMSNorm with p = 6.25% is competitive with RMSNorm", paper("§1"), "prmsnorm", "rmsnorm")]:
     gap = paired(final[norm], final[ref])                          # > 0: norm ends behind
     lesson.claim(claim, source=source,
-                 measured=f"after {steps} steps, d = {D} (pRMSNorm: k = 3 features): validation loss "
+                 measured=f"after {steps} steps, d = {D} (pRMSNorm: k = {int(np.ceil(D * 0.0625))} features; the "
+                          f"paper: k = 64 at d = 1024): validation loss "
                           f"{STYLE[norm][1]} {final[norm].mean():.3f}, {STYLE[ref][1]} {final[ref].mean():.3f} "
-                          f"nats (unigram {unigram:.3f}); paired difference {interval(*gap, n=k)}; value: the "
-                          "interval's upper end (holds: at most 0.03 nats behind)",
-                 value=nearest_end(gap[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
+                          f"nats (unigram {unigram:.3f}); paired difference {interval(*gap, n=k)} (holds: at most "
+                          "0.03 nats behind)",
+                 value=gap[0], interval=gap[1:], **bounds, expect=VERDICTS)
 
 # %% [markdown]
 # ## The cost of a step
@@ -135,8 +141,8 @@ for claim, source, norm, ref in [
 # Per step, the norms are a small part of a Transformer's time (attention, the MLP and Adam dominate), so the
 # lesson also times each norm layer alone and says what saving of a step that predicts: the $2L + 1$ norm
 # layers of $L$ blocks (two per block and the final one) times the layer's saving, over LayerNorm's step. On a
-# shared machine per-step timing at the level of a few percent is noise, and the timing verdict is recorded,
-# not expected.
+# shared machine per-step timing at the level of a few percent is noise: the timing verdict is recorded and
+# graded (`timed=True`), never asserted.
 
 # %%
 saving = mean_interval(1 - step_t["rmsnorm"] / step_t["layernorm"])
@@ -146,10 +152,10 @@ lesson.claim("With RMSNorm a training step takes 7%–64% less time than with La
              source=paper("abstract, §1"),
              measured=f"Transformer step RMSNorm {np.median(step_t['rmsnorm']) * 1e3:.2f} ms vs LayerNorm "
                       f"{np.median(step_t['layernorm']) * 1e3:.2f} ms; paired saving "
-                      f"{interval(*saving, '{:.1%}', k)}; value: the interval's lower end. The layer alone at "
+                      f"{interval(*saving, '{:.1%}', k)}. The layer alone at "
                       f"({BATCH}, {T}, {D}): RMSNorm / LayerNorm {r_layer:.2f}, so its {n_norms} norm layers "
                       f"predict a saving of {parts:.1%} of a step",
-             value=saving[1], **above(0.07, approx=0.02), expect=VERDICTS)
+             value=saving[0], interval=saving[1:], **above(0.07, approx=0.02), timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # ## A "convergence analysis" that never trains

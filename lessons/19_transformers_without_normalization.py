@@ -19,12 +19,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
-from lessons._common import APPROX, FAILS, HOLDS, check, start, work
+from lessons._common import APPROX, HOLDS, VERDICTS, check, start, work
 from lessons._corpus import char_data
-from lessons._dyt import BATCH, D, T, captured_inputs, input_output, tail_slope, train, transformer
-from lessons._grading import below, nearest_end
+from lessons._dyt import BATCH, D, LAYERS, T, captured_inputs, input_output, tail_slope, train, transformer
+from lessons._grading import below
 from lessons._stats import mean_interval
-from lessons._training import STYLE, expect, interleaved_medians, interval, one_blas_thread, plot_race, report
+from lessons._style import color
+from lessons._training import interleaved_medians, interval, one_blas_thread, plot_race, report
 
 lesson = start(__name__, "19_transformers_without_normalization")
 
@@ -33,7 +34,7 @@ lesson = start(__name__, "19_transformers_without_normalization")
 #
 # The tiny Transformer of lesson 12's data (Python's docstrings, characters), pre-norm, with LayerNorm,
 # RMSNorm and DyT ($\alpha_0$ = 0.1, 0.5 and 2), trained on the same batches, Adam at the rate lesson 12 uses,
-# for each seed (`--seeds`, default 3). The cell prints each model's final validation loss (the mean of the
+# for each seed (`--seeds`, default 5). The cell prints each model's final validation loss (the mean of the
 # last two evaluations) per seed.
 
 # %%
@@ -97,13 +98,14 @@ lesson.claim("A trained Transformer's LayerNorm maps its input to an S-shaped, t
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
 x, y = maps["trained"][len(maps["trained"]) // 2]
-for j, color in zip(np.argsort(-np.abs(x).max(0))[:4], ("tab:blue", "tab:orange", "tab:green", "tab:purple")):
-    axes[0].plot(x[:, j], y[:, j], ".", ms=2, color=color, alpha=0.5, label=f"channel {j}")
+for j, shade in zip(np.argsort(-np.abs(x).max(0))[:4], plt.cm.viridis([0.0, 0.35, 0.65, 0.9])):  # channels
+    axes[0].plot(x[:, j], y[:, j], ".", ms=2, color=shade, alpha=0.5, label=f"channel {j}")
 axes[0].set(xlabel="LayerNorm input", ylabel="output (before the affine)",
             title=f"a trained LayerNorm: four channels, {len(x)} tokens")
 axes[0].legend(fontsize=8, markerscale=4)
 for label, marker in (("trained", "o-"), ("untrained", "s--")):
-    axes[1].plot(range(1, len(slopes[label]) + 1), slopes[label], marker, label=label)
+    axes[1].plot(range(1, len(slopes[label]) + 1), slopes[label], marker, color=color("layernorm"),
+                 mfc="w" if label == "untrained" else None, label=f"LayerNorm, {label}")
 axes[1].axhline(1.0, color="k", lw=1, ls=":", label="a straight line")
 axes[1].set(xlabel="LayerNorm, input to output", ylabel="tail slope / middle slope (median over channels)",
             title="how much the extremes are squashed", ylim=(0, 1.2))
@@ -113,59 +115,74 @@ lesson.save(fig, "map")
 # %% [markdown]
 # ## DyT against the norms, and its $\alpha_0$
 #
-# The paper's claims come from models thousands of times larger, trained for far longer; in this small,
-# short setting DyT trails the norms, and its result depends on $\alpha_0$ (the two claims are expected not
-# to hold here, and the ledger has the numbers). The comparison is the final validation loss, DyT(0.5) minus
-# each norm, paired per seed, with a 95% interval; and the spread of DyT's final loss over the three
-# $\alpha_0$.
+# What this setting can and cannot show. The paper's claims come from models thousands of times larger
+# (ViT, DiT, LLaMA 7B to 70B), trained for far longer, with its own recipes; this project read its abstract
+# and public summaries, not its experiments section by section (`lessons/SOURCES.md`). Here the model has
+# $d = 32$ and a few blocks and trains for a few hundred steps. So a verdict here is about this setting:
+# "holds" would say that DyT's claim carries down to a tiny, briefly trained model; "does not hold", that it
+# does not carry down to it (which says nothing about the paper's models: a short run favours whichever layer
+# starts fastest, and DyT's $lpha$ has to be learned); "inconclusive", that the seeds cannot tell. The text
+# does not know the outcome before the run.
+#
+# The comparison is the final validation loss, DyT(0.5) minus each norm, paired per seed, with a 95%
+# interval; and for $lpha_0$, the worst of the three minus the best (chosen by their means, which makes
+# the difference slightly larger than a fair draw), paired per seed.
 
 # %%
 k = len(curves["layernorm"])
+alphas = (0.1, 0.5, 2.0)
 gap = mean_interval([final(d) - final(n) for d, n in zip(curves["dyt", 0.5], curves["layernorm"])])
 rms_gap = mean_interval([final(d) - final(n) for d, n in zip(curves["dyt", 0.5], curves["rmsnorm"])])
 bounds = below(0.03, approx=0.1)
 lesson.claim("Transformers with DyT in place of their norms match or exceed the normalized ones",
              source=work("dyt", "abstract"),
-             measured=f"final validation loss, DyT(0.5) minus LayerNorm, paired per seed: {interval(*gap, n=k)}; "
-                      f"minus RMSNorm: {interval(*rms_gap, n=k)} (unigram baseline {unigram:.3f}); value: the top "
-                      "of the LayerNorm interval (holds if the whole interval is at most 0.03 nats worse)",
-             value=nearest_end(gap[1:], bounds["holds_if"]), **bounds, expect=expect(lesson, FAILS))
-means = {a: float(np.mean([final(c) for c in curves["dyt", a]])) for a in (0.1, 0.5, 2.0)}
-spread = max(means.values()) - min(means.values())
+             measured=f"d = {D}, {LAYERS} blocks, {steps} steps: final validation loss, DyT(0.5) minus LayerNorm, "
+                      f"paired per seed: {interval(*gap, n=k)}; minus RMSNorm: {interval(*rms_gap, n=k)} (unigram "
+                      f"baseline {unigram:.3f}); graded on the LayerNorm interval (holds if all of it is at most "
+                      "0.03 nats worse)",
+             value=gap[0], interval=gap[1:], **bounds, expect=VERDICTS)
+means = {a: float(np.mean([final(c) for c in curves["dyt", a]])) for a in alphas}
+worst, best = max(means, key=means.get), min(means, key=means.get)
+spread = mean_interval([final(w) - final(b) for w, b in zip(curves["dyt", worst], curves["dyt", best])])
 lesson.claim("Outside large language models, training with DyT is insensitive to alpha0 (0.5 works)",
              source=work("dyt", "initialization of alpha"),
-             measured="final validation loss, mean over seeds, alpha0 = "
+             measured=f"d = {D}, {LAYERS} blocks, {steps} steps: final validation loss, mean over seeds, alpha0 = "
                       + ", ".join(f"{a:g}: {v:.3f}" for a, v in means.items())
-                      + f"; value: the spread ({spread:.3f} nats; holds up to 0.03)",
-             value=spread, **below(0.03, approx=0.1), expect=expect(lesson, FAILS))
+                      + f"; the worst (alpha0 = {worst:g}) minus the best ({best:g}), paired per seed: "
+                      f"{interval(*spread, n=k)} (holds if all of it is at most 0.03 nats)",
+             value=spread[0], interval=spread[1:], **below(0.03, approx=0.1), expect=VERDICTS)
 
 # %% [markdown]
-# The figure: validation loss against steps and against seconds for LayerNorm, RMSNorm and DyT(0.5), and
-# DyT for the three $\alpha_0$ against LayerNorm (means over seeds); the dotted grey line is the unigram
-# baseline.
+# The figure: validation loss against steps (band: min–max over seeds) and against seconds for LayerNorm,
+# RMSNorm and DyT(0.5), and DyT for the three $\alpha_0$ against LayerNorm (means over seeds); the dotted grey
+# line is the unigram baseline.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
 plot_race(axes[0], axes[1], {"layernorm": curves["layernorm"], "rmsnorm": curves["rmsnorm"],
                              "dyt": curves["dyt", 0.5]}, "validation loss (nats)")
+axes[0].set_title(f"Against steps (mean of {k} seeds; band: min–max)")
+axes[1].set(title="Against the seconds each model spent training", xlabel="seconds of training (the model's steps)")
 for a, ls in ((0.1, ":"), (0.5, "-"), (2.0, "--")):
     dyt_runs = curves["dyt", a]
-    axes[2].plot(dyt_runs[0].steps, np.mean([c.loss for c in dyt_runs], axis=0), ls, color="tab:red",
+    axes[2].plot(dyt_runs[0].steps, np.mean([c.loss for c in dyt_runs], axis=0), ls, color=color("DyT"),
                  label=f"DyT, alpha0 = {a:g}")
 axes[2].plot(curves["layernorm"][0].steps, np.mean([c.loss for c in curves["layernorm"]], axis=0),
-             color=STYLE["layernorm"][0], label="LayerNorm")
+             color=color("LayerNorm"), label="LayerNorm")
 axes[2].set(xlabel="training step", ylabel="validation loss (nats)", title="DyT's alpha0 (mean over seeds)")
 for ax in axes:
     ax.axhline(unigram, color="0.5", lw=1, ls=":", label="unigram baseline")
     ax.legend(fontsize=8)
+fig.suptitle(f"Tiny Transformer (d = {D}, {LAYERS} pre-norm blocks) on Python's docstrings, {steps} steps")
 lesson.save(fig, "training")
 
 # %% [markdown]
 # ## The layers timed alone
 #
 # DyT has no reduction, but it computes a tanh per element (`scratchnorm/fast/dyt.py` writes one that
-# vectorizes), which costs more than the statistic it saves here. The cell times the forward and backward of
-# each layer alone on the activations' shape, float64.
+# vectorizes), which may cost more than the statistic it saves. The cell times the forward and backward of
+# each layer alone on the activations' shape, float64. A time depends on the machine and its load: the
+# verdict is recorded and graded (`timed=True`), never asserted, and the text does not announce it.
 
 # %%
 with one_blas_thread():
@@ -178,7 +195,7 @@ lesson.claim("DyT is faster than RMSNorm: it has no reduction", source=work("dyt
              measured=f"forward + backward of the layer alone, numba kernels, ({BATCH * T}, {D}) float64: "
                       + ", ".join(f"{n} {t * 1e6:.1f} us" for n, t in layer_t.items())
                       + f"; value: DyT / RMSNorm ({ratio:.2f}; holds at most 0.9)",
-             value=ratio, **below(0.9, approx=1.0), expect=(HOLDS, APPROX, FAILS) if lesson.quick else FAILS)
+             value=ratio, **below(0.9, approx=1.0), timed=True, expect=VERDICTS)
 
 # %% [markdown]
 # ## Questions
@@ -196,20 +213,19 @@ lesson.answer(f"From the division by each token's own standard deviation: a toke
 # **2.** What does $\alpha_0$ set in $\tanh(\alpha x)$, and how much did DyT's final loss depend on it here?
 
 # %% tags=["remove-input"]
-best = min(means, key=means.get)
 lesson.answer(f"alpha0 is alpha's starting value, so it sets where the tanh bends when training starts: for "
               f"|alpha x| well below 1 DyT is nearly linear, beyond it values are squashed toward -1 and 1. Here the "
-              f"final loss spread over alpha0 = 0.1, 0.5 and 2 by {spread:.3f} nats (best alpha0 = {best:g}), "
-              f"against the 0.03 the claim allows.")
+              f"worst alpha0 ({worst:g}) ended {interval(*spread, n=k)} nats above the best ({best:g}), paired per "
+              f"seed, against the 0.03 the claim allows.")
 
 # %% [markdown]
-# **3.** DyT saves RMSNorm's reduction, yet timed alone it is slower. Why?
+# **3.** DyT saves RMSNorm's reduction. Why need that not make it faster, and what did this run time?
 
 # %% tags=["remove-input"]
 lesson.answer(f"The reduction is cheap: one multiply-add per element for the mean square, one square root per row. "
-              f"DyT computes a tanh per element (and its derivative in the backward), which costs many operations: "
-              f"DyT took {ratio:.2f} times RMSNorm's time ({layer_t['dyt'] * 1e6:.0f} us against "
-              f"{layer_t['rmsnorm'] * 1e6:.0f} us).")
+              f"DyT computes a tanh per element (and its derivative in the backward), which costs many operations. "
+              f"Here DyT took {ratio:.2f} times RMSNorm's time ({layer_t['dyt'] * 1e6:.0f} us against "
+              f"{layer_t['rmsnorm'] * 1e6:.0f} us), a timing of this machine at this moment.")
 
 # %%
 lesson.finish()

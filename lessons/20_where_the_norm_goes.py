@@ -23,9 +23,11 @@ import numpy as np
 
 from lessons._common import COMMON, HOLDS, VERDICTS, check, start, ticks_at, work
 from lessons._corpus import char_data
-from lessons._grading import above, below, nearest_end
-from lessons._placement import ALL_PLACEMENTS, D, HEADS, T, max_logit, placement_race, stream_variances
+from lessons._grading import above, below
+from lessons._placement import (ALL_PLACEMENTS, D, HEADS, PLACEMENT_STYLE, T, max_logit, placement_race,
+                                stream_variances)
 from lessons._stats import mean_interval
+from lessons._style import color
 from lessons._training import expect, gradient_profile, interval, one_blas_thread, report, top_over_bottom
 from scratchnorm import nn
 
@@ -35,12 +37,14 @@ lesson = start(__name__, "20_where_the_norm_goes")
 # ## The setup
 #
 # Everything is measured on the tiny Transformer of lesson 11 (RMSNorm, $d = 32$, 2 heads, contexts of 16
-# characters), each for every seed (`--seeds`, default 3). The runs are short and the models small: the
+# characters), each for every seed (`--seeds`, default 5). The runs are short and the models small: the
 # ledger records what they show, and the verdicts that the text below does not announce are recorded, not
-# expected.
+# expected. Comparisons over seeds are paired and graded on their whole 95% interval ("inconclusive" when it
+# straddles a bound).
 
 # %%
-LRS, SWEEP, DEEP, STEPS = (1e-2, 3e-2), 4, 8, 60
+LRS, SWEEP, DEEP, STEPS = (3e-3, 1e-2, 3e-2), 4, 8, 80
+DEEP_LR, QK_LR, PLATEAU = 1e-2, 3e-2, 0.05      # PLATEAU: nats below the unigram baseline, as in lesson 11
 DEEPNET = f"{COMMON} (Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers, arXiv 2203.00555)"
 QKNORM = f"{COMMON} (Dehghani et al. 2023, ViT-22B; adopted by Qwen3, Gemma 3 and OLMo 2)"
 
@@ -52,30 +56,32 @@ def max_logit_after(model, val):
 
 data = char_data()
 unigram, steps = data.unigram_loss(), lesson.pick(30, STEPS)
+LRS = lesson.pick(LRS[1:], LRS)
 batch = data.windows("train", 16, T + 1, np.random.default_rng(20))
 
 # %% [markdown]
 # ## Gradient norms at initialization
 #
-# For every placement, 8-block models at initialization (three of them): the gradient norm of the two
+# For every placement, 8-block models at initialization (one per seed): the gradient norm of the two
 # feed-forward weights of each block, after one forward and backward on a batch.
 
 # %%
 with one_blas_thread():
-    grads = {p: gradient_profile(lambda s, p=p: nn.Transformer(data.vocab_size, D, HEADS, DEEP, T, norm="rmsnorm",
-                                                               placement=p, seed=s), DEEP, batch, (0, 1, 2))
-             for p in ALL_PLACEMENTS}
+    per_init = {p: [gradient_profile(lambda s, p=p: nn.Transformer(data.vocab_size, D, HEADS, DEEP, T,
+                                                                   norm="rmsnorm", placement=p, seed=s),
+                                     DEEP, batch, (s,)) for s in range(lesson.seeds)] for p in ALL_PLACEMENTS}
+grads = {p: np.mean(g, axis=0) for p, g in per_init.items()}
 
 # %% [markdown]
 # ## The training runs
 #
 # Three races, each on the same batches per seed, Adam without warm-up:
 #
-# * stability: 4-block models of every placement at two learning rates, the validation loss at the end
+# * short runs: 4-block models of every placement at three learning rates, the validation loss at the end
 #   against the unigram baseline (a run that ends on it has not used the context: lesson 11 explains the
 #   measure);
-# * depth: 8-block models, Pre and Peri, at the lower rate, for the hidden states;
-# * attention logits: 4-block Pre-Norm models with and without QK-Norm, at the higher rate.
+# * depth: 8-block models, Pre and Peri, at lr $10^{-2}$, for the hidden states;
+# * attention logits: 4-block Pre-Norm models with and without QK-Norm, at lr $3 \cdot 10^{-2}$.
 #
 # The cell prints, per placement and rate, the nats below the unigram baseline per seed.
 
@@ -84,8 +90,8 @@ with one_blas_thread():
     seeds = range(lesson.seeds)
     sweep = [{lr: placement_race(data, [(p, None) for p in ALL_PLACEMENTS], steps, lr, s, SWEEP) for lr in LRS}
              for s in seeds]
-    deep = [placement_race(data, [("pre", None), ("peri", None)], steps, LRS[0], s, DEEP)[0] for s in seeds]
-    qk = [placement_race(data, [("pre", None), ("pre", "rmsnorm")], steps, LRS[1], s, SWEEP) for s in seeds]
+    deep = [placement_race(data, [("pre", None), ("peri", None)], steps, DEEP_LR, s, DEEP)[0] for s in seeds]
+    qk = [placement_race(data, [("pre", None), ("pre", "rmsnorm")], steps, QK_LR, s, SWEEP) for s in seeds]
 below_unigram = {(p, lr): np.array([unigram - sw[lr][0][p, None][1].loss[-1] for sw in sweep])
                  for p in ALL_PLACEMENTS for lr in LRS}
 for key, v in below_unigram.items():
@@ -97,30 +103,37 @@ for key, v in below_unigram.items():
 # ## The hidden states
 #
 # The variance of the residual stream after each of the 8 blocks, Pre and Peri, after the short training.
-# The Peri-LN paper's claim: Pre-LN's grows fast, up to exponentially, Peri-LN's about linearly, because
-# Peri-LN normalizes what each block adds. Exponential growth multiplies the variance by the same factor
-# every block; the second claim compares the factor per block over the second half of the blocks with the
-# first half's.
+# The Peri-LN paper's claim: Pre-LN's can grow fast with depth, Peri-LN's about linearly, because Peri-LN
+# normalizes what each block adds. Its "exponentially" is a worst case of its analysis: a bound on what can
+# happen, which a typical run neither confirms nor refutes. What a run can show is its typical behaviour, and
+# the second row is labelled so: exponential growth multiplies the variance by the same factor every block,
+# so it compares the factor per block over the second half of the blocks with the first half's.
 
 # %%
 variances = {p: np.array([stream_variances(d[p, None][0], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
 last = {p: np.exp(np.mean(np.log(v[:, -1]))) for p, v in variances.items()}      # geometric mean over seeds
+apart = np.exp(mean_interval(np.log(variances["pre"][:, -1] / variances["peri"][:, -1])))
 lesson.claim("Peri-LN keeps the hidden states' variance from growing with depth as Pre-LN's does",
              source=work("periln", "variance growth"),
-             measured=f"{DEEP} blocks, lr {LRS[0]:g}, variance of the residual stream after each block (mean "
+             measured=f"{DEEP} blocks, lr {DEEP_LR:g}, variance of the residual stream after each block (mean "
                       "over seeds), Pre: " + ", ".join(f"{v:.3g}" for v in variances["pre"].mean(0)[1:])
                       + "; Peri: " + ", ".join(f"{v:.3g}" for v in variances["peri"].mean(0)[1:])
-                      + f"; value: last block, Pre over Peri ({last['pre'] / last['peri']:.2f}; holds from 2)",
-             value=last["pre"] / last["peri"], **above(2.0, approx=1.2), expect=expect(lesson, HOLDS))
-pre = variances["pre"].mean(0)[1:]                                                # blocks 1..DEEP
+                      + f"; last block, Pre over Peri, paired per seed, geometric mean: "
+                      f"{interval(*apart, n=len(deep))} (holds from 2)",
+             value=apart[0], interval=tuple(apart[1:]), **above(2.0, approx=1.2), expect=VERDICTS)
+pre = variances["pre"][:, 1:]                                                     # (seeds, blocks 1..DEEP)
 half = DEEP // 2
-per_block = [(pre[half - 1] / pre[0]) ** (1 / (half - 1)), (pre[-1] / pre[half - 1]) ** (1 / (DEEP - half))]
-lesson.claim("Pre-LN's hidden-state variance grows exponentially with depth",
-             source=work("periln", "variance growth"),
-             measured=f"{DEEP} blocks, the Pre-LN stream's variance grows by {per_block[0]:.2f}x a block over "
-                      f"blocks 1-{half} and {per_block[1]:.2f}x over blocks {half}-{DEEP}; value: the second "
-                      "factor over the first (1 for an exponential, below 1 for slower growth; holds from 0.9)",
-             value=per_block[1] / per_block[0], **above(0.9, approx=0.75), expect=VERDICTS)
+per_block = [(pre[:, half - 1] / pre[:, 0]) ** (1 / (half - 1)), (pre[:, -1] / pre[:, half - 1]) ** (1 / (DEEP - half))]
+bend = np.exp(mean_interval(np.log(per_block[1] / per_block[0])))
+lesson.claim("Typical behaviour, not the Peri-LN paper's worst case: in this short training Pre-LN's hidden-state "
+             "variance grows by the same factor every block (exponentially)",
+             source=COMMON + " (a typical run set beside the worst case of the Peri-LN paper's analysis)",
+             measured=f"{DEEP} blocks, the Pre-LN stream's variance grows by {np.mean(per_block[0]):.2f}x a block "
+                      f"over blocks 1-{half} and {np.mean(per_block[1]):.2f}x over blocks {half}-{DEEP} (means over "
+                      f"seeds); the second factor over the first, per seed, geometric mean: "
+                      f"{interval(*bend, n=len(deep))} (1 for an exponential, below 1 for slower growth; holds "
+                      "from 0.9). The paper's worst case is a bound, which this typical run does not test",
+             value=bend[0], interval=tuple(bend[1:]), **above(0.9, approx=0.75), expect=VERDICTS)
 
 # %% [markdown]
 # The gradient norms at initialization, graded: the top quarter's feed-forward gradient norm over the bottom
@@ -128,34 +141,38 @@ lesson.claim("Pre-LN's hidden-state variance grows exponentially with depth",
 # ratio for Peri with Pre's.
 
 # %%
-spread = {p: abs(np.log(top_over_bottom(g))) for p, g in grads.items()}
+spread = {p: np.array([abs(np.log(top_over_bottom(g))) for g in gs]) for p, gs in per_init.items()}
+even = np.exp(mean_interval(np.log(spread["peri"] / spread["pre"])))
 lesson.claim("Peri-LN's gradient norms are more even across layers than Pre-LN's",
              source=work("periln", "gradient norms"),
              measured=f"at initialization, {DEEP} blocks, top quarter's FFN gradient norm over the bottom "
-                      "quarter's: " + ", ".join(f"{p} {top_over_bottom(g):.2f}" for p, g in grads.items())
-                      + f"; value: |log| of Peri's over |log| of Pre's ({spread['peri'] / spread['pre']:.2f}; "
-                      "holds at most 0.67)",
-             value=spread["peri"] / spread["pre"], **below(0.67, approx=1.0), expect=VERDICTS)
+                      "quarter's (mean profile over initializations): "
+                      + ", ".join(f"{p} {top_over_bottom(g):.2f}" for p, g in grads.items())
+                      + f"; |log| of Peri's over |log| of Pre's, paired per initialization, geometric mean: "
+                      f"{interval(*even, n=len(spread['pre']))} (holds at most 0.67)",
+             value=even[0], interval=tuple(even[1:]), **below(0.67, approx=1.0), expect=VERDICTS)
 
 # %% [markdown]
 # The figure: the variance of the residual stream per block (Pre and Peri, 8 blocks; and all five placements
 # at 4 blocks), and the gradient norm per block at initialization.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-for p, ls in (("pre", "-"), ("peri", "--")):
-    axes[0].semilogy(range(DEEP + 1), variances[p].mean(0), "o" + ls, label=f"{p}, {DEEP} blocks")
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+for p in ("pre", "peri"):
+    axes[0].semilogy(range(DEEP + 1), variances[p].mean(0), marker="o", **PLACEMENT_STYLE[p],
+                     label=f"{p}, {DEEP} blocks")
 for p in ALL_PLACEMENTS:
-    v = np.mean([stream_variances(sw[LRS[0]][0][p, None][0], sw[LRS[0]][1][:32, :-1]) for sw in sweep], axis=0)
-    axes[1].semilogy(range(SWEEP + 1), v, "o-", label=p)
-    axes[2].plot(range(1, DEEP + 1), grads[p], "o-", label=p)
+    v = np.mean([stream_variances(sw[DEEP_LR][0][p, None][0], sw[DEEP_LR][1][:32, :-1]) for sw in sweep], axis=0)
+    axes[1].semilogy(range(SWEEP + 1), v, marker="o", **PLACEMENT_STYLE[p], label=p)
+    axes[2].plot(range(1, DEEP + 1), grads[p], marker="o", **PLACEMENT_STYLE[p], label=p)
 axes[0].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
-            title=f"after {steps} steps at lr {LRS[0]:g}")
+            title=f"after {steps} steps at lr {DEEP_LR:g}")
 axes[1].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
-            title=f"{SWEEP} blocks, every placement, lr {LRS[0]:g}")
-axes[2].set(xlabel="block (1: at the input)", ylabel="FFN gradient norm (mean of 3 inits)",
+            title=f"{SWEEP} blocks, every placement, lr {DEEP_LR:g}")
+axes[2].set(xlabel="block (1: at the input)", ylabel=f"FFN gradient norm (mean of {lesson.seeds} inits)",
             title="gradient norms at initialization", yscale="log")
-for ax in axes:
+for ax, last_block in zip(axes, (DEEP, SWEEP, DEEP)):
+    ax.set_xticks(range(0 if ax is not axes[2] else 1, last_block + 1))
     ax.legend(fontsize=8)
 lesson.save(fig, "depth")
 
@@ -167,53 +184,66 @@ lesson.save(fig, "depth")
 
 # %%
 logits = {q: np.array([max_logit_after(run_[0][("pre", q)][0], run_[1]) for run_ in qk]) for q in (None, "rmsnorm")}
-ratio = np.exp(np.mean(np.log(logits[None] / logits["rmsnorm"])))
+ratio = np.exp(mean_interval(np.log(logits[None] / logits["rmsnorm"])))
 lesson.claim("QK-Norm keeps attention logits from growing in training", source=QKNORM,
-             measured=f"Pre-Norm, {SWEEP} blocks, lr {LRS[1]:g}, the largest |attention score| at the end, per "
+             measured=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}, the largest |attention score| at the end, per "
                       f"seed: without QK-Norm " + ", ".join(f"{v:.1f}" for v in logits[None])
                       + "; with " + ", ".join(f"{v:.1f}" for v in logits["rmsnorm"])
-                      + f"; value: without over with, geometric mean ({ratio:.1f}; holds from 3)",
-             value=ratio, **above(3.0, approx=1.5), expect=expect(lesson, HOLDS))
+                      + f"; without over with, paired per seed, geometric mean: {interval(*ratio, n=len(qk))} "
+                      "(holds from 3)",
+             value=ratio[0], interval=tuple(ratio[1:]), **above(3.0, approx=1.5), expect=expect(lesson, HOLDS))
 
 # %% [markdown]
-# ## Stability
+# ## Short runs: leaving the plateau
 #
-# From the stability race: DeepNorm against Post-Norm at the lower rate, and Peri against Pre at the higher
-# one, in nats below the unigram baseline, paired per seed.
+# DeepNet and Peri-LN claim stability: training that does not diverge or spike, over long runs and a wide
+# range of learning rates. Runs of this length cannot show that; what they show is how far below the unigram
+# plateau a model gets in its first steps (lesson 11 explains the measure). So the rows below are worded as
+# what is measured, at every rate of the sweep: DeepNorm against Post-Norm (holds if at least 0.05 nats, the
+# plateau's width, further below), and Peri against Pre (holds if at most 0.02 nats behind), paired per seed.
 
 # %%
-gain = mean_interval(below_unigram["deepnorm", LRS[0]] - below_unigram["post", LRS[0]])
-bounds = above(0.05, approx=0.0)
-lesson.claim("DeepNorm (up-weighted skip, down-scaled initialization) trains where Post-Norm stalls",
-             source=DEEPNET,
-             measured=f"{SWEEP} blocks, lr {LRS[0]:g}, nats below the unigram baseline, DeepNorm minus Post-Norm, "
-                      f"paired: {interval(*gain, n=len(below_unigram['post', LRS[0]]))}; value: the interval's "
-                      "lower end (holds from 0.05 nats)",
-             value=nearest_end(gain[1:], bounds["holds_if"]), **bounds, expect=VERDICTS)
-peri = mean_interval(below_unigram["peri", LRS[1]] - below_unigram["pre", LRS[1]])
-lesson.claim("Peri-LN is at least as stable as Pre-LN at a high learning rate", source=work("periln", "abstract"),
-             measured=f"{SWEEP} blocks, lr {LRS[1]:g}, nats below the unigram baseline, Peri minus Pre, paired: "
-                      f"{interval(*peri, n=len(below_unigram['pre', LRS[1]]))}; value: the interval's lower end "
-                      "(holds from -0.02)",
-             value=peri[1], **above(-0.02, approx=-0.1), expect=VERDICTS)
+n_seeds = len(sweep)
+for lr in LRS:
+    gain = mean_interval(below_unigram["deepnorm", lr] - below_unigram["post", lr])
+    lesson.claim(f"After a short run without warm-up, DeepNorm ends further below the unigram plateau than Post-Norm "
+                 f"(lr {lr:g})", source=DEEPNET + " (the short-run side of its stability claim)",
+                 measured=f"{SWEEP} blocks, {steps} steps at lr {lr:g}, nats below the unigram baseline: DeepNorm "
+                          f"{below_unigram['deepnorm', lr].mean():.3f}, Post-Norm "
+                          f"{below_unigram['post', lr].mean():.3f} (means); DeepNorm minus Post-Norm, paired: "
+                          f"{interval(*gain, n=n_seeds)} (holds from {PLATEAU} nats)",
+                 value=gain[0], interval=gain[1:], **above(PLATEAU, approx=0.0), expect=VERDICTS)
+    peri = mean_interval(below_unigram["peri", lr] - below_unigram["pre", lr])
+    lesson.claim(f"After a short run without warm-up, Peri-LN ends at least as far below the unigram plateau as "
+                 f"Pre-LN (lr {lr:g})", source=COMMON + " (the short-run side of the Peri-LN paper's stability claim)",
+                 measured=f"{SWEEP} blocks, {steps} steps at lr {lr:g}, nats below the unigram baseline: Peri "
+                          f"{below_unigram['peri', lr].mean():.3f}, Pre {below_unigram['pre', lr].mean():.3f} (means); "
+                          f"Peri minus Pre, paired: {interval(*peri, n=n_seeds)} (holds from -0.02)",
+                 value=peri[0], interval=peri[1:], **above(-0.02, approx=-0.1), expect=VERDICTS)
 
 # %% [markdown]
-# The figure: the largest attention logit with and without QK-Norm; and the nats below the unigram baseline
-# at the end against the learning rate, per placement (higher is better).
+# The figure: the largest attention logit with and without QK-Norm (one point per seed, the bar their
+# geometric mean); and the nats below the unigram baseline at the end against the learning rate, per
+# placement (higher is better; the grey band: still on the plateau).
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-axes[0].bar(["without QK-Norm", "with QK-Norm (RMSNorm)"], [logits[None].mean(), logits["rmsnorm"].mean()],
-            color=["tab:red", "tab:blue"])
-axes[0].set(ylabel="largest |attention score| (mean over seeds)", yscale="log",
-            title=f"Pre-Norm, {SWEEP} blocks, lr {LRS[1]:g}")
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True)
+for i, (q, name) in enumerate(((None, "none"), ("rmsnorm", "RMSNorm"))):
+    axes[0].plot(np.full(len(logits[q]), i) + np.linspace(-0.08, 0.08, len(logits[q])), logits[q], "o",
+                 color=color(name), alpha=0.7)
+    axes[0].plot([i - 0.2, i + 0.2], [np.exp(np.mean(np.log(logits[q])))] * 2, color=color(name), lw=2.5)
+axes[0].set_xticks([0, 1], ["without QK-Norm", "with QK-Norm (RMSNorm)"])
+axes[0].set(xlim=(-0.6, 1.6), ylabel="largest |attention score|", yscale="log",
+            title=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}\n(points: seeds; bar: their geometric mean)")
 for p in ALL_PLACEMENTS:
-    axes[1].plot(LRS, [below_unigram[p, lr].mean() for lr in LRS], "o-", label=p)
+    axes[1].plot(LRS, [below_unigram[p, lr].mean() for lr in LRS], marker="o", **PLACEMENT_STYLE[p], label=p)
+axes[1].axhspan(min(0.0, min(v.mean() for v in below_unigram.values())) - 0.01, PLATEAU, color="0.92", zorder=0,
+                label=f"on the plateau (less than {PLATEAU} nats below)")
 axes[1].axhline(0, color="0.5", lw=1, ls=":", label="the unigram baseline")
 axes[1].set(xscale="log", xlabel="learning rate (Adam, no warm-up)", ylabel="nats below the unigram baseline",
-            title=f"{SWEEP} blocks, {steps} steps: higher is better")
+            title=f"{SWEEP} blocks, {steps} steps (mean of {n_seeds} seeds)\nhigher is better")
 ticks_at(axes[1], LRS)
-axes[1].legend(fontsize=8)
+axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 lesson.save(fig, "training")
 
 # %% [markdown]
@@ -229,14 +259,15 @@ lesson.answer(f"The stream is the embedding plus what the blocks add. Pre-LN add
               f"{last['peri']:.3g} for Peri (geometric means over seeds).")
 
 # %% [markdown]
-# **2.** What would exponential growth of Pre-LN's variance look like in the per-block factors, and what did
-# this run show?
+# **2.** What would exponential growth of Pre-LN's variance look like in the per-block factors, what did
+# this run show, and why can a run not refute a worst case?
 
 # %% tags=["remove-input"]
 lesson.answer(f"An exponential multiplies the variance by the same factor every block, so the factor over blocks "
-              f"{half}-{DEEP} would equal that over blocks 1-{half}. Here they were {per_block[1]:.2f}x and "
-              f"{per_block[0]:.2f}x a block, a ratio of {per_block[1] / per_block[0]:.2f}: "
-              + ("the growth slowed with depth." if per_block[1] / per_block[0] < 0.9 else "close to exponential."))
+              f"{half}-{DEEP} would equal that over blocks 1-{half}. Here they were {np.mean(per_block[1]):.2f}x and "
+              f"{np.mean(per_block[0]):.2f}x a block (means over seeds), a ratio of {interval(*bend, n=len(deep))}. "
+              "A worst case bounds what can happen; a typical run that grows more slowly is consistent with it, so "
+              "the row grades typical behaviour, not the paper's statement.")
 
 # %% [markdown]
 # **3.** Why does normalizing the queries and keys bound the attention scores, whatever the projections
@@ -246,7 +277,7 @@ lesson.answer(f"An exponential multiplies the variance by the same factor every 
 lesson.answer(f"A score is q . k times a fixed scale, and |q . k| <= |q| |k|. After RMSNorm each of q and k has a "
               f"length fixed by the head size and the norm's weights, however large the projections grow; without "
               f"it the scores grow with them. Largest score: {logits[None].mean():.1f} without, "
-              f"{logits['rmsnorm'].mean():.1f} with QK-Norm (geometric-mean ratio {ratio:.1f}).")
+              f"{logits['rmsnorm'].mean():.1f} with QK-Norm (ratio, geometric mean over seeds, {ratio[0]:.1f}).")
 
 # %%
 lesson.finish()

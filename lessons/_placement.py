@@ -10,6 +10,7 @@ NORMS = ("layernorm", "rmsnorm")
 PLACEMENTS = ("pre", "post")
 D, HEADS, T, BATCH = 32, 2, 16, 16
 SWEEP_LAYERS, DEEP_LAYERS, BETAS, WARMUP = 4, 8, (0.9, 0.99), 0.3
+SWEEP_STEPS = (20, 80)           # lesson 11's runs: --quick, full
 
 
 def transformer(vocab, norm, placement, layers, seed=0):
@@ -22,7 +23,7 @@ def sweep(lesson, data, rng, seed):
     Every norm and placement at every learning rate without warm-up; Post-Norm also with warm-up at the
     second rate; and a deeper model of each placement at the smallest rate.
     """
-    steps = lesson.pick(20, 80)
+    steps = lesson.pick(*SWEEP_STEPS)
     lrs = lesson.pick((3e-3, 3e-2), (3e-3, 1e-2, 3e-2))
     keys = [(n, p, SWEEP_LAYERS, lr, False) for n in NORMS for p in PLACEMENTS for lr in lrs]
     keys += [(n, "post", SWEEP_LAYERS, lrs[1], True) for n in NORMS]
@@ -43,6 +44,9 @@ def sweep(lesson, data, rng, seed):
 
 # -- lesson 20: the five placements, QK-Norm ---------------------------------------------------
 ALL_PLACEMENTS = ("pre", "post", "peri", "reordered", "deepnorm")
+# a placement is not a normalization: its own colours (Dark2, apart from lessons/_style's per-norm ones) and lines
+PLACEMENT_STYLE = {p: {"color": c, "ls": ls} for p, c, ls in zip(
+    ALL_PLACEMENTS, ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e"), ("-", "--", "-.", ":", (0, (5, 1))))}
 
 
 def stream_variances(model, ids):
@@ -76,4 +80,6 @@ def placement_race(data, keys, steps, lr, seed, layers, batch=BATCH, every=None)
                                   qk_norm=key[1], seed=seed) for key in keys}
     runs = {key: (m, nn.Adam(m, lr=lr, betas=BETAS)) for key, m in models.items()}
     curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), every or steps)
+    for model in models.values():          # a layer keeps its last forward's cache: shrink the evaluation's to one
+        model.forward(val[:1, :-1])        # window (lesson 20 keeps about a hundred models; gigabytes otherwise)
     return {key: (models[key], curves[key]) for key in keys}, val

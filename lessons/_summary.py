@@ -81,7 +81,7 @@ SUMMARY = (
           "vectors (02)", ("output is about 1",)),
     Entry("RMSNorm is 7%–10% faster than LayerNorm", E001, "stated", ONE_LAYER + " (09)", ("7%–10% faster",)),
     Entry("Pre-Norm is more stable, trains deeper, and favours RMSNorm", E001, "stated",
-          SMALL_MODELS + " (11)", ("Pre-Norm is more stable", "Pre-Norm trains deeper", "shows more in Pre-Norm")),
+          SMALL_MODELS + " (11)", ("shows more in Pre-Norm",)),
     Entry("Normalization keeps activations and gradients from vanishing or exploding", E002, "stated",
           "a deep MLP at initialization (01)", ("stays about constant", "vanishing and exploding")),
     Entry("BatchNorm depends on the batch; LayerNorm, RMSNorm and GroupNorm do not", E002, "stated",

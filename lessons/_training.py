@@ -19,8 +19,12 @@ microseconds, and OpenBLAS's threads cost more to wake and synchronize than
 they save, several times more on a loaded 2-core machine (a first profile
 of a 12-layer MLP: 36 ms a step with the default threads, 2.7 ms with one).
 ``one_blas_thread()`` sets NumPy's OpenBLAS to one thread for the lesson
-and restores the previous count afterwards; the norms' numba kernels run
-serially at these sizes anyway.
+and restores the previous count afterwards, and numba's parallel kernels
+too: from a few hundred rows on they split the rows over threads, and on a
+busy 2-core machine waking the second thread cost lesson 12 ten times the
+CPU time of a step (112 ms against 10.5 ms with one thread, measured while
+other work ran). The kernels' fixed chunks give the same bits with one
+thread or two, so only the time changes.
 """
 from __future__ import annotations
 
@@ -66,18 +70,20 @@ def _openblas():
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """Run the block with NumPy's OpenBLAS on one thread; yields whether that could be set."""
+    """Run the block with NumPy's OpenBLAS and numba's parallel kernels on one thread each; yields whether
+    OpenBLAS's count could be set."""
+    import numba
     blas = _openblas()
-    if blas is None:
-        yield False
-        return
-    setter, getter = blas
-    before = getter()
+    setter, getter = blas if blas is not None else (lambda n: None, lambda: None)
+    before, numba_before = getter(), numba.get_num_threads()
     setter(1)
+    numba.set_num_threads(1)
     try:
-        yield True
+        yield blas is not None
     finally:
-        setter(before)
+        numba.set_num_threads(numba_before)
+        if before is not None:
+            setter(before)
 
 
 def paired(a, b) -> tuple[float, float, float]:
@@ -253,7 +259,7 @@ def plot_costs(lesson, names, step_t, update_t, layer_t, depth, shape):
     for i, k in enumerate(keys):
         ax2.text(i, layer_t[k] * 1e6, f"{layer_t[k] * 1e6:.1f}", ha="center", va="bottom", fontsize=9)
     ax2.set(ylabel="median µs, forward + backward", title=f"One layer alone at {shape}, numba backend")
-    fig.suptitle("Where the time of a step goes: in the network the norms cost far more than their calls alone")
+    fig.suptitle("Where the time of a step goes: the step against its parts timed alone (a timing of this machine)")
     lesson.save(fig, "cost")
 
 
