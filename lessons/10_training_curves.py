@@ -287,7 +287,7 @@ lesson.claim("... but each of its steps takes longer, so it gains less in wall-c
 # **1.** Timed alone, RMSNorm's layer saves a share of LayerNorm's time. Why can a whole training step save
 # only part of that share?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"A step also runs {DEPTH} Linear layers ({layer_t['linear'] * 1e6:.0f} us each alone, against "
               f"{layer_t['layernorm'] * 1e6:.0f} us for a LayerNorm), ReLUs, the loss and Adam: the layer alone saves "
               f"{1 - r_layer:.1%}, the parts alone predict {parts:.1%} of a step, the measured step {saving[0]:.1%}.")
@@ -295,7 +295,7 @@ lesson.answer(f"A step also runs {DEPTH} Linear layers ({layer_t['linear'] * 1e6
 # %% [markdown]
 # **2.** LayerNorm reaches a loss in fewer steps than no normalization. What does that become in seconds?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Each LayerNorm step costs {dearer[0]:.2f} times a no-norm step, so its steps-to-a-loss ratio of "
               f"{fewer[0]:.2f} becomes roughly {fewer[0] * dearer[0]:.2f} in seconds (the product; above 1 would "
               "mean slower in wall-clock time): the gain in steps shrinks by the price of a step.")
@@ -304,7 +304,7 @@ lesson.answer(f"Each LayerNorm step costs {dearer[0]:.2f} times a no-norm step, 
 # **3.** Why are two norms compared seed by seed (paired) rather than by their two means, and what does the
 # number of seeds do to a verdict?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Both models of a seed see the same batches, so what the seed does to both cancels in their difference: "
               f"RMSNorm's shortfall against LayerNorm is {interval(*paired(acc['layernorm'], acc['rmsnorm']), n=k)}. "
               "Few seeds give a wide interval; when it straddles a bound the verdict is inconclusive, and more seeds "

@@ -251,7 +251,7 @@ lesson.save(fig, "stability")
 # **1.** At initialization, what sets the shape of the gradient profile in each placement, and what did it
 # look like here at each depth?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("In Post-Norm a lower block's gradient reaches it only through the norm of every block above it; in "
               "Pre-Norm the skip path carries the output's gradient down unchanged and every block adds its share on "
               "the way. The top quarter's gradient over the bottom quarter's (LayerNorm, geometric mean over "
@@ -262,7 +262,7 @@ lesson.answer("In Post-Norm a lower block's gradient reaches it only through the
 # %% [markdown]
 # **2.** Why is the unigram baseline the yardstick of the sweep?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 end = [mean_final["layernorm", p, SWEEP_LAYERS, mid, False] for p in PLACEMENTS]
 lesson.answer(f"It is the loss of a model that ignores the context, {unigram:.3f} nats: a run that ends on it has "
               f"not yet learned to use the context. At lr {mid:g} the {SWEEP_LAYERS}-block LayerNorm models end at "
@@ -272,7 +272,7 @@ lesson.answer(f"It is the loss of a model that ignores the context, {unigram:.3f
 # **3.** Explainer 003 calls $x + F(\mathrm{LayerNorm}(x))$ Post-Norm. What in this run tells the two
 # placements apart, whatever their names?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The definitions, first: Norm(x + F(x)) normalizes the stream, x + F(Norm(x)) leaves it alone, so "
               f"x + F(LN(x)) is Pre-Norm whatever it is called. Their gradients at initialization differ too: x + "
               f"F(LN(x)) gives the top quarter of {depth} blocks {pre[0]:.2f} times the bottom quarter's gradient, "

@@ -242,7 +242,7 @@ lesson.save(fig, "loss")
 #
 # **1.** Why does the §8.3 procedure record the same flat line for both norms, however long it runs?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Nothing is trained: with its weight at 1 a norm's output has mean square ms/(ms + eps) or "
               f"var/(var + eps), 1 up to eps for any input, so noise leaves the record within {flat:.1e} of 1 "
               f"over {len(noise['rmsnorm'])} steps; real training lowered the validation loss by {learned:.2f} nats "
@@ -251,7 +251,7 @@ lesson.answer(f"Nothing is trained: with its weight at 1 a norm's output has mea
 # %% [markdown]
 # **2.** RMSNorm's layer alone is cheaper than LayerNorm's. Why does a whole Transformer step barely notice?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"A step runs only {n_norms} norm layers, and attention, the MLP and Adam take most of its time: the "
               f"layer's ratio RMSNorm / LayerNorm of {r_layer:.2f} predicts a saving of {parts:.1%} of a step; the "
               f"measured paired saving is {interval(*saving, '{:.1%}', k)}.")
@@ -259,7 +259,7 @@ lesson.answer(f"A step runs only {n_norms} norm layers, and attention, the MLP a
 # %% [markdown]
 # **3.** What does the bigram baseline tell you about a model that the unigram baseline does not?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Below the unigram line ({unigram:.3f} nats) a model uses some context; below the bigram line "
               f"({bigram:.3f}) it uses more than the previous character. RMSNorm ends at {final['rmsnorm'].mean():.3f} "
               f"and LayerNorm at {final['layernorm'].mean():.3f} nats, mean over seeds.")

@@ -203,7 +203,7 @@ lesson.claim("DyT is faster than RMSNorm: it has no reduction", source=work("dyt
 # **1.** The untrained model's LayerNorms squash the extremes too. Where does the S-shape come from, if not
 # from training?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 untrained = float(np.median(slopes["untrained"]))
 lesson.answer(f"From the division by each token's own standard deviation: a token with an extreme value in one "
               f"channel has a large standard deviation too, so its output is pulled in. The untrained model has "
@@ -212,7 +212,7 @@ lesson.answer(f"From the division by each token's own standard deviation: a toke
 # %% [markdown]
 # **2.** What does $\alpha_0$ set in $\tanh(\alpha x)$, and how much did DyT's final loss depend on it here?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"alpha0 is alpha's starting value, so it sets where the tanh bends when training starts: for "
               f"|alpha x| well below 1 DyT is nearly linear, beyond it values are squashed toward -1 and 1. Here the "
               f"worst alpha0 ({worst:g}) ended {interval(*spread, n=k)} nats above the best ({best:g}), paired per "
@@ -221,7 +221,7 @@ lesson.answer(f"alpha0 is alpha's starting value, so it sets where the tanh bend
 # %% [markdown]
 # **3.** DyT saves RMSNorm's reduction. Why need that not make it faster, and what did this run time?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The reduction is cheap: one multiply-add per element for the mean square, one square root per row. "
               f"DyT computes a tanh per element (and its derivative in the backward), which costs many operations. "
               f"Here DyT took {ratio:.2f} times RMSNorm's time ({layer_t['dyt'] * 1e6:.0f} us against "

@@ -252,7 +252,7 @@ lesson.save(fig, "training")
 # **1.** Why should normalizing what each block adds (Peri-LN) slow the growth of the residual stream's
 # variance, compared with Pre-LN?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The stream is the embedding plus what the blocks add. Pre-LN adds F(Norm(x)) unnormalized, and its "
               f"size can grow in training; Peri-LN passes it through Norm_out first, so each addition has a size set "
               f"by that norm's weights. After {DEEP} blocks the variance was {last['pre']:.3g} for Pre, "
@@ -262,7 +262,7 @@ lesson.answer(f"The stream is the embedding plus what the blocks add. Pre-LN add
 # **2.** What would exponential growth of Pre-LN's variance look like in the per-block factors, what did
 # this run show, and why can a run not refute a worst case?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"An exponential multiplies the variance by the same factor every block, so the factor over blocks "
               f"{half}-{DEEP} would equal that over blocks 1-{half}. Here they were {np.mean(per_block[1]):.2f}x and "
               f"{np.mean(per_block[0]):.2f}x a block (means over seeds), a ratio of {interval(*bend, n=len(deep))}. "
@@ -273,7 +273,7 @@ lesson.answer(f"An exponential multiplies the variance by the same factor every 
 # **3.** Why does normalizing the queries and keys bound the attention scores, whatever the projections
 # learn?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"A score is q . k times a fixed scale, and |q . k| <= |q| |k|. After RMSNorm each of q and k has a "
               f"length fixed by the head size and the norm's weights, however large the projections grow; without "
               f"it the scores grow with them. Largest score: {logits[None].mean():.1f} without, "

@@ -80,7 +80,7 @@ SUMMARY = (
     Entry("The RMS of RMSNorm's output is about 1", E001, "a demo's printed output", "deep MLP (01), random "
           "vectors (02)", ("output is about 1",)),
     Entry("RMSNorm is 7%–10% faster than LayerNorm", E001, "stated", ONE_LAYER + " (09)", ("7%–10% faster",)),
-    Entry("Pre-Norm is more stable, trains deeper, and favours RMSNorm", E001, "stated",
+    Entry("RMSNorm's advantage over LayerNorm is larger in Pre-Norm", E001, "stated",
           SMALL_MODELS + " (11)", ("shows more in Pre-Norm",)),
     Entry("Normalization keeps activations and gradients from vanishing or exploding", E002, "stated",
           "a deep MLP at initialization (01)", ("stays about constant", "vanishing and exploding")),
