@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ._checks import (
+    CASTS,
     EPS_MODES,
     check_affine,
     check_array_shape,
@@ -23,6 +24,7 @@ from ._checks import (
     check_eps,
     check_groups,
     check_k,
+    check_offset,
     fail,
 )
 from .dtypes import as_float_array
@@ -98,19 +100,21 @@ def group_norm_args(x, weight, bias, num_groups, eps):
     return x, G, eps
 
 
-def add_rms_norm_args(x, residual, weight, eps):
-    """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it).
-    Returns (x, residual, eps)."""
+def add_rms_norm_args(x, residual, weight, eps, cast, offset):
+    """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it); cast
+    one of CASTS; offset finite. Returns (x, residual, eps, offset)."""
     x = as_float_array(x)
     residual = as_float_array(residual, "residual")
     eps = check_eps(eps, allow_zero=True)
+    check_choice("cast", cast, CASTS)
+    offset = check_offset(offset)
     _features(x, "add_rms_norm_forward")
     if residual.shape != x.shape or residual.dtype != x.dtype:
         fail(ValueError, "residual", f"an array of x's shape {x.shape} and dtype {x.dtype}", residual,
              "pass the residual stream that x is added to; cast one of them first if the dtypes differ, "
              "e.g. residual.astype(x.dtype).")
     check_affine(weight, None, x.shape[-1])
-    return x, residual, eps
+    return x, residual, eps, offset
 
 
 def dyt_args(x, alpha, weight, bias):

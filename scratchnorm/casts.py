@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_bool, fail
+from ._checks import CASTS, check_bool, fail
 from .eps_modes import rstd_from_ms
 
-CASTS = ("gemma", "llama", "none")
+__all__ = ["CASTS", "check_promote", "rms_norm_cast"]
 
 
 def check_promote(promote, cast) -> bool:

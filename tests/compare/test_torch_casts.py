@@ -8,7 +8,7 @@
 cast="llama" keeps mean(x^2) in float32, summed in NumPy's pairwise order; PyTorch's CPU sum has its own
 order, so the float32 statistic differs in its last bit in about 40% of rows, and then, rarely, round(x_hat)
 by one ulp of the half dtype (casts.py). ``llama_bits`` holds every row whose float32 statistic agrees with
-torch's to the same bits, and the others to one ulp.
+torch's to the same bits, and the others to one ulp (torch_bits.py).
 
 The rows are a multiple of 64: PyTorch's CPU rsqrt of a bfloat16 tensor rounds the square root to
 bfloat16 first in its scalar tail (past the last full SIMD vector), once in the vector part
@@ -19,51 +19,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from torch_bits import BF16, HALF, llama_bits, ml_dtypes, same_bits, to_numpy, to_torch
+
 import scratchnorm as sn
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
-BF16 = np.dtype(ml_dtypes.bfloat16)
 pytestmark = pytest.mark.compare
-HALF = [pytest.param(BF16, id="bfloat16"), pytest.param(np.dtype(np.float16), id="float16")]
-
-
-def to_torch(torch, a):
-    """A NumPy array (bfloat16 included) as a torch tensor with the same bits."""
-    if a.dtype == BF16:
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
-
-
-def to_numpy(t):
-    return t.float().numpy() if t.dtype.itemsize == 2 else t.numpy()
 
 
 def rows(rng, dtype, n=2048, d=96):
     """Rows of every scale from 1e-2 to 1e1, a multiple of 64 of them."""
     return (rng.standard_normal((n, d)) * np.exp(rng.uniform(-4.6, 2.3, (n, 1)))).astype(dtype)
-
-
-def same_bits(got, want):
-    g, w = got.astype(np.float32), np.asarray(want, dtype=np.float32)
-    bad = np.flatnonzero((g != w).any(axis=-1))
-    assert bad.size == 0, f"{bad.size} rows of {g.shape[0]} differ, first {bad[:5]}"
-
-
-def ulps(a, b, dtype):
-    """|a - b| in units in the last place of dtype (a, b: arrays of dtype, finite, same signs)."""
-    ia, ib = (np.asarray(v).astype(dtype).view(np.int16).astype(np.int64) for v in (a, b))
-    return np.abs(ia - ib)
-
-
-def llama_bits(got, want, ms_torch, x, dtype):
-    """got == want bit for bit on the rows whose float32 mean of squares is torch's; within one ulp
-    of dtype on the others (got, want: arrays of dtype, or the round(x_hat) recovered from them)."""
-    xf = x.astype(np.float32)
-    same = ((xf * xf).mean(axis=-1, keepdims=True, dtype=np.float32) == ms_torch)[:, 0]   # (rows,)
-    assert same.mean() > 0.3
-    same_bits(got[same], want[same])
-    assert ulps(got[~same], want[~same], dtype).max(initial=0) <= 1
-    return int((ulps(got, want, dtype) > 0).any(axis=-1).sum())
 
 
 @pytest.mark.parametrize("dtype", HALF)

@@ -24,8 +24,9 @@ def test_the_target_installs_the_compare_extra_and_selects_the_marker():
 
 
 def collected(*args) -> set[str]:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args, "tests/reference",
-                           "tests/nn", "tests/bench", "tests/compare"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    dirs = ["tests/reference", "tests/nn", "tests/bench", "tests/compare"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args, *dirs], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     return {ln for ln in done.stdout.splitlines() if "::" in ln}
 
 
