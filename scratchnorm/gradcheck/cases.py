@@ -25,14 +25,14 @@ class AddRMSNormPair(Layer):
     """add_rms_norm as a one-input, one-output layer for the check: input (2, ..., d) stacks x and
     residual, output (2, ..., d) stacks y and h, so a random upstream gradient covers dy and dh."""
 
-    def __init__(self, d, eps=1e-6, *, backend="numba"):
+    def __init__(self, d, eps=1e-6, *, offset=0.0, backend="numba"):
         super().__init__(backend=backend)
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self._add_param("weight", np.ones(d))
 
     def _forward(self, xr):
         y, h, cache = implementation(self.backend, "add_rms_norm_forward")(xr[0], xr[1], self.params["weight"],
-                                                                          self.eps)
+                                                                          self.eps, offset=self.offset)
         return np.stack([y, h]), cache
 
     def _backward(self, dyh, cache):
@@ -87,6 +87,13 @@ def _rowwise_cases() -> list[Case]:
         Case("add_rms_norm(8) 3-D", lambda b: AddRMSNormPair(8, backend=b), (2, 2, 3, 8)),
         Case("DyT(8)", lambda b: sn.DyT(8, backend=b), (4, 8)),
         Case("DyT(8) 3-D", lambda b: sn.DyT(8, backend=b), (2, 3, 8)),
+        # the options of torch.nn and Hugging Face's code (issue 28)
+        Case("DyT(8, bias=False)", lambda b: sn.DyT(8, bias=False, backend=b), (4, 8)),
+        Case("GemmaRMSNorm(8, no affine)", lambda b: sn.GemmaRMSNorm(8, elementwise_affine=False, backend=b), (4, 8)),
+        Case("LayerNorm((3, 4))", lambda b: sn.LayerNorm((3, 4), backend=b), (2, 3, 4)),
+        Case("RMSNorm((3, 4))", lambda b: sn.RMSNorm((3, 4), backend=b), (2, 2, 3, 4)),
+        Case("RMSNorm(8, eps=None)", lambda b: sn.RMSNorm(8, eps=None, backend=b), (4, 8)),
+        Case("add_rms_norm(8, offset=1)", lambda b: AddRMSNormPair(8, offset=1.0, backend=b), (2, 4, 8)),
     ]
     return out
 
