@@ -23,7 +23,7 @@ lint: $(STAMP)
 
 test: lint
 	MPLBACKEND=Agg $(PY) -m pytest -q
-	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_tricks.py tests/fast/test_kernels_modern.py
+	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_tricks.py tests/fast/test_kernels_modern.py tests/reference/test_gated.py
 
 # The comparisons with PyTorch and JAX (tests marked `compare`; `make test` deselects them): installs the
 # compare extra, pinned in pyproject.toml (torch==2.13.0 is a CPU build from this machine's disk), into .venv.

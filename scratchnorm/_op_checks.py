@@ -19,6 +19,7 @@ from ._checks import (
     EPS_MODES,
     check_affine,
     check_array_shape,
+    check_bool,
     check_channels_input,
     check_choice,
     check_eps,
@@ -115,6 +116,23 @@ def add_rms_norm_args(x, residual, weight, eps, cast, offset):
              "e.g. residual.astype(x.dtype).")
     check_affine(weight, None, x.shape[-1])
     return x, residual, eps, offset
+
+
+def gated_rms_norm_args(x, gate, weight, num_groups, eps, norm_before_gate):
+    """gated_rms_norm_forward: gate has x's shape and dtype; num_groups divides d; weight (d,) or None.
+    Returns (x, gate, num_groups, eps)."""
+    x = as_float_array(x)
+    gate = as_float_array(gate, "gate")
+    _features(x, "gated_rms_norm_forward")
+    if gate.shape != x.shape or gate.dtype != x.dtype:
+        fail(ValueError, "gate", f"an array of x's shape {x.shape} and dtype {x.dtype}", gate,
+             "pass the gate projection of the same tokens (z in Mamba 2); cast it first if the dtypes differ, "
+             "e.g. gate.astype(x.dtype).")
+    G = check_groups(num_groups, x.shape[-1])
+    check_affine(weight, None, x.shape[-1])
+    eps = check_eps(eps, allow_zero=True)
+    check_bool("norm_before_gate", norm_before_gate)
+    return x, gate, G, eps
 
 
 def dyt_args(x, alpha, weight, bias):

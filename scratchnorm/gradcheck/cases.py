@@ -40,6 +40,24 @@ class AddRMSNormPair(Layer):
         return {"x": np.stack([grads["x"], grads["residual"]]), "weight": grads["weight"]}
 
 
+class GatedPair(Layer):
+    """GatedRMSNorm as a one-input layer for the check: input (2, ..., d) stacks x and the gate, so the
+    gate's gradient is checked with x's; the parameters are the layer's own."""
+
+    def __init__(self, d, *, backend="numba", **options):
+        super().__init__(backend=backend)
+        self.inner = sn.GatedRMSNorm(d, backend=backend, **options)
+        self.params = self.inner.params
+
+    def _forward(self, xz):
+        self.inner.backend = self.backend
+        return self.inner.forward(xz[0], xz[1]), "kept by the inner layer"
+
+    def _backward(self, dy, cache):
+        dx, dgate = self.inner.backward(dy)
+        return {"x": np.stack([dx, dgate]), **self.inner.grads}
+
+
 def _rowwise_cases() -> list[Case]:
     out = []
     for mode in ("inside", "outside", "clamp"):
@@ -94,6 +112,12 @@ def _rowwise_cases() -> list[Case]:
         Case("RMSNorm((3, 4))", lambda b: sn.RMSNorm((3, 4), backend=b), (2, 2, 3, 4)),
         Case("RMSNorm(8, eps=None)", lambda b: sn.RMSNorm(8, eps=None, backend=b), (4, 8)),
         Case("add_rms_norm(8, offset=1)", lambda b: AddRMSNormPair(8, offset=1.0, backend=b), (2, 4, 8)),
+        # gated RMSNorm: input (2, ..., d) stacks x and the gate
+        Case("GatedRMSNorm(8), gate first (Mamba 2)", lambda b: GatedPair(8, backend=b), (2, 4, 8)),
+        Case("GatedRMSNorm(8, norm_before_gate) (Qwen3-Next)",
+             lambda b: GatedPair(8, norm_before_gate=True, backend=b), (2, 4, 8)),
+        Case("GatedRMSNorm(12, num_groups=3) 3-D", lambda b: GatedPair(12, num_groups=3, backend=b), (2, 2, 3, 12)),
+        Case("GatedRMSNorm(8, no affine)", lambda b: GatedPair(8, elementwise_affine=False, backend=b), (2, 4, 8)),
     ]
     return out
 
