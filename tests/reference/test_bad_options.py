@@ -8,6 +8,7 @@ import pytest
 from layer_helpers import clear_message
 
 import scratchnorm as sn
+from scratchnorm import nn
 
 X, R = np.ones((2, 6)), np.ones((2, 6))
 
@@ -55,6 +56,16 @@ ROWS = [
      TypeError, "gate", "int64"),
     ("GatedRMSNorm wrong d", lambda b: sn.GatedRMSNorm(6, backend=b).forward(np.ones((2, 5)), np.ones((2, 5))),
      ValueError, "x", "(2, 5)"),
+    ("qk_norm_over unknown", lambda b: nn.CausalSelfAttention(8, 2, "rmsnorm", "per_token", backend=b), ValueError,
+     "qk_norm_over", "'per_token'"),
+    ("qk_norm unknown", lambda b: nn.CausalSelfAttention(8, 2, "gemma", backend=b), ValueError, "qk_norm", "'gemma'"),
+    ("parallel with post-norm", lambda b: nn.Transformer(7, 8, 2, 1, 6, placement="post", parallel=True, backend=b),
+     ValueError, "parallel", "True"),
+    ("parallel without a norm", lambda b: nn.Transformer(7, 8, 2, 1, 6, None, parallel=True, backend=b),
+     ValueError, "parallel", "True"),
+    ("ParallelResidual mlp not a layer", lambda b: nn.ParallelResidual(nn.ReLU(backend=b), "mlp",
+                                                                       sn.LayerNorm(4, backend=b)),
+     TypeError, "mlp", "'mlp'"),
     ("fused add, unknown cast", lambda b: _fused(b).add_rms_norm_forward(X, R, None, cast="bf16"), ValueError, "cast",
      "'bf16'"),
     ("fused add, offset nan", lambda b: _fused(b).add_rms_norm_forward(X, R, None, offset=float("nan")), ValueError,
