@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from layer_helpers import backend_module as fused
 from torch_bits import HALF, llama_bits, same_bits, to_numpy, to_torch
 
-import scratchnorm as sn
-from scratchnorm import fast
 
 pytestmark = pytest.mark.compare
-
-
-def fused(backend):
-    return sn if backend == "numpy" else fast
 
 
 def inputs(rng, dtype, n=2048, d=128):

@@ -3,8 +3,9 @@
 (1 + w) per head (Gemma 3), and y = x + Attn(Norm(x)) + MLP(Norm(x)) (GPT-J, Cohere)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
+
+from torch_bits import check_layer
 
 import scratchnorm as sn
 from scratchnorm import nn
@@ -48,14 +49,7 @@ def test_qk_norm_variants_match_torch(qk_norm, over, backend, torch, rng):
         return (rms(q, p["q_norm.weight"]), rms(k, p["k_norm.weight"])) if where == over else (q, k)
 
     tx = torch.tensor(x, requires_grad=True)
-    ty = torch_attention(torch, p, tx, qk)
-    (ty * torch.tensor(dy)).sum().backward()
-    y = attn.forward(x)
-    dx = attn.backward(dy)
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-11, atol=1e-12)
-    for name, t in p.items():
-        np.testing.assert_allclose(attn.grads[name], t.grad.numpy(), rtol=1e-11, atol=1e-12, err_msg=name)
+    check_layer(attn, x, dy, torch_attention(torch, p, tx, qk), tx, p, grad_rtol=1e-11)
 
 
 def test_parallel_block_matches_torch(backend, torch, rng):
@@ -80,10 +74,4 @@ def test_parallel_block_matches_torch(backend, torch, rng):
     xm = tx - tx.mean(-1, keepdim=True)
     h = xm * torch.rsqrt((xm * xm).mean(-1, keepdim=True) + 1e-5) * p["norm.weight"]
     ty = tx + torch_attention(torch, pa, h, lambda q, k, where: (q, k)) + mlp(h)
-    (ty * torch.tensor(dy)).sum().backward()
-    y = block.forward(x)
-    dx = block.backward(dy)
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-11, atol=1e-12)
-    for name, t in p.items():
-        np.testing.assert_allclose(block.grads[name], t.grad.numpy(), rtol=1e-11, atol=1e-12, err_msg=name)
+    check_layer(block, x, dy, ty, tx, p, grad_rtol=1e-11)

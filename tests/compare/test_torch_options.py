@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from torch_bits import check_layer
+
 import scratchnorm as sn
 
 pytestmark = pytest.mark.compare
@@ -13,19 +15,6 @@ pytestmark = pytest.mark.compare
 
 def leaf(torch, a):
     return torch.tensor(a, dtype=torch.float64, requires_grad=True)
-
-
-def check_layer(layer, x, dy, ty, tx, tparams, rtol=1e-12):
-    """The layer's y, dx and parameter gradients against torch's (one call to backward)."""
-    y = layer.forward(x)
-    dx = layer.backward(dy)
-    (ty * ty.new_tensor(dy)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=rtol, atol=1e-12)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=rtol, atol=1e-12)
-    assert sorted(layer.grads) == sorted(tparams)
-    for name, t in tparams.items():
-        assert layer.grads[name].shape == layer.params[name].shape
-        np.testing.assert_allclose(layer.grads[name], t.grad.numpy(), rtol=rtol, atol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4)])

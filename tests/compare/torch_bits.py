@@ -1,4 +1,4 @@
-"""Helpers of the bit-for-bit comparisons with PyTorch: arrays across, and the llama rows rule."""
+"""Helpers of the comparisons with PyTorch: arrays across, the llama rows rule, a layer against autograd."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,3 +40,18 @@ def llama_bits(got, want, ms_torch, x, dtype):
     assert same.mean() > 0.3
     same_bits(got[same], want[same])
     assert ulps(got[~same], want[~same], dtype).max(initial=0) <= 1
+
+
+def check_layer(layer, x, dy, ty, tx, tparams, rtol=1e-12, grad_rtol=None):
+    """The layer's y, dx and parameter gradients against torch's (one call to backward): y within rtol,
+    the gradients within grad_rtol (rtol when None), atol 1e-12."""
+    grad_rtol = rtol if grad_rtol is None else grad_rtol
+    y = layer.forward(x)
+    dx = layer.backward(dy)
+    (ty * ty.new_tensor(dy)).sum().backward()
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=grad_rtol, atol=1e-12)
+    assert sorted(layer.grads) == sorted(tparams)
+    for name, t in tparams.items():
+        assert layer.grads[name].shape == layer.params[name].shape
+        np.testing.assert_allclose(layer.grads[name], t.grad.numpy(), rtol=grad_rtol, atol=1e-12, err_msg=name)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from layer_helpers import backend_module as fns
 from reference_formulas import gated_rms_norm
 
 import scratchnorm as sn
@@ -26,13 +27,6 @@ RTOL = {np.dtype(np.float64): 1e-13, np.dtype(np.float32): 4 * 1.19e-7, np.dtype
         BF16: 2 * 7.8e-3}
 SETTINGS = settings(max_examples=int(os.environ.get("SCRATCHNORM_EXAMPLES", 40)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-
-
-def fns(backend):
-    if backend == "numpy":
-        return sn
-    from scratchnorm import fast
-    return fast
 
 
 @st.composite
