@@ -105,6 +105,9 @@ def nn_cases() -> list[Case]:
         # block (GPT-J, Cohere)
         Case("nn.CausalSelfAttention(8, 2) qk_norm=rmsnorm over all heads (OLMo 2)",
              lambda b: nn.CausalSelfAttention(8, 2, "rmsnorm", "all_heads", backend=b), (2, 4, 8), **smooth),
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=layernorm per head, weights per head (Cohere)",
+             lambda b: nn.CausalSelfAttention(8, 2, "layernorm", "head_separate_weights", backend=b), (2, 4, 8),
+             **smooth),
         Case("nn.CausalSelfAttention(8, 2) qk_norm=gemma_rmsnorm (Gemma 3)",
              lambda b: nn.CausalSelfAttention(8, 2, "gemma_rmsnorm", backend=b), (2, 4, 8), **smooth),
         Case("nn.Transformer parallel LayerNorm (GPT-J, Cohere)",

@@ -30,6 +30,10 @@ before the scores, over one of two sets of features (``qk_norm_over``), named fo
     "all_heads" (OLMo 2)
         q <- Norm_q(q), k <- Norm_k(k) on (B, T, d) before the heads are split: the statistic
         over all H * dh features of q (of k) at once, a weight (d,) with an entry per head and feature
+    "head_separate_weights" (Cohere's Command R+, "rmsnorm" or "layernorm")
+        the statistic per head, as "head", but a weight (d,) = (H * dh,) with an entry per head and
+        feature (Cohere's (H, dh) weight, flattened): that is GroupNorm(H, d) without a bias on (B*T, d)
+        for "layernorm" (each group of dh channels is one head), GroupRMSNorm(d, H) for "rmsnorm"
 
 Either way every score is a dot product of two vectors of bounded size: per head, |S| <= |w_q| |w_k|
 sqrt(dh) for RMSNorm, whatever the scale the projections grow to (the placement lesson measures it);
@@ -56,6 +60,8 @@ import numpy as np
 
 from .._arrays import store
 from .._checks import check_choice, check_groups, check_int, fail
+from ..group_rmsnorm import GroupRMSNorm
+from ..groupnorm import GroupNorm
 from ..layernorm import LayerNorm
 from ..linear import Linear
 from .container import Container
@@ -63,7 +69,7 @@ from .norms import make_norm
 from .softmax import softmax_backward, softmax_forward
 
 QK_NORMS = (None, "rmsnorm", "layernorm", "gemma_rmsnorm")
-QK_NORM_OVER = ("head", "all_heads")
+QK_NORM_OVER = ("head", "all_heads", "head_separate_weights")
 
 
 def split_heads(a, n_heads):
@@ -110,8 +116,9 @@ class CausalSelfAttention(Container):
 
     Parameters "qkv.weight" (3d, d), "qkv.bias" (3d,), "proj.weight" (d, d),
     "proj.bias" (d,); with qk_norm, "q_norm.weight" and "k_norm.weight": (d / n_heads,) with
-    qk_norm_over="head" (Qwen3, Gemma 3), (d,) with "all_heads" (OLMo 2); and "q_norm.bias" for
-    "layernorm" (the key norm's bias could not learn, see above). n_heads must divide d.
+    qk_norm_over="head" (Qwen3, Gemma 3), (d,) with "all_heads" (OLMo 2) and "head_separate_weights"
+    (Cohere); and "q_norm.bias" for "layernorm" over "head" or "all_heads" (the key norm's bias could
+    not learn, see above). n_heads must divide d.
     ``seed`` as in Linear.
     """
 
@@ -127,27 +134,49 @@ class CausalSelfAttention(Container):
         self.proj = self.add("proj", Linear(self.d, self.d, bias, seed=rng, backend=backend, dtype=dtype))
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            n = self.d // self.n_heads if qk_norm_over == "head" else self.d       # features per statistic
             kw = {"backend": backend, "dtype": dtype}
-            self.q_norm = self.add("q_norm", make_norm(qk_norm, n, **kw))
-            self.k_norm = self.add("k_norm", LayerNorm(n, bias=False, **kw) if qk_norm == "layernorm"
-                                   else make_norm(qk_norm, n, **kw))
+            if qk_norm_over == "head_separate_weights":
+                self.q_norm = self.add("q_norm", self._per_head_norm(qk_norm, **kw))
+                self.k_norm = self.add("k_norm", self._per_head_norm(qk_norm, **kw))
+            else:
+                n = self.d // self.n_heads if qk_norm_over == "head" else self.d       # features per statistic
+                self.q_norm = self.add("q_norm", make_norm(qk_norm, n, **kw))
+                self.k_norm = self.add("k_norm", LayerNorm(n, bias=False, **kw) if qk_norm == "layernorm"
+                                       else make_norm(qk_norm, n, **kw))
+
+    def _per_head_norm(self, qk_norm, **kw):
+        """Statistics per head, a weight per head and feature (Cohere): a group of dh features is one head."""
+        if qk_norm == "layernorm":
+            return GroupNorm(self.n_heads, self.d, bias=False, **kw)
+        if qk_norm == "rmsnorm":
+            return GroupRMSNorm(self.d, self.n_heads, **kw)
+        fail(ValueError, "qk_norm", "'rmsnorm' or 'layernorm' with qk_norm_over='head_separate_weights'", qk_norm,
+             "use qk_norm_over='head' for Gemma's (1 + w) QK-Norm.")
 
     def _check_input(self, x):
         if x.ndim != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             fail(ValueError, "x", f"an array of shape (B, T, d={self.d}) with T >= 1 for CausalSelfAttention", x,
                  f"pass a batch of sequences (x[None] for one sequence) with {self.d} features on the last axis.")
 
+    def _layout(self):
+        """Where the QK-Norm acts: "head" on (B, H, T, dh), "all_heads" on (B, T, d), or None."""
+        if self.qk_norm is None:
+            return None
+        return "head" if self.qk_norm_over == "head" else "all_heads"
+
     def _norm_qk(self, over, q, k):
-        """q and k through their norms when the norms act ``over`` that layout."""
-        if self.qk_norm is None or self.qk_norm_over != over:
+        """q and k through their norms when the norms act ``over`` that layout (GroupNorm reads (N, C):
+        the (B, T, d) tokens as (B*T, d) rows)."""
+        if self._layout() != over:
             return q, k
-        return self.q_norm.forward(q), self.k_norm.forward(k)
+        return tuple(n.forward(a.reshape(-1, self.d)).reshape(a.shape) if isinstance(n, GroupNorm)
+                     else n.forward(a) for n, a in ((self.q_norm, q), (self.k_norm, k)))
 
     def _norm_qk_backward(self, over, dq, dk):
-        if self.qk_norm is None or self.qk_norm_over != over:
+        if self._layout() != over:                                   # weight gradients summed over B, (H,) T
             return dq, dk
-        return self.q_norm.backward(dq), self.k_norm.backward(dk)   # weight gradients summed over B, (H,) T
+        return tuple(n.backward(g.reshape(-1, self.d)).reshape(g.shape) if isinstance(n, GroupNorm)
+                     else n.backward(g) for n, g in ((self.q_norm, dq), (self.k_norm, dk)))
 
     def _forward(self, x):
         q, k, v = np.split(self.qkv.forward(x), 3, axis=-1)              # (B, T, d) each

@@ -1,6 +1,7 @@
 """scratchnorm.nn's QK-Norm variants and the parallel block against PyTorch formulas written here
 (float64, gradients by autograd): QK-Norm per head (Qwen3), over all heads at once (OLMo 2), Gemma's
-(1 + w) per head (Gemma 3), and y = x + Attn(Norm(x)) + MLP(Norm(x)) (GPT-J, Cohere)."""
+(1 + w) per head (Gemma 3), per head with a weight per head and feature (Cohere's CohereLayerNorm with
+hidden_size=(H, dh)), and y = x + Attn(Norm(x)) + MLP(Norm(x)) (GPT-J, Cohere)."""
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,10 @@ def torch_attention(torch, p, a, qk):
     return o @ p["proj.weight"].T + p["proj.bias"]
 
 
-@pytest.mark.parametrize("qk_norm,over", [("rmsnorm", "head"), ("rmsnorm", "all_heads"),
-                                          ("gemma_rmsnorm", "head")], ids=["qwen3", "olmo2", "gemma3"])
+@pytest.mark.parametrize("qk_norm,over", [("rmsnorm", "head"), ("rmsnorm", "all_heads"), ("gemma_rmsnorm", "head"),
+                                          ("layernorm", "head_separate_weights"),
+                                          ("rmsnorm", "head_separate_weights")],
+                         ids=["qwen3", "olmo2", "gemma3", "cohere", "rmsnorm-per-head-weights"])
 def test_qk_norm_variants_match_torch(qk_norm, over, backend, torch, rng):
     attn = nn.CausalSelfAttention(D, H, qk_norm, over, backend=backend)
     randomize(attn, rng)
@@ -41,12 +44,18 @@ def test_qk_norm_variants_match_torch(qk_norm, over, backend, torch, rng):
     x, dy = rng.standard_normal((B, T, D)), rng.standard_normal((B, T, D))
     p = {k: torch.tensor(v, requires_grad=True) for k, v in attn.params.items()}
     one = 1.0 if qk_norm == "gemma_rmsnorm" else 0.0
+    eps = 1e-5 if qk_norm == "layernorm" else 1e-6
 
-    def rms(a, w):
-        return a * torch.rsqrt((a * a).mean(-1, keepdim=True) + 1e-6) * (one + w)
+    def norm(a, w):
+        shape = a.shape
+        if over == "head_separate_weights":                          # CohereLayerNorm((H, dh)) on (B, T, H, dh)
+            a, w = a.reshape(B, T, H, D // H), w.reshape(H, D // H)
+        c = a - a.mean(-1, keepdim=True) if qk_norm == "layernorm" else a
+        return (c * torch.rsqrt((c * c).mean(-1, keepdim=True) + eps) * (one + w)).reshape(shape)
 
     def qk(q, k, where):
-        return (rms(q, p["q_norm.weight"]), rms(k, p["k_norm.weight"])) if where == over else (q, k)
+        layout = "head" if over == "head" else "all_heads"
+        return (norm(q, p["q_norm.weight"]), norm(k, p["k_norm.weight"])) if where == layout else (q, k)
 
     tx = torch.tensor(x, requires_grad=True)
     check_layer(attn, x, dy, torch_attention(torch, p, tx, qk), tx, p, grad_rtol=1e-11)
