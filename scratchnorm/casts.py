@@ -1,7 +1,8 @@
 r"""Where RMSNorm rounds to the input dtype: the ``cast=`` modes, and the models that use each.
 
 With float16 or bfloat16 input, implementations agree on the formula and disagree on where
-they round to the input dtype. The layers RMSNorm and GemmaRMSNorm take ``cast=``:
+they round to the input dtype. The layers RMSNorm and GemmaRMSNorm, and add_rms_norm_forward
+(add_rmsnorm.py), take ``cast=``:
 
 ``"gemma"`` (the default: the library's dtype policy, dtypes.py)
     everything in float32 or wider, one rounding at the end:
@@ -15,7 +16,12 @@ they round to the input dtype. The layers RMSNorm and GemmaRMSNorm take ``cast=`
         y = round(round(x_hat) * round(w))
     (``self.weight * hidden_states.to(input_dtype)``, with the weight stored in the model's
     dtype). With float64 parameters the weight is rounded to the input dtype first, as a
-    model stored in that dtype holds it. Two more roundings than "gemma".
+    model stored in that dtype holds it. Two more roundings than "gemma". LLaMA-style engines round
+    their fused add + RMSNorm the same way (vLLM's fused_add_rms_norm: ``(scalar_t)(x * s_variance)
+    * weight``), and add_rms_norm_forward(cast="llama") reproduces it. mean(x^2) is summed in float32
+    in NumPy's pairwise order; PyTorch's CPU sum (and a GPU's) has its own order, so that float32
+    statistic can differ in its last bit (in 40% of rows here), and then, rarely, round(x_hat) by one
+    ulp of the half dtype (1 row in 2048 of 128 bfloat16 values in the comparison test).
 
 ``"none"`` (a naive port: every tensor in the input dtype, as PyTorch computes it)
     the naive PyTorch port in bfloat16 or float16, written out:
