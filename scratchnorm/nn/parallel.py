@@ -14,10 +14,10 @@ input projections can be fused into one matrix product. Parameters "attn.<...>",
 """
 from __future__ import annotations
 
-from .._checks import fail
 from ..layer import Layer
 from .container import Container, check_layer
 from .norms import check_norm_input
+from .residual import keeps_shape
 
 
 class ParallelResidual(Container):
@@ -42,12 +42,7 @@ class ParallelResidual(Container):
 
     def _forward(self, x):
         h = self.norm.forward(x)
-        a, m = self.attn.forward(h), self.mlp.forward(h)
-        for name, out in (("attn", a), ("mlp", m)):
-            if out.shape != x.shape:
-                fail(ValueError, name, f"a sublayer that keeps the shape {x.shape} of its input", out,
-                     "make it map (..., d) to (..., d), e.g. end it with Linear(hidden, d).")
-        return x + a + m, ()
+        return x + keeps_shape("attn", self.attn.forward(h), x) + keeps_shape("mlp", self.mlp.forward(h), x), ()
 
     def _backward(self, dy, cache):
         dh = self.attn.backward(dy) + self.mlp.backward(dy)
