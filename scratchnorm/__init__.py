@@ -22,6 +22,12 @@ from .batchnorm import (
                         update_running_stats,
 )
 from .dyt import DyT, dyt_backward, dyt_forward
+from .gated_rmsnorm import (
+                        GatedRMSNorm,
+                        gated_rms_norm_backward,
+                        gated_rms_norm_backward_staged,
+                        gated_rms_norm_forward,
+)
 from .gradcheck import GradcheckReport, gradcheck
 from .group_rmsnorm import GroupRMSNorm, group_rms_norm_backward, group_rms_norm_forward
 from .groupnorm import GroupNorm, group_norm_backward, group_norm_forward
@@ -57,4 +63,5 @@ __all__ = [
     "weight_norm_forward", "weight_norm_linear_backward", "weight_norm_linear_forward",
     # the normalizations of today's models
     "DyT", "GemmaRMSNorm", "add_rms_norm_backward", "add_rms_norm_forward", "dyt_backward", "dyt_forward",
+    "GatedRMSNorm", "gated_rms_norm_backward", "gated_rms_norm_backward_staged", "gated_rms_norm_forward",
 ]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_bool
+
 
 def reduce_axes(ndim: int) -> tuple:
     """Every axis except the channel axis 1: (0, 2, 3, ..., ndim - 1)."""
@@ -39,6 +41,16 @@ def channel_affine(x_hat: np.ndarray, weight, bias) -> np.ndarray:
     if bias is not None:
         y = y + per_channel(bias, x_hat.ndim)
     return y
+
+
+def add_channel_affine(layer, C: int, affine: bool, bias) -> None:
+    """The layer's per-channel parameters: weight (C,) ones and, unless bias=False, bias (C,) zeros,
+    when ``affine`` (torch.nn's BatchNorm, GroupNorm and InstanceNorm take the same keyword ``bias``)."""
+    layer.bias = check_bool("bias", bias)
+    if affine:
+        layer._add_param("weight", np.ones(C))
+        if layer.bias:
+            layer._add_param("bias", np.zeros(C))
 
 
 def dx_hat_of(dy: np.ndarray, weight) -> np.ndarray:

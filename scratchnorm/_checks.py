@@ -20,6 +20,7 @@ import numpy as np
 
 BACKENDS = ("numba", "numpy")
 EPS_MODES = ("inside", "outside", "clamp")
+CASTS = ("gemma", "llama", "none")          # where a half-precision RMSNorm rounds (casts.py)
 
 
 def fail(exc: type[Exception], arg: str, expected: str, received, fix: str):
@@ -53,6 +54,14 @@ def check_eps(eps, *, allow_zero: bool = False, name: str = "eps") -> float:
         bound = ">= 0" if allow_zero else "> 0 (a zero or constant row would divide by zero)"
         fail(ValueError, name, f"a finite number {bound}", eps, f"pass a small positive {name} such as 1e-6.")
     return eps
+
+
+def check_offset(offset) -> float:
+    """The offset of the scale offset + weight (0; Gemma's 1): a finite real number."""
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, Real) or not math.isfinite(float(offset)):
+        fail(ValueError, "offset", "a finite real number (the scale is offset + weight)", offset,
+             "pass offset=0.0 (LLaMA's weight) or offset=1.0 (Gemma's 1 + weight).")
+    return float(offset)
 
 
 def check_probability(name: str, p) -> float:

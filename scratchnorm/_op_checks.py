@@ -15,14 +15,17 @@ import math
 import numpy as np
 
 from ._checks import (
+    CASTS,
     EPS_MODES,
     check_affine,
     check_array_shape,
+    check_bool,
     check_channels_input,
     check_choice,
     check_eps,
     check_groups,
     check_k,
+    check_offset,
     fail,
 )
 from .dtypes import as_float_array
@@ -98,19 +101,38 @@ def group_norm_args(x, weight, bias, num_groups, eps):
     return x, G, eps
 
 
-def add_rms_norm_args(x, residual, weight, eps):
-    """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it).
-    Returns (x, residual, eps)."""
+def add_rms_norm_args(x, residual, weight, eps, cast, offset):
+    """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it); cast
+    one of CASTS; offset finite. Returns (x, residual, eps, offset)."""
     x = as_float_array(x)
     residual = as_float_array(residual, "residual")
     eps = check_eps(eps, allow_zero=True)
+    check_choice("cast", cast, CASTS)
+    offset = check_offset(offset)
     _features(x, "add_rms_norm_forward")
     if residual.shape != x.shape or residual.dtype != x.dtype:
         fail(ValueError, "residual", f"an array of x's shape {x.shape} and dtype {x.dtype}", residual,
              "pass the residual stream that x is added to; cast one of them first if the dtypes differ, "
              "e.g. residual.astype(x.dtype).")
     check_affine(weight, None, x.shape[-1])
-    return x, residual, eps
+    return x, residual, eps, offset
+
+
+def gated_rms_norm_args(x, gate, weight, num_groups, eps, norm_before_gate):
+    """gated_rms_norm_forward: gate has x's shape and dtype; num_groups divides d; weight (d,) or None.
+    Returns (x, gate, num_groups, eps)."""
+    x = as_float_array(x)
+    gate = as_float_array(gate, "gate")
+    _features(x, "gated_rms_norm_forward")
+    if gate.shape != x.shape or gate.dtype != x.dtype:
+        fail(ValueError, "gate", f"an array of x's shape {x.shape} and dtype {x.dtype}", gate,
+             "pass the gate projection of the same tokens (z in Mamba 2); cast it first if the dtypes differ, "
+             "e.g. gate.astype(x.dtype).")
+    G = check_groups(num_groups, x.shape[-1])
+    check_affine(weight, None, x.shape[-1])
+    eps = check_eps(eps, allow_zero=True)
+    check_bool("norm_before_gate", norm_before_gate)
+    return x, gate, G, eps
 
 
 def dyt_args(x, alpha, weight, bias):

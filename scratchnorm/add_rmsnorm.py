@@ -20,6 +20,12 @@ value add, and h = x + residual passes its gradient to both inputs unchanged
     dx        = dresidual = dh_total
     dweight   = sum over rows of dy * h_hat
 
+Options, as engines and Liger-Kernel name them. ``offset``: the scale is offset + weight (Gemma's
+1 + w: offset=1). ``cast``: where a float16/bfloat16/float32 h is rounded to its dtype
+(casts.py): "gemma" (once, at the end: the default), "llama" (h_hat rounded before the weight, as
+vLLM's fused_add_rms_norm and LLaMA-style engines do: y = round(round(h_hat) * round(weight))) or
+"none" (every step in the input dtype, a naive port). The backward is the same for every cast.
+
 Nothing here re-derives RMSNorm: the reference calls ``rms_norm_forward`` and
 ``rms_norm_backward`` (rmsnorm.py). Its backward runs in float64 and dh is added
 before the one rounding to x's dtype. The two gradients are separate arrays with
@@ -32,20 +38,25 @@ import numpy as np
 from ._arrays import store, upstream
 from ._op_checks import add_rms_norm_args
 from .backend import register
+from .casts import rms_norm_cast
 from .rmsnorm import rms_norm_backward, rms_norm_forward
 
 
-def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, out=None, h_out=None):
-    """h = x + residual, y = RMSNorm(h) over the last axis. Returns ``(y, h, cache)``.
+def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None):
+    """h = x + residual, y = RMSNorm(h) * (offset + weight) over the last axis. Returns ``(y, h, cache)``.
 
     x, residual: (..., d), the same shape and float dtype (h has it too).
     weight: (d,) or None. eps >= 0 (eps = 0: an all-zero h gives NaN, as the formula does).
+    cast: "gemma", "llama" or "none" (module docstring); offset: 0.0, or 1.0 for Gemma.
     out, h_out: arrays of x's shape and dtype to write y and h into (h_out=residual updates the
     stream in place, as engines do); the backward reads h, so leave h_out alone until then.
     """
-    x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
+    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset)
     h = np.add(x, residual)                              # (..., d) in x's dtype: the stream as stored
-    y, norm_cache = rms_norm_forward(h, weight, eps=eps, out=out)
+    scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
+    y, norm_cache = rms_norm_forward(h, scale, eps=eps, out=out)
+    if cast != "gemma" and x.dtype != np.float64:       # the other roundings, into y's array (casts.py)
+        y[...] = rms_norm_cast(h, weight, None, eps, "inside", h.shape[-1], cast, offset=offset)
     if h_out is not None:
         h = store(h, x.dtype, h_out, "h_out")
     return y, h, {"norm": norm_cache, "shape": x.shape, "dtype": x.dtype}

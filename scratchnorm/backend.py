@@ -36,6 +36,7 @@ OPS = (
     "group_norm_forward", "group_norm_backward",
     "add_rms_norm_forward", "add_rms_norm_backward",
     "dyt_forward", "dyt_backward",
+    "gated_rms_norm_forward", "gated_rms_norm_backward",
 )
 
 

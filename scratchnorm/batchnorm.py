@@ -69,7 +69,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._channels import channel_affine, channel_affine_grads, channel_sum, dx_hat_of, per_channel
+from ._channels import add_channel_affine, channel_affine, channel_affine_grads, channel_sum, dx_hat_of, per_channel
 from ._checks import check_bool, check_channels_input, check_eps, check_int, check_momentum, fail
 from ._op_checks import batch_norm_args, batch_norm_eval_args
 from .backend import implementation, register
@@ -183,17 +183,18 @@ def update_running_stats(running_mean, running_var, mean, var, count, momentum):
 
 
 class BatchNorm(Layer):
-    """BatchNorm(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True).
+    """BatchNorm(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, *, bias=True).
 
     Input (N, C) or (N, C, *). Training mode (``layer.train()``, the default)
     normalizes with the batch's statistics and updates ``layer.buffers``
     "running_mean", "running_var" (unbiased) and "num_batches_tracked"; eval mode
     (``layer.eval()``) normalizes with the running statistics. With
     track_running_stats=False there are no buffers and both modes use the batch.
+    bias=False (with affine): a weight and no bias, as torch's keyword of that name.
     Defaults follow torch.nn.BatchNorm2d. See the module docstring.
     """
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, *,
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, *, bias=True,
                  backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.num_features = check_int("num_features", num_features)
@@ -201,9 +202,7 @@ class BatchNorm(Layer):
         self.momentum = check_momentum(momentum)
         self.affine = check_bool("affine", affine)
         self.track_running_stats = check_bool("track_running_stats", track_running_stats)
-        if self.affine:
-            self._add_param("weight", np.ones(self.num_features))
-            self._add_param("bias", np.zeros(self.num_features))
+        add_channel_affine(self, self.num_features, self.affine, bias)
         if self.track_running_stats:
             self._add_buffer("running_mean", np.zeros(self.num_features))
             self._add_buffer("running_var", np.ones(self.num_features))

@@ -30,7 +30,7 @@ from numbers import Real
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import check_int, check_last_axis, fail
+from ._checks import check_bool, check_int, check_last_axis, fail
 from ._op_checks import dyt_args
 from .backend import implementation, register
 from .dtypes import upcast_half
@@ -90,32 +90,35 @@ def check_alpha0(alpha0) -> float:
 
 
 class DyT(Layer):
-    """DyT(d, alpha0=0.5): y = tanh(alpha * x) * weight + bias, elementwise; a drop-in for LayerNorm.
+    """DyT(d, alpha0=0.5, *, bias=True): y = tanh(alpha * x) * weight + bias, elementwise; a drop-in for LayerNorm.
 
-    Parameters: "alpha" (1,), initialized to alpha0; "weight" (d,) ones; "bias" (d,) zeros.
+    Parameters: "alpha" (1,), initialized to alpha0; "weight" (d,) ones; "bias" (d,) zeros
+    (bias=False: no bias, y = tanh(alpha * x) * weight).
     The paper uses alpha0 = 0.5 for most models and smaller values for large LLMs.
     """
 
-    def __init__(self, d, alpha0=0.5, *, backend="numba", dtype=np.float64):
+    def __init__(self, d, alpha0=0.5, *, bias=True, backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.d = check_int("d", d)
         self.alpha0 = check_alpha0(alpha0)
+        self.bias = check_bool("bias", bias)
         self._add_param("alpha", np.array([self.alpha0]))
         self._add_param("weight", np.ones(self.d))
-        self._add_param("bias", np.zeros(self.d))
+        if self.bias:
+            self._add_param("bias", np.zeros(self.d))
 
     def _check_input(self, x):
         check_last_axis("DyT", x, self.d)
 
     def _forward(self, x):
         p = self.params
-        return implementation(self.backend, "dyt_forward")(x, p["alpha"], p["weight"], p["bias"])
+        return implementation(self.backend, "dyt_forward")(x, p["alpha"], p["weight"], p.get("bias"))
 
     def _backward(self, dy, cache):
         return implementation(self.backend, "dyt_backward")(dy, cache)
 
     def extra_repr(self):
-        return f"{self.d}, alpha0={self.alpha0}"
+        return f"{self.d}, alpha0={self.alpha0}" + ("" if self.bias else ", bias=False")
 
 
 register("numpy", {"dyt_forward": dyt_forward, "dyt_backward": dyt_backward})

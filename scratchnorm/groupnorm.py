@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._channels import channel_affine, channel_affine_grads, dx_hat_of
+from ._channels import add_channel_affine, channel_affine, channel_affine_grads, dx_hat_of
 from ._checks import check_bool, check_channels_input, check_eps, check_groups, check_int, fail
 from ._op_checks import group_norm_args
 from .backend import implementation, register
@@ -73,10 +73,11 @@ def group_norm_backward(dy, cache, *, dx_out=None):
 
 
 class GroupNorm(Layer):
-    """GroupNorm(num_groups, num_channels, eps=1e-5, affine=True): input (N, C, *).
+    """GroupNorm(num_groups, num_channels, eps=1e-5, affine=True, *, bias=True): input (N, C, *).
 
     Statistics per sample over each group of C / num_groups channels and all their
-    positions; weight and bias have one entry per channel. Defaults follow torch.nn.GroupNorm.
+    positions; weight and bias have one entry per channel (bias=False: the weight only).
+    Defaults follow torch.nn.GroupNorm.
     """
 
     _min_ndim = 2                       # (N, C) is allowed
@@ -85,15 +86,14 @@ class GroupNorm(Layer):
                   "use fewer groups or an input with spatial axes: with one value per group, x_hat = 0 "
                   "and the output is the bias whatever x is.")
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, backend="numba", dtype=np.float64):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, bias=True, backend="numba",
+                 dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.num_channels = check_int("num_channels", num_channels)
         self.num_groups = check_groups(num_groups, self.num_channels, of="num_channels")
         self.eps = check_eps(eps)
         self.affine = check_bool("affine", affine)
-        if self.affine:
-            self._add_param("weight", np.ones(self.num_channels))
-            self._add_param("bias", np.zeros(self.num_channels))
+        add_channel_affine(self, self.num_channels, self.affine, bias)
 
     def _check_input(self, x):
         name = type(self).__name__

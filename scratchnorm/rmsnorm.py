@@ -41,13 +41,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import EPS_MODES, check_bool, check_choice, check_eps, check_int, check_last_axis
+from ._checks import EPS_MODES, check_bool, check_choice, check_eps
 from ._op_checks import rms_norm_args
 from .backend import implementation, register
-from .casts import CASTS, rms_norm_cast
+from ._shapes import rows_of
+from .casts import CASTS, check_promote, rms_norm_cast
 from .dtypes import upcast_half
 from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rstd_from_ms
-from .layer import Layer
+from .layernorm import TrailingAxesNorm
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
@@ -119,55 +120,62 @@ def rms_norm_backward_staged(dy, cache):
     return _rms_norm_grads(dy, cache, dx.astype(cache["dtype"]), drstd * rstd)
 
 
-class RMSNorm(Layer):
-    """RMSNorm(d, eps=1e-6, eps_mode="inside", elementwise_affine=True, cast="gemma"): y = x / RMS(x) * weight.
+class RMSNorm(TrailingAxesNorm):
+    """RMSNorm(d, eps=1e-6, eps_mode="inside", elementwise_affine=True, cast="gemma", promote=False):
+    y = x / RMS(x) * weight.
 
+    d: the features of the last axis, or a tuple of trailing axes normalized together (torch's
+    normalized_shape; the weight has that shape: _shapes.py).
+    eps: the default 1e-6 is LLaMA-1's; eps=None is torch.nn.RMSNorm's default, the machine epsilon
+    of the computation dtype: float64's for float64 input, float32's for float32, float16 and
+    bfloat16 input (PyTorch computes those in float32).
     eps_mode: "inside" x*rsqrt(ms+eps) (PyTorch, LLaMA); "outside" x/(sqrt(ms)+eps)
     (the paper's PyTorch code); "clamp" x*rsqrt(max(ms, eps)). See eps_modes.py.
-    The default eps 1e-6 is LLaMA-1's; torch.nn.RMSNorm defaults to finfo(dtype).eps.
     cast: where a float16/bfloat16/float32 input is rounded back to its dtype: "gemma"
-    (once, at the end: the default), "llama" or "none" (casts.py).
+    (once, at the end: the default), "llama" or "none" (casts.py). promote=True (with "llama" or
+    "none"): the weight is not rounded to the input dtype and y has the promoted dtype, as Hugging
+    Face's LlamaRMSNorm returns float32 from float32 weights and a bfloat16 input (casts.py).
     """
 
     _k = None  # features that feed the statistic; None = all (see PartialRMSNorm)
-    _one_plus = False  # the scale is 1 + weight (GemmaRMSNorm)
+    _offset = 0.0  # the scale is offset + weight (GemmaRMSNorm: 1)
 
-    def __init__(self, d, eps=1e-6, eps_mode="inside", elementwise_affine=True, *, cast="gemma",
+    def __init__(self, d, eps=1e-6, eps_mode="inside", elementwise_affine=True, *, cast="gemma", promote=False,
                  backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
-        self.d = check_int("d", d)
-        self.eps = check_eps(eps)
+        self._set_shape(d)
+        self.eps = None if eps is None else check_eps(eps)
         self.eps_mode = check_choice("eps_mode", eps_mode, EPS_MODES)
         self.cast = check_choice("cast", cast, CASTS)
+        self.promote = check_promote(promote, self.cast)
         self.elementwise_affine = check_bool("elementwise_affine", elementwise_affine)
         if self.elementwise_affine:
-            self._add_param("weight", np.ones(self.d))
+            self._add_param("weight", np.full(self.normalized_shape, 1.0 - self._offset))
 
-    def _check_input(self, x):
-        check_last_axis(type(self).__name__, x, self.d)
-
-    def _eps_value(self) -> float:
-        return self.eps
-
-    def _scale(self):
-        """The weight the formula multiplies by (GemmaRMSNorm: 1 + weight)."""
-        return self.params.get("weight")
+    def _eps_value(self, x) -> float:
+        """eps, or (eps=None) the machine epsilon of the dtype x is computed in, as torch.nn.RMSNorm."""
+        if self.eps is not None:
+            return self.eps
+        return float(np.finfo(np.float64 if x.dtype == np.float64 else np.float32).eps)
 
     def _forward(self, x):
         fwd = implementation(self.backend, "rms_norm_forward")
-        eps, bias = self._eps_value(), self.params.get("bias")
-        y, cache = fwd(x, self._scale(), bias, eps=eps, eps_mode=self.eps_mode, k=self._k)
+        eps, weight, bias = self._eps_value(x), self._flat("weight"), self._flat("bias")
+        scale = weight + self._offset if weight is not None and self._offset else weight   # in the params' dtype
+        rows = rows_of(x, self.normalized_shape)
+        y, cache = fwd(rows, scale, bias, eps=eps, eps_mode=self.eps_mode, k=self._k)
         if self.cast != "gemma" and x.dtype != np.float64:      # the other roundings (casts.py)
-            y = rms_norm_cast(x, self.params.get("weight"), bias, eps, self.eps_mode,
-                              self._k or x.shape[-1], self.cast, one_plus=self._one_plus)
-        return y, cache
+            y = rms_norm_cast(rows, weight, bias, eps, self.eps_mode, self._k or self.d, self.cast,
+                              offset=self._offset, promote=self.promote)
+        return y.reshape(x.shape), cache
 
     def _backward(self, dy, cache):
-        return implementation(self.backend, "rms_norm_backward")(dy, cache)
+        return self._rows_backward(implementation(self.backend, "rms_norm_backward"), dy, cache)
 
     def extra_repr(self):
-        return f"{self.d}, eps={self.eps}, eps_mode={self.eps_mode!r}" + (
-            f", cast={self.cast!r}" if self.cast != "gemma" else "")
+        return (f"{self._shape_repr()}, eps={self.eps}, eps_mode={self.eps_mode!r}"
+                + (f", cast={self.cast!r}" if self.cast != "gemma" else "")
+                + (", promote=True" if self.promote else ""))
 
 
 register("numpy", {"rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward})

@@ -51,34 +51,34 @@ class RMSNormWithBias(RMSNorm):
 
     def __init__(self, d, eps=1e-6, eps_mode="inside", *, backend="numba", dtype=np.float64):
         super().__init__(d, eps=eps, eps_mode=eps_mode, backend=backend, dtype=dtype)
-        self._add_param("bias", np.zeros(self.d))
+        self._add_param("bias", np.zeros(self.normalized_shape))
 
 
 class GemmaRMSNorm(RMSNorm):
-    """GemmaRMSNorm(d, eps=1e-6, cast="gemma"): y = x * rsqrt(mean(x^2) + eps) * (1 + weight);
-    weight starts at 0. cast: as RMSNorm's (casts.py); only "gemma" keeps a small weight."""
+    """GemmaRMSNorm(d, eps=1e-6, elementwise_affine=True, cast="gemma"): y = x * rsqrt(mean(x^2) + eps)
+    * (1 + weight); weight starts at 0. elementwise_affine=False: no weight, y = x * rsqrt(mean(x^2) + eps)
+    (Gemma 3n's norms without a scale, ``with_scale=False``). cast: as RMSNorm's (casts.py); only
+    "gemma" keeps a small weight."""
 
-    _one_plus = True
+    _offset = 1.0
 
-    def __init__(self, d, eps=1e-6, *, cast="gemma", backend="numba", dtype=np.float64):
-        super().__init__(d, eps=eps, cast=cast, backend=backend, dtype=dtype)
-        self.params["weight"] = np.zeros(self.d, dtype=self.dtype)
-
-    def _scale(self):
-        return 1.0 + self.params["weight"]                        # (d,) in the parameters' dtype
+    def __init__(self, d, eps=1e-6, elementwise_affine=True, *, cast="gemma", backend="numba", dtype=np.float64):
+        super().__init__(d, eps=eps, elementwise_affine=elementwise_affine, cast=cast, backend=backend, dtype=dtype)
 
     def extra_repr(self):
-        return f"{self.d}, eps={self.eps}" + (f", cast={self.cast!r}" if self.cast != "gemma" else "")
+        return (f"{self._shape_repr()}, eps={self.eps}"
+                + ("" if self.elementwise_affine else ", elementwise_affine=False")
+                + (f", cast={self.cast!r}" if self.cast != "gemma" else ""))
 
 
 class RMSNormLearnableEps(RMSNorm):
     """RMSNormLearnableEps(d, eps=1e-6): parameters weight (d,) and eps (1,); effective eps = |eps|."""
 
     def __init__(self, d, eps=1e-6, eps_mode="inside", *, backend="numba", dtype=np.float64):
-        super().__init__(d, eps=eps, eps_mode=eps_mode, backend=backend, dtype=dtype)
+        super().__init__(d, eps=check_eps(eps), eps_mode=eps_mode, backend=backend, dtype=dtype)
         self._add_param("eps", np.array([self.eps]))
 
-    def _eps_value(self) -> float:
+    def _eps_value(self, x) -> float:
         eps = abs(float(self.params["eps"][0]))
         if eps == 0.0:
             fail(ValueError, "params['eps']", "a non-zero value (|eps| > 0)", 0.0,

@@ -8,6 +8,15 @@ import sys
 import numpy as np
 
 
+def backend_module(backend):
+    """The functions of a backend: scratchnorm (the NumPy reference) or scratchnorm.fast (numba)."""
+    import scratchnorm
+    if backend == "numpy":
+        return scratchnorm
+    from scratchnorm import fast
+    return fast
+
+
 def randomized(layer, rng, positive=("eps",)):
     """The layer, with every parameter set to standard-normal values (weight = 1 hides bugs).
 

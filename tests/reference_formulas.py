@@ -177,3 +177,35 @@ def group_norm(x, w, b, dy, *, num_groups, eps):
         return (r.reshape(grouped) * (g - np.mean(g, -1, keepdims=True)
                                       - xh * np.mean(g * xh, -1, keepdims=True))).reshape(x.shape)
     return _channel_results(x_hat, r, w, b, dy, dx_of, group_cases(x.shape, num_groups))
+
+
+# -- gated RMSNorm (Mamba 2, Qwen3-Next) -------------------------------------------------------
+def gated_rms_norm(x, z, w, dy, *, eps, norm_before_gate, num_groups=1):
+    """y = RMSNorm(x * silu(z)) * w (gate first) or RMSNorm(x) * w * silu(z) (norm first), statistics per
+    group of d / num_groups features, and the gradients of x, z and w, in long double."""
+    x, z, dy = x.astype(LD), z.astype(LD), dy.astype(LD)
+    d = x.shape[-1]
+    w = np.ones(d, LD) if w is None else w.astype(LD)
+    grouped = x.shape[:-1] + (num_groups, d // num_groups)
+    sig = 1 / (1 + np.exp(-z))
+    s, s_prime = z * sig, sig + z * sig * (1 - sig)
+    u = x if norm_before_gate else x * s
+    ug = u.reshape(grouped)
+    r = 1 / np.sqrt(np.mean(ug * ug, -1, keepdims=True) + LD(eps))       # (..., G, 1)
+    n_hat = (ug * r).reshape(x.shape)
+    y = n_hat * w * s if norm_before_gate else n_hat * w
+    dn = dy * s if norm_before_gate else dy
+    gw = (dn * w).reshape(grouped)
+    du = (r * gw - r ** 3 * ug * np.mean(gw * ug, -1, keepdims=True)).reshape(x.shape)
+    dx = du if norm_before_gate else du * s
+    dz = dy * n_hat * w * s_prime if norm_before_gate else du * x * s_prime
+    # Per-element scales the errors are measured against: the terms each result is a sum or product of.
+    # du is r (g - n_hat a): a difference, so its scale is r (|g| + |n_hat| mean|g n_hat|), per element.
+    rb = np.broadcast_to(r, grouped).reshape(x.shape)
+    mean_abs = np.broadcast_to(np.mean(np.abs(gw * ug) * r, -1, keepdims=True), grouped).reshape(x.shape)
+    t = rb * (np.abs(gw.reshape(x.shape)) + np.abs(n_hat) * mean_abs)
+    lead = tuple(range(x.ndim - 1))
+    return {"y": y, "x": dx, "gate": dz, "weight": np.sum(dn * n_hat, axis=lead),
+            "scale_y": np.abs(y), "scale_x": t if norm_before_gate else t * np.abs(s),
+            "scale_gate": np.abs(dz) if norm_before_gate else t * np.abs(x * s_prime),
+            "scale_weight": np.sum(np.abs(dn) * (np.abs(n_hat) + 1), axis=lead)}

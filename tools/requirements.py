@@ -7,6 +7,7 @@ requirements-book.txt pins the ``book`` extra the same way (``make book`` instal
 
     python tools/requirements.py           # rewrite both files
     python tools/requirements.py --check   # exit 1 if one is out of date
+    python tools/requirements.py --extra compare   # print an extra's requirements as declared (make test-compare)
 """
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def render(core: bool = True, extras=EXTRAS) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--extra"]:                 # the compare extra is pinned in pyproject.toml itself
+        print(" ".join(declared(core=False, extras=tuple(argv[1:]))))
+        return 0
     stale = []
     for name, (core, extras) in FILES.items():
         target, text = ROOT / name, render(core, extras)

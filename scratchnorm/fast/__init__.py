@@ -11,7 +11,8 @@ and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by
 tricks.py), rowwise_drivers.py (rows on threads) and rowwise_api.py (the
 functions); add_rmsnorm.py (the residual add fused into the row-wise kernel);
 channels.py (the BatchNorm and GroupNorm kernels) with batchnorm.py and
-groupnorm.py; dyt.py (DyT); _buffers.py (arrays in the kernels' layout); _jit.py
+groupnorm.py; dyt.py (DyT); gated_rmsnorm.py (RMSNorm with a SiLU gate);
+_buffers.py (arrays in the kernels' layout); _jit.py
 (how kernels compile and split work); _stream.py (non-temporal stores);
 NOTES.md (measurements).
 
@@ -41,6 +42,7 @@ forward then keeps a copy of x). A cache works only with its own backend.
 from .add_rmsnorm import add_rms_norm_backward, add_rms_norm_forward
 from .batchnorm import batch_norm_backward, batch_norm_eval_backward, batch_norm_eval_forward, batch_norm_forward
 from .dyt import dyt_backward, dyt_forward
+from .gated_rmsnorm import gated_rms_norm_backward, gated_rms_norm_forward
 from .groupnorm import group_norm_backward, group_norm_forward
 from .tricks import kernel
 from .rowwise_api import (
@@ -66,6 +68,8 @@ KERNELS = {
     # today's models: add_rmsnorm.py (residual add fused with RMSNorm, on the row-wise kernel), dyt.py
     "add_rms_norm_forward": add_rms_norm_forward, "add_rms_norm_backward": add_rms_norm_backward,
     "dyt_forward": dyt_forward, "dyt_backward": dyt_backward,
+    # gated RMSNorm (Mamba 2, Qwen3-Next): gated_rmsnorm.py
+    "gated_rms_norm_forward": gated_rms_norm_forward, "gated_rms_norm_backward": gated_rms_norm_backward,
 }
 
 __all__ = ["KERNELS", "kernel", *KERNELS]

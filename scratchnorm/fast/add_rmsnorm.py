@@ -16,6 +16,10 @@ The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
 for float32, within one more float32 rounding of |dx| than the reference, which
 rounds once. float16 (and bfloat16) input is added in its dtype by NumPy (so h has the
 reference's bits) and normalized by the row-wise kernel: it is not fused.
+
+cast="llama" or "none" with float32 or half input: the kernel computes h and the statistics the
+backward needs, and y is then recomputed with those roundings by casts.py, the NumPy code the
+reference calls too (numba has no bfloat16), so both backends give the same bits.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from numba import prange
 
 from .._checks import check_dy
 from .._op_checks import add_rms_norm_args
+from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
 from ._jit import jit, n_chunks, run_twin, serial_and_parallel
@@ -71,11 +76,20 @@ def _drivers(f32_affine: bool, stream: bool, sources=SOURCES):
 twins = cache(_drivers)     # one compiled pair per setting of the switches, built on first use
 
 
-def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, out=None, h_out=None):
-    """h = x + residual, y = RMSNorm(h), numba kernels. Same arguments and result as
+def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None):
+    """h = x + residual, y = RMSNorm(h) * (offset + weight), numba kernels. Same arguments and result as
     ``scratchnorm.add_rms_norm_forward``; the cache is this backend's. An out= or h_out= that
     overlaps x or residual (h_out=residual) is filled after the kernel, from a new array."""
-    x, residual, eps = add_rms_norm_args(x, residual, weight, eps)
+    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset)
+    scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
+    y, h, cache = _add_rms_norm(x, residual, scale, eps, out, h_out)
+    if cast != "gemma" and x.dtype != np.float64:       # the other roundings (module docstring)
+        y[...] = rms_norm_cast(h, weight, None, eps, "inside", x.shape[-1], cast, offset=offset)
+    return y, h, cache
+
+
+def _add_rms_norm(x, residual, weight, eps, out, h_out):
+    """The fused forward with the scale ``weight``: (y, h, cache)."""
     if is_half(x.dtype):                                # not fused (module docstring)
         h = np.add(x, residual)
         y, norm = rms_norm_forward(h, weight, eps=eps, out=out)

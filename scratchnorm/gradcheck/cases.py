@@ -25,19 +25,37 @@ class AddRMSNormPair(Layer):
     """add_rms_norm as a one-input, one-output layer for the check: input (2, ..., d) stacks x and
     residual, output (2, ..., d) stacks y and h, so a random upstream gradient covers dy and dh."""
 
-    def __init__(self, d, eps=1e-6, *, backend="numba"):
+    def __init__(self, d, eps=1e-6, *, offset=0.0, backend="numba"):
         super().__init__(backend=backend)
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self._add_param("weight", np.ones(d))
 
     def _forward(self, xr):
         y, h, cache = implementation(self.backend, "add_rms_norm_forward")(xr[0], xr[1], self.params["weight"],
-                                                                          self.eps)
+                                                                          self.eps, offset=self.offset)
         return np.stack([y, h]), cache
 
     def _backward(self, dyh, cache):
         grads = implementation(self.backend, "add_rms_norm_backward")(dyh[0], dyh[1], cache)
         return {"x": np.stack([grads["x"], grads["residual"]]), "weight": grads["weight"]}
+
+
+class GatedPair(Layer):
+    """GatedRMSNorm as a one-input layer for the check: input (2, ..., d) stacks x and the gate, so the
+    gate's gradient is checked with x's; the parameters are the layer's own."""
+
+    def __init__(self, d, *, backend="numba", **options):
+        super().__init__(backend=backend)
+        self.inner = sn.GatedRMSNorm(d, backend=backend, **options)
+        self.params = self.inner.params
+
+    def _forward(self, xz):
+        self.inner.backend = self.backend
+        return self.inner.forward(xz[0], xz[1]), "kept by the inner layer"
+
+    def _backward(self, dy, cache):
+        dx, dgate = self.inner.backward(dy)
+        return {"x": np.stack([dx, dgate]), **self.inner.grads}
 
 
 def _rowwise_cases() -> list[Case]:
@@ -87,6 +105,19 @@ def _rowwise_cases() -> list[Case]:
         Case("add_rms_norm(8) 3-D", lambda b: AddRMSNormPair(8, backend=b), (2, 2, 3, 8)),
         Case("DyT(8)", lambda b: sn.DyT(8, backend=b), (4, 8)),
         Case("DyT(8) 3-D", lambda b: sn.DyT(8, backend=b), (2, 3, 8)),
+        # the options of torch.nn and Hugging Face's code (issue 28)
+        Case("DyT(8, bias=False)", lambda b: sn.DyT(8, bias=False, backend=b), (4, 8)),
+        Case("GemmaRMSNorm(8, no affine)", lambda b: sn.GemmaRMSNorm(8, elementwise_affine=False, backend=b), (4, 8)),
+        Case("LayerNorm((3, 4))", lambda b: sn.LayerNorm((3, 4), backend=b), (2, 3, 4)),
+        Case("RMSNorm((3, 4))", lambda b: sn.RMSNorm((3, 4), backend=b), (2, 2, 3, 4)),
+        Case("RMSNorm(8, eps=None)", lambda b: sn.RMSNorm(8, eps=None, backend=b), (4, 8)),
+        Case("add_rms_norm(8, offset=1)", lambda b: AddRMSNormPair(8, offset=1.0, backend=b), (2, 4, 8)),
+        # gated RMSNorm: input (2, ..., d) stacks x and the gate
+        Case("GatedRMSNorm(8), gate first (Mamba 2)", lambda b: GatedPair(8, backend=b), (2, 4, 8)),
+        Case("GatedRMSNorm(8, norm_before_gate) (Qwen3-Next)",
+             lambda b: GatedPair(8, norm_before_gate=True, backend=b), (2, 4, 8)),
+        Case("GatedRMSNorm(12, num_groups=3) 3-D", lambda b: GatedPair(12, num_groups=3, backend=b), (2, 2, 3, 12)),
+        Case("GatedRMSNorm(8, no affine)", lambda b: GatedPair(8, elementwise_affine=False, backend=b), (2, 4, 8)),
     ]
     return out
 

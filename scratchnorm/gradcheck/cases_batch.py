@@ -43,6 +43,15 @@ def _instance_norm(backend):
     return sn.InstanceNorm(3, affine=True, backend=backend)
 
 
+def _instance_norm_eval(backend):
+    """An InstanceNorm with running statistics, in eval mode: BatchNorm's eval map per channel."""
+    layer = sn.InstanceNorm(3, affine=True, track_running_stats=True, backend=backend)
+    rng = np.random.default_rng(8)
+    layer.buffers["running_mean"][...] = rng.standard_normal(3)
+    layer.buffers["running_var"][...] = rng.uniform(0.3, 3.0, 3)
+    return layer.eval()
+
+
 def batch_cases() -> list[Case]:
     return [
         # BatchNorm, training mode (batch statistics; running stats restored by gradcheck)
@@ -64,6 +73,15 @@ def batch_cases() -> list[Case]:
         Case("InstanceNorm(3, affine) (N, C, L)", _instance_norm, (2, 3, 5)),
         Case("InstanceNorm(3, affine) 4-D", _instance_norm, (2, 3, 2, 3)),
         Case("InstanceNorm(3)", lambda b: sn.InstanceNorm(3, backend=b), (2, 3, 4)),
+        Case("InstanceNorm(3, affine, tracking) eval", _instance_norm_eval, (2, 3, 4)),
+        Case("InstanceNorm(3, affine, tracking) training", lambda b: sn.InstanceNorm(
+            3, affine=True, track_running_stats=True, backend=b), (2, 3, 4)),
+        Case("InstanceNorm(3, affine, spatial_dims=1) unbatched (C, L)", lambda b: sn.InstanceNorm(
+            3, affine=True, spatial_dims=1, backend=b), (3, 5)),
+        Case("InstanceNorm(3, affine, bias=False)", lambda b: sn.InstanceNorm(3, affine=True, bias=False, backend=b),
+             (2, 3, 4)),
+        Case("BatchNorm(3, bias=False)", lambda b: sn.BatchNorm(3, bias=False, backend=b), (4, 3, 2)),
+        Case("GroupNorm(2, 4, bias=False)", lambda b: sn.GroupNorm(2, 4, bias=False, backend=b), (2, 4, 3)),
         ConstantCase("InstanceNorm(3, affine) constant slice", _instance_norm, (2, 3, 4), constant=(0, 2)),
         # GroupNorm
         Case("GroupNorm(2, 6) (N, C)", lambda b: sn.GroupNorm(2, 6, backend=b), (3, 6)),

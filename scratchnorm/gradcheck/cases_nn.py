@@ -101,4 +101,15 @@ def nn_cases() -> list[Case]:
         Case("nn.Transformer layernorm qk_norm=layernorm",
              _transformer("layernorm", 1, n_layers=1, qk_norm="layernorm"), (2, 3), **qk_model),
         Case("nn.Transformer DyT (no statistics)", _transformer("dyt", n_layers=1), (2, 3), **model),
+        # QK-Norm over all heads at once (OLMo 2), Gemma's (1 + w) per head (Gemma 3), and the parallel
+        # block (GPT-J, Cohere)
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=rmsnorm over all heads (OLMo 2)",
+             lambda b: nn.CausalSelfAttention(8, 2, "rmsnorm", "all_heads", backend=b), (2, 4, 8), **smooth),
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=layernorm per head, weights per head (Cohere)",
+             lambda b: nn.CausalSelfAttention(8, 2, "layernorm", "head_separate_weights", backend=b), (2, 4, 8),
+             **smooth),
+        Case("nn.CausalSelfAttention(8, 2) qk_norm=gemma_rmsnorm (Gemma 3)",
+             lambda b: nn.CausalSelfAttention(8, 2, "gemma_rmsnorm", backend=b), (2, 4, 8), **smooth),
+        Case("nn.Transformer parallel LayerNorm (GPT-J, Cohere)",
+             _transformer("layernorm", n_layers=2, parallel=True), (2, 4), **model),
     ]

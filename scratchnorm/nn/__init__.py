@@ -23,8 +23,9 @@ A whole training loop::
     print(model.generate(ids[:1, :4], 8))
 
 Where things are: activations.py (ReLU, GELU), embedding.py, softmax.py,
-attention.py (causal multi-head self-attention, QK-Norm), residual.py (where the
-norm goes: pre, post, peri, reordered, deepnorm),
+attention.py (causal multi-head self-attention, QK-Norm per head or over all heads),
+residual.py (where the norm goes: pre, post, peri, reordered, deepnorm), parallel.py
+(attention and MLP side by side on one norm: GPT-J, Cohere),
 sequential.py (Sequential, mlp), container.py (prefixed parameter names),
 loss.py (softmax cross-entropy), optim.py (SGD, Adam), norms.py (the
 ``norm=`` registry), transformer.py. Importing this package imports no numba.
@@ -37,12 +38,14 @@ from .embedding import Embedding
 from .loss import SoftmaxCrossEntropy, softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .norms import NORMS, make_norm
 from .optim import SGD, Adam, Optimizer
+from .parallel import ParallelResidual
 from .residual import Residual
 from .sequential import Sequential, mlp
 from .transformer import Transformer
 
 __all__ = [
     "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Embedding", "Linear", "Optimizer",
+    "ParallelResidual",
     "ReLU", "Residual", "Sequential", "SoftmaxCrossEntropy", "Transformer", "causal_attention_backward",
     "causal_attention_forward", "gelu_backward", "gelu_forward", "make_norm", "mlp", "relu_backward",
     "relu_forward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

@@ -21,18 +21,30 @@ Backward, given dy
     dq = dS k / sqrt(dh);  dk = dS^T q / sqrt(dh)      S = q k^T / sqrt(dh)
     merge dq, dk, dv; concatenate to dqkv (B, T, 3d); dx = qkv.backward(dqkv)
 
-QK-Norm (``qk_norm="rmsnorm"`` or ``"layernorm"``; Qwen3, Gemma 3, OLMo 2): q and k are
-normalized per head over their dh features before the scores,
-    q <- Norm_q(q),  k <- Norm_k(k)               (B, H, T, dh), weight (dh,) shared by all heads
-so every score is a dot product of two vectors of bounded size: |S| <= |w_q| |w_k| sqrt(dh) for
-RMSNorm, whatever the scale the projections grow to (the placement lesson measures it). In the
-backward dq and dk pass through the norms' backward. The one weight w_q multiplies the q of
-every head, batch element and position; each use adds its share to the loss, so its gradient is
-the sum over all of them (B, H and T): the norm's backward sums over every leading axis of its
-input, the heads included, which is that sum. With "layernorm" the key norm has no bias: a bias
-b added to every key adds q_i . b to every score of query i, the same for every key j, and the
-softmax over j ignores a shift, so that bias could never learn (its gradient would be exactly 0,
-as that of the key part of qkv's bias is without QK-Norm; the tests check both).
+QK-Norm (``qk_norm="rmsnorm"``, ``"layernorm"`` or ``"gemma_rmsnorm"``): q and k are normalized
+before the scores, over one of two sets of features (``qk_norm_over``), named for what they do:
+
+    "head" (the default; Qwen3, Gemma 3 with "gemma_rmsnorm"'s (1 + w))
+        q <- Norm_q(q), k <- Norm_k(k) on (B, H, T, dh): each head's dh features on their own,
+        one weight (dh,) shared by all heads
+    "all_heads" (OLMo 2)
+        q <- Norm_q(q), k <- Norm_k(k) on (B, T, d) before the heads are split: the statistic
+        over all H * dh features of q (of k) at once, a weight (d,) with an entry per head and feature
+    "head_separate_weights" (Cohere's Command R+, "rmsnorm" or "layernorm")
+        the statistic per head, as "head", but a weight (d,) = (H * dh,) with an entry per head and
+        feature (Cohere's (H, dh) weight, flattened): that is GroupNorm(H, d) without a bias on (B*T, d)
+        for "layernorm" (each group of dh channels is one head), GroupRMSNorm(d, H) for "rmsnorm"
+
+Either way every score is a dot product of two vectors of bounded size: per head, |S| <= |w_q| |w_k|
+sqrt(dh) for RMSNorm, whatever the scale the projections grow to (the placement lesson measures it);
+over all heads, the bound holds for the sum over heads of the squares, so one head may take most of
+it. In the backward dq and dk pass through the norms' backward. A weight that multiplies many
+values (per head: the q of every head, batch element and position) gets the sum of their shares:
+the norm's backward sums over every leading axis of its input, the heads included. With "layernorm"
+the key norm has no bias: a bias b added to every key adds q_i . b to every score of query i, the
+same for every key j, and the softmax over j ignores a shift, so that bias could never learn (its
+gradient would be exactly 0, as that of the key part of qkv's bias is without QK-Norm; the tests
+check both).
 
 The mask needs no backward code of its own: a masked score has P = 0, and the
 softmax backward multiplies by P, so dS = 0 there and no gradient reaches it.
@@ -48,13 +60,16 @@ import numpy as np
 
 from .._arrays import store
 from .._checks import check_choice, check_groups, check_int, fail
+from ..group_rmsnorm import GroupRMSNorm
+from ..groupnorm import GroupNorm
 from ..layernorm import LayerNorm
 from ..linear import Linear
 from .container import Container
 from .norms import make_norm
 from .softmax import softmax_backward, softmax_forward
 
-QK_NORMS = (None, "rmsnorm", "layernorm")
+QK_NORMS = (None, "rmsnorm", "layernorm", "gemma_rmsnorm")
+QK_NORM_OVER = ("head", "all_heads", "head_separate_weights")
 
 
 def split_heads(a, n_heads):
@@ -96,49 +111,90 @@ def causal_attention_backward(do, cache):
 
 
 class CausalSelfAttention(Container):
-    """CausalSelfAttention(d, n_heads, qk_norm=None): y = proj(attention(qkv(x))), x and y (B, T, d).
+    """CausalSelfAttention(d, n_heads, qk_norm=None, qk_norm_over="head"): y = proj(attention(qkv(x))),
+    x and y (B, T, d).
 
     Parameters "qkv.weight" (3d, d), "qkv.bias" (3d,), "proj.weight" (d, d),
-    "proj.bias" (d,); with qk_norm, "q_norm.weight" and "k_norm.weight" (d / n_heads,)
-    (and "q_norm.bias" for "layernorm": the key norm's bias could not learn, see above).
-    n_heads must divide d. ``seed`` as in Linear.
+    "proj.bias" (d,); with qk_norm, "q_norm.weight" and "k_norm.weight": (d / n_heads,) with
+    qk_norm_over="head" (Qwen3, Gemma 3), (d,) with "all_heads" (OLMo 2) and "head_separate_weights"
+    (Cohere); and "q_norm.bias" for "layernorm" over "head" or "all_heads" (the key norm's bias could
+    not learn, see above). n_heads must divide d.
+    ``seed`` as in Linear.
     """
 
-    def __init__(self, d, n_heads, qk_norm=None, *, bias=True, seed=0, backend="numba", dtype=np.float64):
+    def __init__(self, d, n_heads, qk_norm=None, qk_norm_over="head", *, bias=True, seed=0, backend="numba",
+                 dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.d = check_int("d", d)
         self.n_heads = check_groups(n_heads, self.d, arg="n_heads")
         self.qk_norm = check_choice("qk_norm", qk_norm, QK_NORMS)
+        self.qk_norm_over = check_choice("qk_norm_over", qk_norm_over, QK_NORM_OVER)
         rng = np.random.default_rng(seed)
         self.qkv = self.add("qkv", Linear(self.d, 3 * self.d, bias, seed=rng, backend=backend, dtype=dtype))
         self.proj = self.add("proj", Linear(self.d, self.d, bias, seed=rng, backend=backend, dtype=dtype))
         self.q_norm = self.k_norm = None
         if qk_norm is not None:
-            dh = self.d // self.n_heads
             kw = {"backend": backend, "dtype": dtype}
-            self.q_norm = self.add("q_norm", make_norm(qk_norm, dh, **kw))
-            self.k_norm = self.add("k_norm", LayerNorm(dh, bias=False, **kw) if qk_norm == "layernorm"
-                                   else make_norm(qk_norm, dh, **kw))
+            if qk_norm_over == "head_separate_weights":
+                self.q_norm = self.add("q_norm", self._per_head_norm(qk_norm, **kw))
+                self.k_norm = self.add("k_norm", self._per_head_norm(qk_norm, **kw))
+            else:
+                n = self.d // self.n_heads if qk_norm_over == "head" else self.d       # features per statistic
+                self.q_norm = self.add("q_norm", make_norm(qk_norm, n, **kw))
+                self.k_norm = self.add("k_norm", LayerNorm(n, bias=False, **kw) if qk_norm == "layernorm"
+                                       else make_norm(qk_norm, n, **kw))
+
+    def _per_head_norm(self, qk_norm, **kw):
+        """Statistics per head, a weight per head and feature (Cohere): a group of dh features is one head."""
+        if qk_norm == "layernorm":
+            return GroupNorm(self.n_heads, self.d, bias=False, **kw)
+        if qk_norm == "rmsnorm":
+            return GroupRMSNorm(self.d, self.n_heads, **kw)
+        fail(ValueError, "qk_norm", "'rmsnorm' or 'layernorm' with qk_norm_over='head_separate_weights'", qk_norm,
+             "use qk_norm_over='head' for Gemma's (1 + w) QK-Norm.")
 
     def _check_input(self, x):
         if x.ndim != 3 or x.shape[-1] != self.d or x.shape[1] == 0:
             fail(ValueError, "x", f"an array of shape (B, T, d={self.d}) with T >= 1 for CausalSelfAttention", x,
                  f"pass a batch of sequences (x[None] for one sequence) with {self.d} features on the last axis.")
 
+    def _layout(self):
+        """Where the QK-Norm acts: "head" on (B, H, T, dh), "all_heads" on (B, T, d), or None."""
+        if self.qk_norm is None:
+            return None
+        return "head" if self.qk_norm_over == "head" else "all_heads"
+
+    def _norm_qk(self, over, q, k):
+        """q and k through their norms when the norms act ``over`` that layout (GroupNorm reads (N, C):
+        the (B, T, d) tokens as (B*T, d) rows)."""
+        if self._layout() != over:
+            return q, k
+        return tuple(n.forward(a.reshape(-1, self.d)).reshape(a.shape) if isinstance(n, GroupNorm)
+                     else n.forward(a) for n, a in ((self.q_norm, q), (self.k_norm, k)))
+
+    def _norm_qk_backward(self, over, dq, dk):
+        if self._layout() != over:                                   # weight gradients summed over B, (H,) T
+            return dq, dk
+        return tuple(n.backward(g.reshape(-1, self.d)).reshape(g.shape) if isinstance(n, GroupNorm)
+                     else n.backward(g) for n, g in ((self.q_norm, dq), (self.k_norm, dk)))
+
     def _forward(self, x):
-        q, k, v = (split_heads(a, self.n_heads) for a in np.split(self.qkv.forward(x), 3, axis=-1))
-        if self.qk_norm is not None:                            # (B, H, T, dh), over dh
-            q, k = self.q_norm.forward(q), self.k_norm.forward(k)
+        q, k, v = np.split(self.qkv.forward(x), 3, axis=-1)              # (B, T, d) each
+        q, k = self._norm_qk("all_heads", q, k)                          # over d (OLMo 2)
+        q, k, v = (split_heads(a, self.n_heads) for a in (q, k, v))      # (B, H, T, dh)
+        q, k = self._norm_qk("head", q, k)                               # over dh (Qwen3, Gemma 3)
         o, cache = causal_attention_forward(q, k, v)
         return self.proj.forward(merge_heads(o)), cache
 
     def _backward(self, dy, cache):
         do = split_heads(self.proj.backward(dy), self.n_heads)  # (B, H, T, dh)
         g = causal_attention_backward(do, cache)
-        if self.qk_norm is not None:                            # weight gradients summed over B, H, T
-            g["q"], g["k"] = self.q_norm.backward(g["q"]), self.k_norm.backward(g["k"])
-        dqkv = np.concatenate([merge_heads(g[name]) for name in ("q", "k", "v")], axis=-1)   # (B, T, 3d)
+        g["q"], g["k"] = self._norm_qk_backward("head", g["q"], g["k"])
+        g = {name: merge_heads(g[name]) for name in ("q", "k", "v")}      # (B, T, d) each
+        g["q"], g["k"] = self._norm_qk_backward("all_heads", g["q"], g["k"])
+        dqkv = np.concatenate([g[name] for name in ("q", "k", "v")], axis=-1)   # (B, T, 3d)
         return self._with_child_grads(self.qkv.backward(dqkv))
 
     def extra_repr(self):
-        return f"d={self.d}, n_heads={self.n_heads}" + (f", qk_norm={self.qk_norm!r}" if self.qk_norm else "")
+        return f"d={self.d}, n_heads={self.n_heads}" + (
+            f", qk_norm={self.qk_norm!r}, qk_norm_over={self.qk_norm_over!r}" if self.qk_norm else "")

@@ -55,6 +55,14 @@ def deepnorm_beta(depth: int) -> float:
     return (8 * depth) ** -0.25
 
 
+def keeps_shape(name: str, out, x):
+    """``out``, the output of the sublayer ``name`` on x, which must have x's shape (it is added to x)."""
+    if out.shape != x.shape:
+        fail(ValueError, name, f"a sublayer that keeps the shape {x.shape} of its input", out,
+             f"make {name} map (..., d) to (..., d), e.g. end it with Linear(hidden, d).")
+    return out
+
+
 class Residual(Container):
     """Residual(f, norm=None, placement="pre", *, norm_out=None, depth=None): see the module docstring.
 
@@ -93,11 +101,7 @@ class Residual(Container):
         check_norm_input(self.norm, x)
 
     def _f(self, x):
-        fx = self.f.forward(x)
-        if fx.shape != x.shape:
-            fail(ValueError, "f", f"a sublayer that keeps the shape {x.shape} of its input", fx,
-                 "make f map (..., d) to (..., d), e.g. end it with Linear(hidden, d).")
-        return fx
+        return keeps_shape("f", self.f.forward(x), x)
 
     def _norm(self, x):
         return self.norm.forward(x) if self.norm is not None else x

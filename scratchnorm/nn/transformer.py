@@ -30,13 +30,14 @@ from numbers import Real
 
 import numpy as np
 
-from .._checks import check_choice, check_int, fail
+from .._checks import check_bool, check_choice, check_int, fail
 from ..linear import Linear
 from .attention import CausalSelfAttention
 from .container import Container
 from .embedding import Embedding
 from .ids import as_ids, check_id_range
 from .norms import CHANNELS_FIRST, make_norm
+from .parallel import ParallelResidual
 from .residual import PLACEMENTS, Residual, deepnorm_beta
 from .sequential import Sequential, mlp
 from .softmax import softmax_forward
@@ -50,19 +51,26 @@ class Transformer(Container):
     "post", "peri", "reordered" or "deepnorm" (residual.py); "post" and "deepnorm" end
     each block with a norm and drop the final one; "deepnorm" also scales the initial
     value, output and MLP weights by DeepNet's beta = (8 n_layers)^(-1/4). qk_norm: None,
-    "rmsnorm" or "layernorm" (attention.py). mlp_ratio: the MLP's hidden width over
+    "rmsnorm", "layernorm" or "gemma_rmsnorm", over each head or all heads (qk_norm_over,
+    attention.py). parallel=True (with "pre"): attention and MLP side by side on one norm per
+    block, as GPT-J and Cohere (parallel.py). mlp_ratio: the MLP's hidden width over
     d_model. seed: one Generator draws every initial weight; embeddings are drawn
     N(0, 0.02^2) as in GPT-2, Linear weights as in linear.py.
     """
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, max_len, norm="layernorm", *,
-                 placement="pre", qk_norm=None, mlp_ratio=4, seed=0, backend="numba", dtype=np.float64):
+                 placement="pre", qk_norm=None, qk_norm_over="head", parallel=False, mlp_ratio=4, seed=0,
+                 backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.vocab_size = check_int("vocab_size", vocab_size)
         self.d_model = d = check_int("d_model", d_model)
         self.n_layers = check_int("n_layers", n_layers)
         self.max_len = check_int("max_len", max_len)
         self.placement = check_choice("placement", placement, PLACEMENTS)
+        self.parallel = check_bool("parallel", parallel)
+        if self.parallel and (placement != "pre" or norm in (None, "none")):
+            fail(ValueError, "parallel", f"False with placement={placement!r} and norm={norm!r}", parallel,
+                 "use placement='pre' and a norm with parallel=True (one norm feeds attention and MLP).")
         hidden = check_int("mlp_ratio", mlp_ratio) * d
         rng = np.random.default_rng(seed)
         kw = {"backend": backend, "dtype": dtype}
@@ -90,7 +98,7 @@ class Transformer(Container):
 
         blocks = []
         for _ in range(self.n_layers):
-            attn = CausalSelfAttention(d, n_heads, qk_norm, seed=rng, **kw)
+            attn = CausalSelfAttention(d, n_heads, qk_norm, qk_norm_over, seed=rng, **kw)
             ffn = mlp([d, hidden, d], activation="gelu", seed=rng, **kw)
             if placement == "deepnorm":                  # DeepNet's initialization (residual.py)
                 beta = deepnorm_beta(self.n_layers)
@@ -99,7 +107,10 @@ class Transformer(Container):
                 for name in ffn.params:
                     if name.endswith("weight"):
                         ffn.params[name] *= beta
-            blocks.append(Sequential(residual(attn), residual(ffn), names=("attn", "mlp")))
+            if self.parallel:
+                blocks.append(ParallelResidual(attn, ffn, new_norm()))
+            else:
+                blocks.append(Sequential(residual(attn), residual(ffn), names=("attn", "mlp")))
         self.blocks = self.add("blocks", Sequential(*blocks))
         self.norm = new_norm() if placement in ("pre", "peri", "reordered") else None
         if self.norm is not None:
@@ -167,4 +178,5 @@ class Transformer(Container):
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, d_model={self.d_model}, n_layers={self.n_layers}, "
                 f"max_len={self.max_len}, placement={self.placement!r}"
+                + (", parallel=True" if self.parallel else "")
                 + (f", qk_norm={self.qk_norm!r}" if self.qk_norm else ""))

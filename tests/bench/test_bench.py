@@ -6,7 +6,6 @@ user (and the speed lesson) would run it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -158,10 +157,9 @@ def test_memory_of_every_traced_implementation(quick):
     assert not rows, f"memory rows the bench should not have: {sorted(rows)}"
 
 
-def test_torch_memory_probe():
+@pytest.mark.compare
+def test_torch_memory_probe(torch):
     """The subprocess probe: torch's fwd+bwd holds at least its result dx, one array."""
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed (optional)")
     shape = (1024, 1024)                                                  # 4 MiB of float32: RSS_MIN_BYTES
     x_bytes = math.prod(shape) * 4
     assert x_bytes >= memory.RSS_MIN_BYTES
@@ -204,10 +202,9 @@ def test_targets_are_listed_with_a_consistent_status(quick):
         assert t["name"] in out
 
 
-def test_torch_and_jax_rows(tmp_path):
-    compare = [m for m in compare_mod.COMPARE if importlib.util.find_spec(m) is not None]
-    if not compare:
-        pytest.skip("neither torch nor jax is installed (optional)")
+@pytest.mark.compare
+def test_torch_and_jax_rows(tmp_path, torch, jax):
+    compare = list(compare_mod.COMPARE)
     out, rep = run_bench(tmp_path, "--norms", "layernorm,rmsnorm", "--shapes", "64x512",
                          "--dtypes", "float32", "--no-compile", "--compare", ",".join(compare))
     for name in ("layernorm", "rmsnorm"):

@@ -1,4 +1,4 @@
-"""The layer-class grid against torch.nn (bench/grid.py): its points, its table, a quick run when torch is here."""
+"""The layer-class grid against torch.nn (bench/grid.py): its points, its table, a quick run (make test-compare)."""
 from __future__ import annotations
 
 import subprocess
@@ -24,8 +24,8 @@ def test_the_table_marks_each_point_against_the_margin():
     assert "ahead at 2 of 3 points" in text
 
 
-def test_a_quick_grid_runs_against_torch():
-    torch = pytest.importorskip("torch")
+@pytest.mark.compare
+def test_a_quick_grid_runs_against_torch(torch):
     rows = run_grid(torch, Budget(0.002, 2, 5), rounds=1, quick=True, progress=lambda m: None)
     assert len(rows) == 12 and all(r["ours_s"] > 0 and r["torch_s"] > 0 for r in rows)
 

@@ -31,11 +31,19 @@ SETUP = textwrap.dedent('''
             y = layer.forward(x)
             return hashlib.sha256(y.tobytes() + layer.backward(dy).tobytes()).hexdigest()
         return run
+    def gated(shape):                     # GatedRMSNorm: two inputs, two gradients
+        x, z, dy = (rng.standard_normal(shape) for _ in range(3))
+        def run():
+            layer = sn.GatedRMSNorm(shape[-1])
+            y = layer.forward(x, z)
+            return hashlib.sha256(y.tobytes() + b"".join(g.tobytes() for g in layer.backward(dy))).hexdigest()
+        return run
     CASES = {"LayerNorm": case(lambda: sn.LayerNorm(256), (512, 256)),
              "RMSNorm": case(lambda: sn.RMSNorm(256), (512, 256)),
              "BatchNorm (N, C)": case(lambda: sn.BatchNorm(256), (512, 256)),
              "BatchNorm (N, C, H, W)": case(lambda: sn.BatchNorm(16), (32, 16, 16, 16)),
-             "GroupNorm": case(lambda: sn.GroupNorm(4, 16), (32, 16, 16, 16))}
+             "GroupNorm": case(lambda: sn.GroupNorm(4, 16), (32, 16, 16, 16)),
+             "GatedRMSNorm": gated((512, 256))}
     assert all(np.prod(s) >= _jit.PARALLEL_MIN for s in [(512, 256), (32, 16, 16, 16)])
 ''')
 

@@ -161,10 +161,10 @@ def test_placement_and_qk_norm_errors():
         nn.Transformer(7, 8, 2, 1, 6, None, placement="peri", **NP)
 
 
-def test_qk_norm_attention_and_placements_match_torch(rng):
+@pytest.mark.compare
+def test_qk_norm_attention_and_placements_match_torch(rng, torch):
     """float64, written from the formulas in torch with autograd: causal attention with QK-Norm (one
     RMSNorm weight per q and k shared by the heads), and a peri / deepnorm block around it."""
-    torch = pytest.importorskip("torch")
     T_ = lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True)  # noqa: E731
     x, dy = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 5, 8))
     attn = nn.CausalSelfAttention(8, 2, "rmsnorm", **NP)

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scratchnorm"
-# What the numba backend may import from the rest of the package: shared infrastructure, no math.
-SHARED = {"scratchnorm._checks", "scratchnorm._op_checks", "scratchnorm.dtypes", "scratchnorm._arrays"}
+# What the numba backend may import from the rest of the package: shared infrastructure, no math; and
+# casts.py with eps_modes.py: the roundings of other code (cast="llama", "none"), computed in NumPy for
+# both backends, so that both give the same bits.
+SHARED = {"scratchnorm._checks", "scratchnorm._op_checks", "scratchnorm.dtypes", "scratchnorm._arrays",
+          "scratchnorm.casts", "scratchnorm.eps_modes"}
 
 
 def module_name(path: Path) -> str:

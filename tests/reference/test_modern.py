@@ -1,7 +1,7 @@
 """Today's normalizations on both backends: GemmaRMSNorm, the fused residual add + RMSNorm, DyT.
 
-* Against PyTorch (float64, each written from its formula, gradients by autograd), when torch
-  is installed; skipped otherwise.
+* Against PyTorch (float64, each written from its formula, gradients by autograd): marked
+  ``compare``, run by ``make test-compare`` (tests/conftest.py).
 * What each is built from: GemmaRMSNorm is RMSNorm with weight 1 + w; the fused add is the
   add, then RMSNorm, with dh added to dx; DyT's Jacobian is diagonal.
 * Properties (hypothesis) over shapes, scales and dtypes: no NaN from finite input, the
@@ -30,14 +30,14 @@ def fns(backend):
     return fast
 
 
-def torch64():
-    torch = pytest.importorskip("torch")
+def torch64(torch):
     return torch, (lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True))
 
 
 # -- against PyTorch --------------------------------------------------------------------------
-def test_fused_add_matches_torch(backend, rng):
-    torch, T = torch64()
+@pytest.mark.compare
+def test_fused_add_matches_torch(backend, rng, torch):
+    torch, T = torch64(torch)
     x, r, dy, dh = (rng.standard_normal((3, 4, 16)) for _ in range(4))
     w = rng.standard_normal(16)
     y, h, cache = fns(backend).add_rms_norm_forward(x, r, w, 1e-5)
@@ -51,8 +51,9 @@ def test_fused_add_matches_torch(backend, rng):
         np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-12, atol=1e-12)
 
 
-def test_gemma_rms_norm_matches_torch(backend, rng):
-    torch, T = torch64()
+@pytest.mark.compare
+def test_gemma_rms_norm_matches_torch(backend, rng, torch):
+    torch, T = torch64(torch)
     layer = sn.GemmaRMSNorm(16, backend=backend)
     layer.params["weight"] = 0.1 * rng.standard_normal(16)
     x, dy = rng.standard_normal((5, 16)), rng.standard_normal((5, 16))
@@ -65,8 +66,9 @@ def test_gemma_rms_norm_matches_torch(backend, rng):
     np.testing.assert_allclose(layer.grads["weight"], tw.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
-def test_dyt_matches_torch(backend, rng):
-    torch, T = torch64()
+@pytest.mark.compare
+def test_dyt_matches_torch(backend, rng, torch):
+    torch, T = torch64(torch)
     x, dy = 2 * rng.standard_normal((2, 3, 16)), rng.standard_normal((2, 3, 16))
     alpha, w, b = np.array([0.7]), rng.standard_normal(16), rng.standard_normal(16)
     y, cache = fns(backend).dyt_forward(x, alpha, w, b)
