@@ -13,8 +13,10 @@
 # | `deepnorm` | $\mathrm{Norm}(\alpha x + F(x))$ | DeepNet |
 #
 # DeepNorm's $\alpha = (2L)^{1/4}$, and $F$'s initial weights are scaled by $(8L)^{-1/4}$, for $L$ blocks.
-# QK-Norm (`qk_norm="rmsnorm"`; Qwen3, Gemma 3, OLMo 2) normalizes each head's queries and keys before their
-# dot products, so that a score is bounded by the norms' weights whatever the size the projections grow to.
+# QK-Norm (`qk_norm="rmsnorm"`) normalizes queries and keys before their dot products, so that a score is
+# bounded by the norms' weights whatever the size the projections grow to. Qwen3 and Gemma 3 normalize each
+# head's query and key (the default, `qk_norm_over="head"`; this lesson's); OLMo 2 normalizes the query and
+# key of all heads at once, one RMSNorm over $H \cdot d_h$ features (`qk_norm_over="all_heads"`).
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)

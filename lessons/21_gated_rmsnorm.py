@@ -127,7 +127,7 @@ lesson.save(fig, "order")
 #
 # **1.** In the gate-first order, can the gate switch a whole row off?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("Not by being small everywhere: a common factor on the gate cancels in the norm (the output's RMS "
               f"stayed within {off:.1e} of 1 from c = {scales[0]:.1f} to {scales[-1]:.0f}). Only eps stops it: "
               "once mean((x s)^2) falls below eps the row shrinks, and silu(0) = 0 gives a zero row.")
@@ -136,7 +136,7 @@ lesson.answer("Not by being small everywhere: a common factor on the gate cancel
 # **2.** Why does the gate's gradient in the gate-first order carry a sum over the row, when
 # $s_j$ depends on $z_j$ alone?
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("Because du, RMSNorm's backward of dy, already holds the sum through mean(u^2): dz_j = du_j x_j "
               f"silu'(z_j) inherits it. The last cell saw its consequence, sum du u = 0 to {ratio:.0e}.")
 
