@@ -7,6 +7,7 @@ right, how far off and where, and then names the mistake::
 
     python -m scratchnorm.exercises new layernorm ex
     python -m scratchnorm.exercises check ex/layernorm.py          # --json for one line of JSON
+    python -m scratchnorm.exercises check layers.py --exercise batchnorm   # CS231n's cache contract, as is
 
 A mistake is named only when the checker reproduces it: every code of the catalogue
 (``catalogue.MISTAKES``) is a precisely defined wrong computation, a mutant of one reference
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from .._checks import fail
 from .catalogue import EXERCISES, MISTAKES
+from .contract import CACHE_FUNCTIONS, contract_for
 from .diagnose import check_functions
 from .report import Report
 
@@ -30,17 +32,19 @@ __all__ = ["EXERCISES", "MISTAKES", "Report", "check"]
 
 def check(name: str, module_or_functions, source: str = "") -> Report:
     """Check a student's functions for exercise ``name``: a module (or any object) with ``forward`` and/or
-    ``backward`` attributes, or a dict of them. Returns a Report (``.ok``, ``.diagnoses``, ``str(report)``)."""
+    ``backward`` attributes, or a dict of them, in scratchnorm's contract; or with the cache contract's
+    names (``layernorm_forward``, ``layernorm_backward``, ...: contract.py). Returns a Report (``.ok``,
+    ``.diagnoses``, ``str(report)``, ``.contract``: the contract it read)."""
     if name not in EXERCISES:
         fail(ValueError, "name", f"one of {', '.join(map(repr, EXERCISES))}", name,
              "run `python -m scratchnorm.exercises list` to see the exercises.")
-    funcs = module_or_functions if isinstance(module_or_functions, dict) else {
-        f: getattr(module_or_functions, f, None) for f in ("forward", "backward")}
-    funcs = {f: fn for f, fn in funcs.items() if callable(fn) and f in EXERCISES[name].functions}
-    if not funcs:
-        fail(ValueError, "module_or_functions", f"callables named {' or '.join(EXERCISES[name].functions)}",
-             sorted(k for k in (module_or_functions if isinstance(module_or_functions, dict)
-                                else vars(module_or_functions)) if not k.startswith("_")),
+    everything = module_or_functions if isinstance(module_or_functions, dict) else vars(module_or_functions)
+    contract = contract_for(EXERCISES[name], everything)
+    if not contract.functions:
+        names = " or ".join(EXERCISES[name].functions)
+        cache = " and/or ".join(CACHE_FUNCTIONS[name][:2]) if name in CACHE_FUNCTIONS else ""
+        fail(ValueError, "module_or_functions", f"callables named {names}" + (f", or {cache}" if cache else ""),
+             sorted(k for k in everything if not k.startswith("_")),
              f"define {' and/or '.join(EXERCISES[name].functions)} with the parameters of the stub "
              f"(`python -m scratchnorm.exercises new {name}`).")
-    return check_functions(name, funcs, source)
+    return check_functions(name, None, source, contract)
