@@ -190,5 +190,5 @@ MISTAKES = {
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",
-    "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see the error's structure below.",
+    "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see below what is true of it.",
 }

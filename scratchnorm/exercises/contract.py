@@ -49,6 +49,7 @@ class Library:
     shapes: list | None = None      # None: every shape of the exercise
     running: bool = False           # the draws carry no running averages
     backward_needs_forward = False
+    labels = {"y": "y", "x": "dx", "weight": "dweight", "bias": "dbias"}
 
     def text(self) -> str:
         f = self.ex.functions
@@ -77,6 +78,7 @@ class Cache:
     functions: dict                 # "forward" / "backward" -> callable, under the contract's names
     running: bool = True
     backward_needs_forward = True
+    labels = {"y": "out", "x": "dx", "weight": "dgamma", "bias": "dbeta"}
 
     @property
     def shapes(self):

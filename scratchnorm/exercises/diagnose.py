@@ -68,14 +68,27 @@ def draws(ex, seed=0, shapes=None, running=False):
     return out
 
 
-def other_axes(layout: Layout, ndim: int) -> list[tuple]:
-    """Every union of the view's blocks of axes (the batch, the groups, the channels, the positions) other
-    than the one a statistic reduces over: where one reduction may wrongly run."""
+BLOCKS = {"row": ("the batch", "the features"), "batch": ("the batch", "the channels", "the positions"),
+          "group": ("the examples", "the groups", "the group's channels", "the positions")}
+RIGHT_BLOCKS = {"row": ["the features"], "batch": ["the batch", "the positions"],
+                "group": ["the group's channels", "the positions"]}
+
+
+def other_axes(layout: Layout, ndim: int) -> list[tuple[str, tuple]]:
+    """(name, axes) of every union of the view's blocks of axes (``BLOCKS``) but the one a statistic reduces
+    over: where one reduction may wrongly run. A block may be empty (no positions): the names, and so the
+    mutants, are the same whatever the shape (one that equals the right sum at some shape is harmless:
+    a right result is recognized first)."""
     blocks = {"row": [tuple(range(ndim - 1)), (ndim - 1,)], "batch": [(0,), (1,), tuple(range(2, ndim))],
               "group": [(0,), (1,), (2,), tuple(range(3, ndim))]}[layout.kind]
-    blocks = [b for b in blocks if b]
-    unions = {tuple(sorted(sum(c, ()))) for r in range(1, len(blocks) + 1) for c in combinations(blocks, r)}
-    return sorted(unions - {layout.axes(ndim)})
+    out = []
+    for r in range(1, len(blocks) + 1):
+        for chosen in combinations(range(len(blocks)), r):
+            names = [BLOCKS[layout.kind][b] for b in chosen]
+            if names != RIGHT_BLOCKS[layout.kind]:
+                axes = tuple(sorted(sum((blocks[b] for b in chosen), ())))
+                out.append((", ".join(names[:-1]) + " and " + names[-1] if r > 1 else names[0], axes))
+    return out
 
 
 def mutants(ex, kw) -> list[Mutant]:
@@ -83,9 +96,9 @@ def mutants(ex, kw) -> list[Mutant]:
     L, K_ = ex.layout_for(kw), ex.knobs_for(kw)
     c = set(ex.codes)
     out = [Mutant("missing_projection_term", L, K_.with_(c_proj=0.0), "b"),
-           Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b"),
-           Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b"),
-           Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b"),
+           Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b", "the sign of the x_hat term"),
+           Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b", "the x_hat term twice as large"),
+           Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b", "the x_hat term half as large"),
            Mutant("missing_rstd", L, K_.with_(no_rstd=True), "b"),
            Mutant("weight_not_applied", L, K_.with_(g_is_dy=True), "b"),
            Mutant("dweight_uses_x", L, K_.with_(dweight_uses_x=True), "b"),
@@ -99,15 +112,15 @@ def mutants(ex, kw) -> list[Mutant]:
             out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
     if "missing_mean_term" in c:
         out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
-                Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b"),
+                Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
                 Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
                 Mutant("unbiased_variance", L, K_.with_(ddof=1))]
     if "spurious_mean_term" in c:
         out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
     if "prefix_ignored" in c:
         d = kw["x"].shape[-1]
-        out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b"),
-                Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b")]
+        out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b", "the term on all d features"),
+                Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
     if "groupnorm_per_position" in c:
         out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
     if "running_stats_in_training" in c and "running_mean" in kw:
@@ -119,26 +132,23 @@ def mutants(ex, kw) -> list[Mutant]:
 
 def _wrong_axes(ex, kw, L, K_):
     C = kw["x"].shape[1]
-    whole = [Layout("group", 1)] if ex.name == "batchnorm" else [Layout("group", C), Layout("group", 1)] \
-        if ex.name == "groupnorm" else []
-    out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization per {o.groups} group(s) of "
-                  "channels per example") for o in whole]
+    whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
+             "groupnorm": [(Layout("group", C), "per example and channel (an InstanceNorm)"),
+                           (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
+    out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
     ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
     axes = L.axes(ndim)
     what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
             "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
-    for other in other_axes(L, ndim):
+    right = " and ".join(RIGHT_BLOCKS[L.kind])
+    for name, other in other_axes(L, ndim):
         for which in what:
             for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
                 where = "f" if which in ("mean", "var", "var_own") else "b"
-                n = "" if where == "f" else f", divided by the count over {other if divisor == 'wrong' else axes}"
+                n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
                 out.append(Mutant("reduced_over_wrong_axis", L, K_.with_(wrong=(which, other, divisor)), where,
-                                  f"{what[which]} over the axes {other} of {_view_name(ex)}, not {axes}{n}"))
+                                  f"{what[which]} over {name}, not over {right}{n}"))
     return out
-
-
-def _view_name(ex):
-    return "(N, G, C // G, *positions)" if ex.name == "groupnorm" else "x"
 
 
 def groupings(ex, kw):
@@ -160,7 +170,7 @@ def check_functions(name, funcs, source="", contract=None):
     cases = draws(ex, shapes=contract.shapes, running=contract.running)
     shapes = ", ".join(dict.fromkeys(str(kw["x"].shape) for kw, _ in cases))
     report = Report(name, source, checked=f"{DRAWS} random draws of each shape {shapes}, float64, a random dy, "
-                                          f"eps = {EPS}", contract=contract.text())
+                                          f"eps = {EPS}", contract=contract.text(), labels=dict(contract.labels))
     caches = None
     if "forward" in contract.functions:
         caches = _run(report, "forward", contract, lambda: _check_forward(report, ex, contract, cases))
@@ -207,10 +217,10 @@ def _check_forward(report, ex, contract, cases):
             for kw in kws]
     variants = {}
     for kw in kws:
-        for i, m in enumerate(mutants(ex, kw)):
+        for m in mutants(ex, kw):
             if "f" in m.where:
                 out = forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], m.layout, m.knobs)
-                variants.setdefault((m.code, i), (m.detail, []))[1].append(out)
+                variants.setdefault((m.code, m.detail), (m.detail, []))[1].append(out)
     judge(report, "y", got, refs, variants)
     if report.results["y"].ok and "one_pass_variance" in ex.codes:
         _probe_large_mean(report, ex, contract, kws[0])
@@ -233,9 +243,9 @@ def _probe_large_mean(report, ex, contract, kw):
     y = report.results["y"]
     if errs[1] > CORRECT:
         if errs[1] > 30 * errs[0]:
+            y.worst = f"{errs[0]:.1e} at 1e5 times, {y.max_rel_err:.1e} at moderate inputs"
             y.code, y.ok, y.max_rel_err = "one_pass_variance", False, errs[1]
             y.headline = f"max rel err {errs[1]:.1e} at inputs with a mean of 1e6 times their spread"
-            y.worst = f"{errs[0]:.1e} at 1e5 times, {y.max_rel_err:.1e} at moderate inputs"
         else:
             report.notes.append(f"y: right at moderate inputs, but {errs[1]:.1e} off for inputs with a mean of 1e6 "
                                 f"times their spread ({errs[0]:.1e} at 1e5): an error growing like the mean, as "
@@ -267,9 +277,9 @@ def _check_backward(report, ex, contract, cases, caches):
             got.setdefault(g, []).append(out.get(g))
             refs.setdefault(g, []).append(ref[g].reshape(shaped[g]))
             partials.setdefault(g, []).append(partials_of.get(g, []))
-            for i, (m, mut) in enumerate(muts):
+            for m, mut in muts:
                 if "b" in m.where:
-                    variants.setdefault(g, {}).setdefault((m.code, i), (m.detail, []))[1].append(
+                    variants.setdefault(g, {}).setdefault((m.code, m.detail), (m.detail, []))[1].append(
                         mut[g].reshape(shaped[g]))
     for g in ex.grads:
         if any(v is None for v in got[g]):

@@ -38,7 +38,8 @@ def same(a, r, tol=SAME) -> bool:
 def judge(report, name, got, refs, variants, partials=None, groupings=None):
     """Compare output ``name`` over the draws and record its Result.
 
-    ``variants`` {(code, i): (detail, [the mutant's output per draw])}; ``partials`` [per draw: the partial
+    ``variants`` {(code, detail): (detail, [the mutant's output per draw])}, one key per mutant whatever
+    the draw's shape; ``partials`` [per draw: the partial
     sums a parameter gradient that was not reduced enough would equal]; ``groupings`` (for dx) [per draw:
     (x, [(label, view of an array, axes of one group), ...])], the normalized groups first, for the
     constant-ratio and structure analyses."""
@@ -52,7 +53,8 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None):
         counts = ", ".join(f"{kind} in {n} of {g.size} elements" for kind, n in
                            (("NaN", int(np.isnan(g).sum())), ("Inf", int(np.isinf(g).sum()))) if n)
         report.results[name] = Result(name, False, float("inf"), f"first at index {where} of shape {g.shape}",
-                                      "unrecognized", headline=f"{counts} (draw {i + 1})")
+                                      "unrecognized", "NaN or Inf from finite inputs: a division by zero, or the "
+                                      "root of a negative number?", headline=f"{counts} (draw {i + 1})")
         return
     errs = [rel_err(g, r) for g, r in zip(got, refs)]
     worst = int(np.argmax([e for e, _ in errs]))

@@ -25,12 +25,14 @@ class Result:
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
                 **{k: v for k, v in (("detail", self.detail), ("headline", self.headline)) if v}}
 
-    def line(self) -> str:
+    def line(self, label) -> str:
         """The output's line of the report: its status, then the number (or the fact) that is wrong."""
-        label = "dx" if self.name == "x" else "y" if self.name == "y" else f"d{self.name}"
         head = self.headline or f"max rel err {self.max_rel_err:.1e}"
         return f"  {label:<8} {'ok' if self.ok else 'WRONG':<6} {head}" + \
             (f"   worst: {self.worst}" if self.worst and not self.ok else "")
+
+
+LABELS = {"y": "y", "x": "dx", "weight": "dweight", "bias": "dbias"}
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Report:
     errors: dict = field(default_factory=dict)      # function -> what it raised, and where
     checked: str = ""                               # on what inputs
     contract: str = ""                              # which contract the functions were read in
+    labels: dict = field(default_factory=lambda: dict(LABELS))   # output -> its name in the contract
 
     @property
     def diagnoses(self) -> list[str]:
@@ -79,7 +82,7 @@ class Report:
         if self.error:
             return "\n".join(lines + [f"  your code raised an error: {self.error}", "  Fix it and check again."])
         if self.contract:
-            lines.append(f"  read as {self.contract}")
+            lines.append(textwrap.fill(f"read as {self.contract}", 100, initial_indent="  ", subsequent_indent="    "))
         lines += [f"  your {fname} raised an error: {msg}" for fname, msg in self.errors.items()]
         if self.unfinished and not self.results and not self.errors:
             names = " and ".join(f"{f}(...)" for f in self.unfinished)
@@ -87,7 +90,7 @@ class Report:
                                       "  Fill in the function(s), then run the check again."])
         if self.checked:
             lines.append(f"  checked on {self.checked}")
-        lines += [r.line() for r in self.results.values()]
+        lines += [r.line(self.labels[r.name]) for r in self.results.values()]
         if self.unfinished:
             lines.append(f"  not checked (not written yet): {', '.join(self.unfinished)}")
         if self.results:
@@ -98,9 +101,8 @@ class Report:
                                            subsequent_indent="    "))
         for r in self.results.values():
             if r.detail:
-                label = "y" if r.name == "y" else f"d{r.name}"
-                lines.append(textwrap.fill(f"{label}: {r.detail}", 100, initial_indent="  ", subsequent_indent="    "))
-        lines += [f"note: {n}" for n in self.notes]
+                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ", subsequent_indent="    "))
+        lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
         if self.ok:
             lines.append("\nWell done. Questions to think about, with answers:")
             for q, a in EXERCISES[self.exercise].questions:

@@ -77,11 +77,11 @@ def test_float32_inside_is_correct_with_a_note():
     assert any("float32" in n for n in report.notes), report.notes
 
 
-def _mutant_student(ex, index, contract_draws=False):
-    """A student whose functions are the checker's own mutant number ``index`` (of mutants(ex, kw))."""
+def _mutant_student(ex, key):
+    """A student whose functions are the checker's own mutant ``key`` = (code, detail)."""
     def pick(args, fname):
         kw = dict(zip(ex.functions[fname], args))
-        return kw, mutants(ex, kw)[index]
+        return kw, next(m for m in mutants(ex, kw) if (m.code, m.detail) == key)
 
     def backward_fn(*args):
         kw, m = pick(args, "backward")
@@ -95,24 +95,24 @@ def _mutant_student(ex, index, contract_draws=False):
 
 
 def _first_variants():
-    """(exercise, code, index of its first mutant) per code, and per part (forward-only, backward-only)."""
+    """(exercise, code, part, key of its first mutant) per code and part (forward-only, backward-only, both)."""
     out = {}
     for name, ex in EXERCISES.items():
         kw = draws(ex)[0][0]
-        for i, m in enumerate(mutants(ex, kw)):
-            out.setdefault((name, m.code, m.where), i)
-    return sorted((n, c, w, i) for (n, c, w), i in out.items())
+        for m in mutants(ex, kw):
+            out.setdefault((name, m.code, m.where), (m.code, m.detail))
+    return sorted((n, c, w, k) for (n, c, w), k in out.items())
 
 
 CASES = _first_variants()
 
 
-@pytest.mark.parametrize("name, code, where, index", CASES, ids=[f"{n}-{c}-{w}" for n, c, w, _ in CASES])
-def test_every_mutant_is_diagnosed_with_its_code_and_only_it(name, code, where, index):
+@pytest.mark.parametrize("name, code, where, key", CASES, ids=[f"{n}-{c}-{w}" for n, c, w, _ in CASES])
+def test_every_mutant_is_diagnosed_with_its_code_and_only_it(name, code, where, key):
     ex = EXERCISES[name]
     if where == "f" and "forward" not in ex.functions:
         pytest.skip("no forward in this exercise")
-    student = _mutant_student(ex, index)
+    student = _mutant_student(ex, key)
     if where == "f":
         student = {"forward": student["forward"]}
     report = check(name, student)
@@ -135,6 +135,10 @@ def test_mutants_of_two_codes_never_give_the_same_numbers(name, shapes):
         pytest.skip("no cache contract")
     cases = draws(ex, shapes=CACHE_FUNCTIONS[name][3] if shapes == "cache" else None, running=shapes == "cache")
     per_draw = [mutants(ex, kw) for kw, _ in cases]
+    for ms in per_draw:                                             # one key per mutant, the same in every draw
+        assert len({(m.code, m.detail) for m in ms}) == len(ms)
+    per_draw = [sorted(ms, key=lambda m: (m.code, m.detail)) for ms in per_draw]
+    assert all([(m.code, m.detail) for m in ms] == [(m.code, m.detail) for m in per_draw[0]] for ms in per_draw)
     muts = per_draw[0]
     for part in ("f", "b"):
         idx = [i for i, m in enumerate(muts) if part in m.where]
