@@ -55,7 +55,8 @@ EXERCISES = {e.name: e for e in (
     Exercise(
         "layernorm", "LayerNorm over the last axis: forward and backward",
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
-        ("x", "weight", "bias"), ROW, Knobs(), COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis"),
+        ("x", "weight", "bias"), ROW, Knobs(),
+        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis"),
         LN_FORWARD,
         "dL/dx, dL/dweight and dL/dbias, given dy = dL/dy (same shape as x). Every leading axis of x is a batch "
         "axis: the parameter gradients sum over all of them.",
@@ -120,7 +121,8 @@ EXERCISES = {e.name: e for e in (
     ),
     Exercise(
         "groupnorm", "GroupNorm: statistics per example and group of channels: forward and backward",
-        {"forward": ("x", "weight", "bias", "num_groups", "eps"), "backward": ("dy", "x", "weight", "num_groups", "eps")},
+        {"forward": ("x", "weight", "bias", "num_groups", "eps"),
+         "backward": ("dy", "x", "weight", "num_groups", "eps")},
         ("x", "weight", "bias"), Layout("group", 2), Knobs(),
         COMMON_CODES + CENTRED + ("reduced_over_wrong_axis", "groupnorm_per_position"),
         "x has shape (N, C, *positions); the C channels form num_groups groups of C // num_groups. For each "

@@ -137,7 +137,6 @@ def _wrong_axes(ex, kw, L, K_):
                            (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
     out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
     ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
-    axes = L.axes(ndim)
     what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
             "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
     right = " and ".join(RIGHT_BLOCKS[L.kind])

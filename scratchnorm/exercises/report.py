@@ -101,7 +101,8 @@ class Report:
                                            subsequent_indent="    "))
         for r in self.results.values():
             if r.detail:
-                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ", subsequent_indent="    "))
+                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
+                                           subsequent_indent="    "))
         lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
         if self.ok:
             lines.append("\nWell done. Questions to think about, with answers:")

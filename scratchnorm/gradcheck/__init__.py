@@ -48,8 +48,9 @@ whose measured gap may happen to be tiny, is not judged on it alone). An
 element also fails when |a_i - n_i| > MARGIN * resolution (MARGIN = 10):
 a gradient wrong by more than ten times what the check can resolve. The
 report gives the resolution per tensor, relative to its largest gradient
-(absolute for a gradient that is exactly 0, as LayerNorm(1)'s dx), and the worst error in units of it ("err/res"). The check costs twice the
-forward passes of one step.
+(absolute for a gradient that is exactly 0, as LayerNorm(1)'s dx), and the
+worst error in units of it ("err/res"). The check costs twice the forward
+passes of one step.
 
 Three lines to check your own backward::
 

@@ -18,7 +18,8 @@ def test_every_layer_passes_gradcheck(case, backend):
     layer, report = case.check(backend)
     assert report.ok, str(report)
     assert report.max_rel_err < report.checks[0].tol / 5, f"less than a factor 5 below the tolerance:\n{report}"
-    assert all(0 < c.resolution < c.tol and c.err_over_res <= 10 for c in report.checks), str(report)   # dx = 0: absolute
+    # the resolution is relative to the largest gradient (absolute where the gradient is 0: LayerNorm(1)'s dx)
+    assert all(0 < c.resolution < c.tol and c.err_over_res <= 10 for c in report.checks), str(report)
     assert {c.name for c in report.checks} == ({"x"} if case.check_x else set()) | set(layer.params)
 
 

@@ -11,7 +11,6 @@ def batchnorm_forward(x, gamma, beta, bn_param):
 
 def batchnorm_backward(dout, cache):
     x, xhat, gamma, v = cache
-    N = x.shape[0]
     dxhat = dout * gamma
     dx = (dxhat - dxhat.mean(0) - xhat * (dxhat * xhat).mean(0)) / np.sqrt(v)
     dgamma = (dout * x).sum(0)
