@@ -151,3 +151,14 @@ def test_one_reduction_over_the_wrong_axis_says_which():
     report = check("batchnorm", student("wrong_axis"))
     assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the batch and "
                                                  "the channels, not over the batch and the positions")
+
+
+def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
+    module = student("closed_form")
+
+    def layernorm_forward(x, gamma, beta, ln_param):
+        return module.layernorm_forward(x, gamma, beta, ln_param)[0]
+
+    report = check("layernorm", {"layernorm_forward": layernorm_forward, "layernorm_backward": module.layernorm_backward})
+    assert report.errors["forward"] == ("layernorm_forward returned an array of shape (4, 6); expected a pair (out, "
+                                        "cache). Fix: end it with `return out, cache`."), report.errors
