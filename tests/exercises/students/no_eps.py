@@ -2,35 +2,31 @@
 import numpy as np
 
 
-def batchnorm_forward(x, gamma, beta, bn_param):
-    mu = np.mean(x, axis=0)
-    var = np.var(x, axis=0)
+def _forward(x, gamma, beta, axis):
+    mu = np.mean(x, axis=axis, keepdims=True)
+    var = np.var(x, axis=axis, keepdims=True)
     x_norm = (x - mu) / np.sqrt(var)
-    return gamma * x_norm + beta, (x_norm, gamma, var)
+    return gamma * x_norm + beta, (x_norm, gamma, var, axis)
 
 
-def batchnorm_backward(dout, cache):
-    x_norm, gamma, var = cache
-    N = dout.shape[0]
+def _backward(dout, cache):
+    x_norm, gamma, var, axis = cache
+    n = dout.shape[axis]
     dx_norm = dout * gamma
-    dx = (N * dx_norm - dx_norm.sum(axis=0) - x_norm * (dx_norm * x_norm).sum(axis=0)) / (N * np.sqrt(var))
+    dx = (n * dx_norm - dx_norm.sum(axis=axis, keepdims=True)
+          - x_norm * (dx_norm * x_norm).sum(axis=axis, keepdims=True)) / (n * np.sqrt(var))
     return dx, (dout * x_norm).sum(axis=0), dout.sum(axis=0)
+
+
+def batchnorm_forward(x, gamma, beta, bn_param):
+    return _forward(x, gamma, beta, 0)
 
 
 def layernorm_forward(x, gamma, beta, ln_param):
-    mu = np.mean(x, axis=1, keepdims=True)
-    var = np.var(x, axis=1, keepdims=True)
-    x_norm = (x - mu) / np.sqrt(var)
-    return gamma * x_norm + beta, (x_norm, gamma, var)
+    return _forward(x, gamma, beta, 1)
 
 
-def layernorm_backward(dout, cache):
-    x_norm, gamma, var = cache
-    D = dout.shape[1]
-    dx_norm = dout * gamma
-    dx = (D * dx_norm - dx_norm.sum(axis=1, keepdims=True)
-          - x_norm * (dx_norm * x_norm).sum(axis=1, keepdims=True)) / (D * np.sqrt(var))
-    return dx, (dout * x_norm).sum(axis=0), dout.sum(axis=0)
+batchnorm_backward = layernorm_backward = _backward
 
 
 def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):

@@ -21,21 +21,13 @@ def batchnorm_backward(dout, cache):
 
 
 def layernorm_forward(x, gamma, beta, ln_param):
-    eps = ln_param["eps"]
-    mean = x.mean(axis=1, keepdims=True)
-    var = x.var(axis=1, keepdims=True)
-    x_hat = (x - mean) / np.sqrt(var + eps)
-    return gamma * x_hat + beta, (x, mean, var, eps, gamma, x_hat)
+    x_hat_t, cache_t = batchnorm_forward(x.T, 1.0, 0.0, ln_param)
+    return gamma * x_hat_t.T + beta, (cache_t, x_hat_t.T, gamma)
 
 
 def layernorm_backward(dout, cache):
-    x, mean, var, eps, gamma, x_hat = cache
-    D = x.shape[1]
-    dx_hat = dout * gamma
-    dvar = np.sum(dx_hat * (x - mean), axis=1, keepdims=True) * -1 * (var + eps) ** -1.5
-    dmean = -np.sum(dx_hat, axis=1, keepdims=True) / np.sqrt(var + eps)
-    dx = dx_hat / np.sqrt(var + eps) + dvar * 2 * (x - mean) / D + dmean / D
-    return dx, np.sum(dout * x_hat, axis=0), np.sum(dout, axis=0)
+    cache_t, x_hat, gamma = cache
+    return batchnorm_backward((dout * gamma).T, cache_t)[0].T, np.sum(dout * x_hat, axis=0), np.sum(dout, axis=0)
 
 
 def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):

@@ -19,19 +19,14 @@ def batchnorm_backward(dout, cache):
 
 
 def layernorm_forward(x, gamma, beta, ln_param):
-    mu = np.einsum("nd->n", x)[:, None] / x.shape[1]
-    xc = x - mu
-    rstd = 1 / np.sqrt(np.einsum("nd,nd->n", xc, xc)[:, None] / x.shape[1] + ln_param["eps"])
-    xn = xc * rstd
-    return xn * gamma + beta, (xn, rstd, gamma)
+    xn_t, cache_t = batchnorm_forward(x.T, 1.0, 0.0, ln_param)
+    return xn_t.T * gamma + beta, (cache_t, xn_t.T, gamma)
 
 
 def layernorm_backward(dout, cache):
-    xn, rstd, gamma = cache
-    D = dout.shape[1]
-    g = dout * gamma
-    dx = rstd * (g - np.einsum("nd->n", g)[:, None] / D + xn * np.einsum("nd,nd->n", g, xn)[:, None] / D)
-    return dx, np.einsum("nd,nd->d", dout, xn), np.einsum("nd->d", dout)
+    cache_t, xn, gamma = cache
+    return batchnorm_backward((dout * gamma).T, cache_t)[0].T, np.einsum("nd,nd->d", dout, xn), \
+        np.einsum("nd->d", dout)
 
 
 def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):
