@@ -159,6 +159,7 @@ def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
     def layernorm_forward(x, gamma, beta, ln_param):
         return module.layernorm_forward(x, gamma, beta, ln_param)[0]
 
-    report = check("layernorm", {"layernorm_forward": layernorm_forward, "layernorm_backward": module.layernorm_backward})
+    report = check("layernorm", {"layernorm_forward": layernorm_forward,
+                                 "layernorm_backward": module.layernorm_backward})
     assert report.errors["forward"] == ("layernorm_forward returned an array of shape (4, 6); expected a pair (out, "
                                         "cache). Fix: end it with `return out, cache`."), report.errors
