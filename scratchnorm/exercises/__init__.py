@@ -1,7 +1,7 @@
 """Exercises: write a normalization's backward yourself, and the library tells you what is wrong.
 
-Five exercises (``python -m scratchnorm.exercises list``): LayerNorm, RMSNorm and BatchNorm (forward and
-backward), pRMSNorm and GroupNorm (backward). ``new NAME [DIR]`` writes a stub to fill in; ``check FILE``
+Five exercises (``python -m scratchnorm.exercises list``): LayerNorm, RMSNorm, BatchNorm and GroupNorm
+(forward and backward), pRMSNorm (backward). ``new NAME [DIR]`` writes a stub to fill in; ``check FILE``
 runs it on random float64 inputs with a random upstream gradient, and reports per gradient whether it is
 right, how far off and where, and then names the mistake::
 
@@ -13,8 +13,8 @@ A mistake is named only when the checker reproduces it: every code of the catalo
 (``catalogue.MISTAKES``) is a precisely defined wrong computation, a mutant of one reference
 (``mutants.py``), and the code is given when that mutant, run on the same inputs, gives the student's
 numbers to round-off. A dropped -mean(g) puts the whole error along the all-ones direction; a dropped
-projection along x_hat; a wrong answer no mutant reproduces is ``unrecognized``, and the report shows how
-its error splits along 1, along x_hat and the rest. From Python::
+projection along x_hat; a wrong answer no mutant reproduces is ``unrecognized``, and the report says what
+is true of it all the same (judge.py). From Python::
 
     report = scratchnorm.exercises.check("layernorm", my_module)   # or {"forward": f, "backward": g}
     report.ok, report.diagnoses                                    # True, ["correct"]
