@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .report import LABELS
+
 # exercise -> (forward, backward, the parameter dict's name, x's shapes)
 CACHE_FUNCTIONS = {
     "batchnorm": ("batchnorm_forward", "batchnorm_backward", "bn_param", [(6, 4), (8, 3)]),
@@ -49,7 +51,7 @@ class Library:
     shapes: list | None = None      # None: every shape of the exercise
     running: bool = False           # the draws carry no running averages
     backward_needs_forward = False
-    labels = {"y": "y", "x": "dx", "weight": "dweight", "bias": "dbias"}
+    labels = LABELS
 
     def text(self) -> str:
         f = self.ex.functions
@@ -78,7 +80,7 @@ class Cache:
     functions: dict                 # "forward" / "backward" -> callable, under the contract's names
     running: bool = True
     backward_needs_forward = True
-    labels = {"y": "out", "x": "dx", "weight": "dgamma", "bias": "dbeta"}
+    labels = {**LABELS, "y": "out", "weight": "dgamma", "bias": "dbeta"}
 
     @property
     def shapes(self):
@@ -105,7 +107,7 @@ class Cache:
             (kw["x"], gamma, beta, param)
         out = fn(*args)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise ContractError(f"{CACHE_FUNCTIONS[self.ex.name][0]} returned {_kind(out)}; expected a pair "
+            raise ContractError(f"{CACHE_FUNCTIONS[self.ex.name][0]} returned {_what(out)}; expected a pair "
                                 "(out, cache). Fix: end it with `return out, cache`.")
         return out
 
@@ -113,7 +115,7 @@ class Cache:
         return self.functions["backward"](dy, cache)
 
 
-def _kind(value) -> str:
+def _what(value) -> str:
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape}"
     return f"a {type(value).__name__}" + (f" of {len(value)} items" if isinstance(value, (tuple, list)) else "")

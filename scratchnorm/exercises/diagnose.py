@@ -39,7 +39,7 @@ EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rs
               "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
 
 
-def _kind(ex):
+def _layout_kind(ex):
     return "row" if ex.layout.kind == "row" else "batch" if ex.name == "batchnorm" else "group"
 
 
@@ -48,7 +48,7 @@ def draws(ex, seed=0, shapes=None, running=False):
     with ``running`` BatchNorm's running averages."""
     rng, out = np.random.default_rng(seed), []
     for _ in range(DRAWS):
-        for shape in shapes or SHAPES[_kind(ex)]:
+        for shape in shapes or SHAPES[_layout_kind(ex)]:
             n_w = shape[-1] if ex.layout.kind == "row" else shape[1]
             stat = (*shape[:-1], 1) if ex.layout.kind == "row" else (1, shape[1]) + (1,) * (len(shape) - 2)
             if ex.name == "groupnorm":
