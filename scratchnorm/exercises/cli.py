@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import check
 from .catalogue import EXERCISES
-from .contract import CACHE_FUNCTIONS, exercises_in
+from .contract import CACHE_FUNCTIONS, pairs_in
 from .location import locate, shown
 from .report import Report
 from .stubs import stub_text
@@ -22,13 +22,15 @@ class UsageError(Exception):
 
 
 def load(path: Path, exercise: str | None = None):
-    """Import the learner's file and return (module, exercise name): ``exercise``, else the file's EXERCISE,
-    else the one exercise whose cache-contract functions it defines."""
+    """Import the learner's file and return (module, exercise name, the cache contract's pair or None):
+    ``exercise`` (an exercise, or a pair such as spatial_batchnorm), else the file's EXERCISE, else the one
+    exercise whose cache-contract functions it defines."""
     if not path.is_file():
         raise UsageError(f"FILE: expected a Python file; received {str(path)!r}, which does not exist. "
                          f"Fix: write one with `python -m scratchnorm.exercises new NAME`.")
-    if exercise is not None and exercise not in EXERCISES:
-        raise UsageError(f"--exercise: expected one of {', '.join(EXERCISES)}; received {exercise!r}. "
+    if exercise is not None and exercise not in EXERCISES and exercise not in CACHE_FUNCTIONS:
+        raise UsageError(f"--exercise: expected one of {', '.join(dict.fromkeys([*EXERCISES, *CACHE_FUNCTIONS]))}; "
+                         f"received {exercise!r}. "
                          "Fix: run `python -m scratchnorm.exercises list`.")
     spec = importlib.util.spec_from_file_location(f"scratchnorm_exercise_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
@@ -39,19 +41,20 @@ def load(path: Path, exercise: str | None = None):
         where = locate(exc)
         raise UsageError(f"{shown(path)} could not be imported: {type(exc).__name__}: {exc}"
                          + (f" ({where})" if where else "") + ". Fix it and check again.") from None
-    name = exercise or getattr(module, "EXERCISE", None)
-    found = exercises_in(vars(module))
+    pair = exercise if exercise in CACHE_FUNCTIONS else None
+    name = CACHE_FUNCTIONS[pair].exercise if pair else exercise or getattr(module, "EXERCISE", None)
+    found = list(dict.fromkeys(CACHE_FUNCTIONS[p].exercise for p in pairs_in(vars(module))))
     if name is None and len(found) == 1:
         name = found[0]
     if name not in EXERCISES:
-        cache = "; ".join(f"{f}/{b} for {n}" for n, (f, b, _, _) in CACHE_FUNCTIONS.items())
+        cache = "; ".join(f"{c.forward}/{c.backward} for {p}" for p, c in CACHE_FUNCTIONS.items())
         if len(found) > 1:
             raise UsageError(f"--exercise: {shown(path)} defines the functions of {', '.join(found)}; which one? "
                              f"Fix: pass --exercise {found[0]} (or another of them).")
         raise UsageError(f"EXERCISE: expected {shown(path)} to set EXERCISE to one of "
                          f"{', '.join(map(repr, EXERCISES))}, or to define the cache contract's functions ({cache}); "
                          f"received {name!r}. Fix: keep the line EXERCISE = \"...\" of the stub, or pass --exercise.")
-    return module, name
+    return module, name, pair
 
 
 def cmd_list(args) -> int:
@@ -78,8 +81,8 @@ def cmd_new(args) -> int:
 
 def cmd_check(args) -> int:
     path = Path(args.file)
-    module, name = load(path, args.exercise)
-    report: Report = check(name, module, source=shown(path))
+    module, name, pair = load(path, args.exercise)
+    report: Report = check(name, module, source=shown(path), pair=pair)
     print(report.to_json() if args.json else report)
     return 0 if report.ok else 1
 
@@ -97,7 +100,7 @@ def main(argv=None) -> int:
     chk = sub.add_parser("check", help="check FILE (its EXERCISE, or its functions' names, name the exercise)")
     chk.add_argument("file", metavar="FILE")
     chk.add_argument("--exercise", metavar="NAME", help="the exercise, when the file does not say "
-                     "(a CS231n layers.py defines several)")
+                     "(a CS231n layers.py defines several); spatial_batchnorm: BatchNorm's 4-D pair")
     chk.add_argument("--json", action="store_true", help="print one JSON object on one line")
     chk.set_defaults(run=cmd_check)
     args = ap.parse_args(argv)

@@ -8,6 +8,7 @@ the forward raises.
 The cache contract, as learners write it for a well-known course (CS231n)::
 
     batchnorm_forward(x, gamma, beta, bn_param) -> (out, cache)          x (N, D), gamma (D,)
+    spatial_batchnorm_forward(x, gamma, beta, bn_param) -> (out, cache)  x (N, C, H, W), gamma (C,)
     layernorm_forward(x, gamma, beta, ln_param) -> (out, cache)          x (N, D), gamma (D,)
     spatial_groupnorm_forward(x, gamma, beta, G, gn_param) -> (out, cache)   x (N, C, H, W), gamma (1, C, 1, 1)
     *_backward(dout, cache) -> (dx, dgamma, dbeta)                       dgamma, dbeta: gamma's shape
@@ -18,17 +19,23 @@ shape. The backward needs the forward's cache: it is checked on the learner's ow
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
 
 from .report import LABELS
 
-# exercise -> (forward, backward, the parameter dict's name, x's shapes)
+CacheNames = namedtuple("CacheNames", "exercise forward backward param shapes")
+# one pair of the cache contract -> its exercise, its functions, the parameter dict's name, x's shapes; a
+# --exercise may name a pair (spatial_batchnorm) where an exercise has two
 CACHE_FUNCTIONS = {
-    "batchnorm": ("batchnorm_forward", "batchnorm_backward", "bn_param", [(6, 4), (8, 3)]),
-    "layernorm": ("layernorm_forward", "layernorm_backward", "ln_param", [(4, 6), (3, 8)]),
-    "groupnorm": ("spatial_groupnorm_forward", "spatial_groupnorm_backward", "gn_param", [(2, 6, 2, 3), (3, 4, 3, 2)]),
+    "batchnorm": CacheNames("batchnorm", "batchnorm_forward", "batchnorm_backward", "bn_param", [(6, 4), (8, 3)]),
+    "spatial_batchnorm": CacheNames("batchnorm", "spatial_batchnorm_forward", "spatial_batchnorm_backward",
+                                    "bn_param", [(3, 4, 2, 3), (2, 3, 3, 2)]),
+    "layernorm": CacheNames("layernorm", "layernorm_forward", "layernorm_backward", "ln_param", [(4, 6), (3, 8)]),
+    "groupnorm": CacheNames("groupnorm", "spatial_groupnorm_forward", "spatial_groupnorm_backward", "gn_param",
+                            [(2, 6, 2, 3), (3, 4, 3, 2)]),
 }
 
 
@@ -36,10 +43,10 @@ class ContractError(Exception):
     """A function returned something the contract does not allow (the message says what and what was expected)."""
 
 
-def exercises_in(functions: dict) -> list[str]:
-    """The exercises whose cache-contract functions ``functions`` (name -> object) defines."""
-    return [name for name, (f, b, _, _) in CACHE_FUNCTIONS.items() if callable(functions.get(f))
-            or callable(functions.get(b))]
+def pairs_in(functions: dict) -> list[str]:
+    """The pairs of the cache contract (keys of CACHE_FUNCTIONS) that ``functions`` (name -> object) defines."""
+    return [pair for pair, c in CACHE_FUNCTIONS.items() if callable(functions.get(c.forward))
+            or callable(functions.get(c.backward))]
 
 
 @dataclass
@@ -78,20 +85,23 @@ class Cache:
 
     ex: object
     functions: dict                 # "forward" / "backward" -> callable, under the contract's names
+    names: CacheNames
     running: bool = True
     backward_needs_forward = True
     labels = {**LABELS, "y": "out", "weight": "dgamma", "bias": "dbeta"}
 
     @property
     def shapes(self):
-        return CACHE_FUNCTIONS[self.ex.name][3]
+        return self.names.shapes
 
     def text(self) -> str:
-        f, b, param, shapes = CACHE_FUNCTIONS[self.ex.name]
+        n = self.names
         g = ", G" if self.ex.name == "groupnorm" else ""
-        gamma = "(1, C, 1, 1)" if self.ex.name == "groupnorm" else "(D,)"
-        return (f"the cache contract (CS231n): {f}(x, gamma, beta{g}, {param}) -> (out, cache), {b}(dout, cache) "
-                f"-> (dx, dgamma, dbeta); x {len(shapes[0])}-D, gamma {gamma}, eps in {param}")
+        gamma = {"groupnorm": "(1, C, 1, 1)", "batchnorm": "(C,)" if len(n.shapes[0]) == 4 else "(D,)"}.get(
+            self.ex.name, "(D,)")
+        return (f"the cache contract (CS231n): {n.forward}(x, gamma, beta{g}, {n.param}) -> (out, cache), "
+                f"{n.backward}(dout, cache) -> (dx, dgamma, dbeta); x {len(n.shapes[0])}-D, gamma {gamma}, eps in "
+                f"{n.param}")
 
     def param_shape(self, kw):
         C = np.shape(kw["weight"])[0]
@@ -107,7 +117,7 @@ class Cache:
             (kw["x"], gamma, beta, param)
         out = fn(*args)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise ContractError(f"{CACHE_FUNCTIONS[self.ex.name][0]} returned {_what(out)}; expected a pair "
+            raise ContractError(f"{self.names.forward} returned {_what(out)}; expected a pair "
                                 "(out, cache). Fix: end it with `return out, cache`.")
         return out
 
@@ -121,12 +131,12 @@ def _what(value) -> str:
     return f"a {type(value).__name__}" + (f" of {len(value)} items" if isinstance(value, (tuple, list)) else "")
 
 
-def contract_for(ex, functions: dict):
-    """The contract ``functions`` (name -> callable) are written in, for exercise ``ex``: the cache contract when
-    they hold its names, else scratchnorm's."""
-    f, b, _, _ = CACHE_FUNCTIONS.get(ex.name, (None, None, None, None))
-    cached = {role: functions.get(name) for role, name in (("forward", f), ("backward", b)) if name}
-    cached = {role: fn for role, fn in cached.items() if callable(fn)}
-    if cached:
-        return Cache(ex, cached)
+def contract_for(ex, functions: dict, pair: str | None = None):
+    """The contract ``functions`` (name -> callable) are written in, for exercise ``ex``: the cache contract's
+    ``pair`` (by default the first of ex's pairs they define), else scratchnorm's."""
+    pairs = [p for p in pairs_in(functions) if CACHE_FUNCTIONS[p].exercise == ex.name and p == (pair or p)]
+    if pairs:
+        names = CACHE_FUNCTIONS[pairs[0]]
+        cached = {role: functions.get(getattr(names, role)) for role in ("forward", "backward")}
+        return Cache(ex, {role: fn for role, fn in cached.items() if callable(fn)}, names)
     return Library(ex, {role: fn for role, fn in functions.items() if callable(fn) and role in ex.functions})

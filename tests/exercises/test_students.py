@@ -163,3 +163,13 @@ def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
                                  "layernorm_backward": module.layernorm_backward})
     assert report.errors["forward"] == ("layernorm_forward returned an array of shape (4, 6); expected a pair (out, "
                                         "cache). Fix: end it with `return out, cache`."), report.errors
+
+
+def test_spatial_batchnorm_is_checked_on_4d_input_when_asked_for():
+    proc = cli("spatial.py", "--exercise", "spatial_batchnorm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "spatial_batchnorm_forward(x, gamma, beta, bn_param)" in proc.stdout and "x 4-D, gamma (C,)" in proc.stdout
+    # the file also has batchnorm_forward (imported from staged.py): without --exercise, the 2-D pair is checked
+    assert "read as the cache contract (CS231n): batchnorm_forward" in cli("spatial.py").stdout
+    report = check("batchnorm", student("spatial_no_transpose"), pair="spatial_batchnorm")
+    assert report.diagnoses == ["unrecognized"] and not report.ok, str(report)
