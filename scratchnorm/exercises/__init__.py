@@ -1,19 +1,20 @@
 """Exercises: write a normalization's backward yourself, and the library tells you what is wrong.
 
-Five exercises (``python -m scratchnorm.exercises list``): LayerNorm, RMSNorm and BatchNorm (forward and
-backward), pRMSNorm and GroupNorm (backward). ``new NAME [DIR]`` writes a stub to fill in; ``check FILE``
+Five exercises (``python -m scratchnorm.exercises list``): LayerNorm, RMSNorm, BatchNorm and GroupNorm
+(forward and backward), pRMSNorm (backward). ``new NAME [DIR]`` writes a stub to fill in; ``check FILE``
 runs it on random float64 inputs with a random upstream gradient, and reports per gradient whether it is
 right, how far off and where, and then names the mistake::
 
     python -m scratchnorm.exercises new layernorm ex
     python -m scratchnorm.exercises check ex/layernorm.py          # --json for one line of JSON
+    python -m scratchnorm.exercises check layers.py --exercise batchnorm   # CS231n's cache contract, as is
 
 A mistake is named only when the checker reproduces it: every code of the catalogue
 (``catalogue.MISTAKES``) is a precisely defined wrong computation, a mutant of one reference
 (``mutants.py``), and the code is given when that mutant, run on the same inputs, gives the student's
 numbers to round-off. A dropped -mean(g) puts the whole error along the all-ones direction; a dropped
-projection along x_hat; a wrong answer no mutant reproduces is ``unrecognized``, and the report shows how
-its error splits along 1, along x_hat and the rest. From Python::
+projection along x_hat; a wrong answer no mutant reproduces is ``unrecognized``, and the report says what
+is true of it all the same (judge.py). From Python::
 
     report = scratchnorm.exercises.check("layernorm", my_module)   # or {"forward": f, "backward": g}
     report.ok, report.diagnoses                                    # True, ["correct"]
@@ -22,25 +23,30 @@ from __future__ import annotations
 
 from .._checks import fail
 from .catalogue import EXERCISES, MISTAKES
+from .contract import CACHE_FUNCTIONS, contract_for
 from .diagnose import check_functions
 from .report import Report
 
 __all__ = ["EXERCISES", "MISTAKES", "Report", "check"]
 
 
-def check(name: str, module_or_functions, source: str = "") -> Report:
+def check(name: str, module_or_functions, source: str = "", pair: str | None = None) -> Report:
     """Check a student's functions for exercise ``name``: a module (or any object) with ``forward`` and/or
-    ``backward`` attributes, or a dict of them. Returns a Report (``.ok``, ``.diagnoses``, ``str(report)``)."""
+    ``backward`` attributes, or a dict of them, in scratchnorm's contract; or with the cache contract's
+    names (``layernorm_forward``, ``layernorm_backward``, ...: contract.py; ``pair`` picks one where an
+    exercise has two, "spatial_batchnorm"). Returns a Report (``.ok``, ``.diagnoses``, ``str(report)``,
+    ``.contract``: the contract it read)."""
     if name not in EXERCISES:
         fail(ValueError, "name", f"one of {', '.join(map(repr, EXERCISES))}", name,
              "run `python -m scratchnorm.exercises list` to see the exercises.")
-    funcs = module_or_functions if isinstance(module_or_functions, dict) else {
-        f: getattr(module_or_functions, f, None) for f in ("forward", "backward")}
-    funcs = {f: fn for f, fn in funcs.items() if callable(fn) and f in EXERCISES[name].functions}
-    if not funcs:
-        fail(ValueError, "module_or_functions", f"callables named {' or '.join(EXERCISES[name].functions)}",
-             sorted(k for k in (module_or_functions if isinstance(module_or_functions, dict)
-                                else vars(module_or_functions)) if not k.startswith("_")),
+    everything = module_or_functions if isinstance(module_or_functions, dict) else vars(module_or_functions)
+    contract = contract_for(EXERCISES[name], everything, pair)
+    if not contract.functions:
+        names = " or ".join(EXERCISES[name].functions)
+        cache = " or ".join(f"{c.forward} and/or {c.backward}" for c in CACHE_FUNCTIONS.values()
+                            if c.exercise == name)
+        fail(ValueError, "module_or_functions", f"callables named {names}" + (f", or {cache}" if cache else ""),
+             sorted(k for k in everything if not k.startswith("_")),
              f"define {' and/or '.join(EXERCISES[name].functions)} with the parameters of the stub "
              f"(`python -m scratchnorm.exercises new {name}`).")
-    return check_functions(name, funcs, source)
+    return check_functions(name, None, source, contract)

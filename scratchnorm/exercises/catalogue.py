@@ -36,8 +36,9 @@ class Exercise:
 
 
 COMMON_CODES = ("missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
-                "dweight_uses_x", "dweight_not_reduced", "eps_outside_sqrt", "mutates_dy", "wrong_shape")
-CENTRED = ("missing_mean_term", "unbiased_variance")
+                "dweight_uses_x", "dweight_not_reduced", "eps_outside_sqrt", "eps_missing", "eps_subtracted",
+                "eps_dropped_in_backward", "whole_array_statistics", "mutates_dy", "wrong_shape")
+CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance")
 
 LN_FORWARD = """mu    = mean(x)                       over the last axis (d features)
 var   = mean((x - mu)^2)
@@ -54,7 +55,8 @@ EXERCISES = {e.name: e for e in (
     Exercise(
         "layernorm", "LayerNorm over the last axis: forward and backward",
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
-        ("x", "weight", "bias"), ROW, Knobs(), COMMON_CODES + CENTRED + ("one_pass_variance",),
+        ("x", "weight", "bias"), ROW, Knobs(),
+        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis"),
         LN_FORWARD,
         "dL/dx, dL/dweight and dL/dbias, given dy = dL/dy (same shape as x). Every leading axis of x is a batch "
         "axis: the parameter gradients sum over all of them.",
@@ -89,7 +91,7 @@ EXERCISES = {e.name: e for e in (
         "batchnorm", "BatchNorm in training mode, statistics per channel: forward and backward",
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), BATCH, Knobs(),
-        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis"),
+        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "running_stats_in_training"),
         "x has shape (N, C) or (N, C, *positions). For each channel c, over the N examples and all positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over N and the positions, per channel"),
         "dL/dx, dL/dweight (C,) and dL/dbias (C,), given dy. The batch statistics depend on every example, "
@@ -118,10 +120,11 @@ EXERCISES = {e.name: e for e in (
           "pRMSNorm keeps RMSNorm's invariance to scaling.")),
     ),
     Exercise(
-        "groupnorm", "GroupNorm: statistics per example and group of channels: backward",
-        {"backward": ("dy", "x", "weight", "num_groups", "eps")},
+        "groupnorm", "GroupNorm: statistics per example and group of channels: forward and backward",
+        {"forward": ("x", "weight", "bias", "num_groups", "eps"),
+         "backward": ("dy", "x", "weight", "num_groups", "eps")},
         ("x", "weight", "bias"), Layout("group", 2), Knobs(),
-        COMMON_CODES + CENTRED + ("reduced_over_wrong_axis",),
+        COMMON_CODES + CENTRED + ("reduced_over_wrong_axis", "groupnorm_per_position"),
         "x has shape (N, C, *positions); the C channels form num_groups groups of C // num_groups. For each "
         "example and group, over its channels and positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over the group's channels and positions")
@@ -144,7 +147,10 @@ MISTAKES = {
     "spurious_mean_term": "dx includes -rstd * mean(g), as LayerNorm's does. RMSNorm subtracts no mean, so no "
                           "gradient flows through one: drop that term.",
     "missing_projection_term": "dx lacks the term along x_hat, -rstd * x_hat * mean(g * x_hat): the path through "
-                               "the variance (or mean square), which every x_hat_j shares.",
+                               "the variance (or mean square), which every x_hat_j shares (in a staged backward: "
+                               "dvar, or its share of dx, left out).",
+    "direct_path_only": "dx = rstd * g: the direct path only (the Jacobian's diagonal). x_i also reaches the loss "
+                        "through mu, -rstd * mean(g), and through var, -rstd * x_hat * mean(g * x_hat).",
     "projection_factor": "The term along x_hat has the wrong factor (x2 or x1/2): check d/dv v^(-1/2) = "
                          "-(1/2) v^(-3/2) and d/dx x^2 = 2x; the 1/2 and the 2 cancel.",
     "sign_error": "One correction term has the wrong sign: both -rstd * mean(g) and -rstd * x_hat * mean(g * x_hat) "
@@ -160,16 +166,31 @@ MISTAKES = {
                          "uses the biased variance, sum((x - mu)^2) / n.",
     "eps_outside_sqrt": "This is the exact result of rstd = 1 / (sqrt(var) + eps): eps goes inside the root, "
                         "rstd = 1 / sqrt(var + eps).",
+    "eps_missing": "There is no eps: rstd = 1 / sqrt(var). The layer adds eps under the root, "
+                   "rstd = 1 / sqrt(var + eps), in the forward and so in every rstd of the backward.",
+    "eps_subtracted": "eps is subtracted: rstd = 1 / sqrt(var - eps). It is added, rstd = 1 / sqrt(var + eps), "
+                      "which keeps the root above zero.",
+    "eps_dropped_in_backward": "The forward adds eps, but the backward leaves it out somewhere: every rstd of the "
+                               "backward is the forward's 1 / sqrt(var + eps) (in dvar: (var + eps)^(-3/2)).",
+    "whole_array_statistics": "One mean and one variance for the whole array (np.mean(x) without axis=): the "
+                              "statistics are per row (LayerNorm), per channel (BatchNorm), per example and group "
+                              "(GroupNorm).",
+    "groupnorm_per_position": "The statistics run over the group's channels at each position separately: GroupNorm "
+                              "takes one mean and variance per example and group, over the group's channels and "
+                              "all positions (reshape to (N, G, C // G * H * W) before reducing).",
+    "running_stats_in_training": "In training mode the forward normalizes with the running averages: training uses "
+                                 "the batch's own mean and variance (and only updates the running ones, which "
+                                 "test mode uses).",
     "one_pass_variance": "The forward computes the variance as E[x^2] - E[x]^2: right for zero-mean inputs, but "
                          "it cancels catastrophically when the mean is large against the spread. Use two passes: "
                          "mu first, then mean((x - mu)^2).",
-    "reduced_over_wrong_axis": "This is the exact result of the same normalization over other axes (BatchNorm "
-                               "per example, GroupNorm per channel or per example over all channels): check "
-                               "the axes of the mean and the variance.",
+    "reduced_over_wrong_axis": "A reduction runs over other axes: the whole normalization (BatchNorm per example, "
+                               "GroupNorm per channel or per example over all channels), or one sum or mean of "
+                               "the forward or the backward (see which below): check its axis=.",
     "prefix_ignored": "The statistic term of pRMSNorm is spread wrongly: it is subtracted from the first k "
                       "features only (they alone enter ms), and its sum is divided by k, not by d.",
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",
-    "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see the error's structure below.",
+    "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see below what is true of it.",
 }

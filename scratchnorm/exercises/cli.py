@@ -1,4 +1,7 @@
-"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--json]``."""
+"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--exercise NAME] [--json]``.
+
+``check`` reads the exercise from the file's EXERCISE (a stub of ``new``), from --exercise, or from the
+names of the cache contract's functions it defines (``layernorm_forward``, ...: contract.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +11,8 @@ from pathlib import Path
 
 from . import check
 from .catalogue import EXERCISES
+from .contract import CACHE_FUNCTIONS, pairs_in
+from .location import locate, shown
 from .report import Report
 from .stubs import stub_text
 
@@ -16,33 +21,40 @@ class UsageError(Exception):
     """A bad command line or file: printed as one message, exit code 2."""
 
 
-def load(path: Path):
-    """Import the student's file and return (module, exercise name from its EXERCISE)."""
+def load(path: Path, exercise: str | None = None):
+    """Import the learner's file and return (module, exercise name, the cache contract's pair or None):
+    ``exercise`` (an exercise, or a pair such as spatial_batchnorm), else the file's EXERCISE, else the one
+    exercise whose cache-contract functions it defines."""
     if not path.is_file():
         raise UsageError(f"FILE: expected a Python file; received {str(path)!r}, which does not exist. "
                          f"Fix: write one with `python -m scratchnorm.exercises new NAME`.")
+    if exercise is not None and exercise not in EXERCISES and exercise not in CACHE_FUNCTIONS:
+        raise UsageError(f"--exercise: expected one of {', '.join(dict.fromkeys([*EXERCISES, *CACHE_FUNCTIONS]))}; "
+                         f"received {exercise!r}. "
+                         "Fix: run `python -m scratchnorm.exercises list`.")
     spec = importlib.util.spec_from_file_location(f"scratchnorm_exercise_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.resolve().parent))          # the learner's other modules, beside the file
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # the student's file does not import: say where, without a traceback
-        line = getattr(exc, "lineno", None) or _line_in(exc, path)
-        raise UsageError(f"{path} could not be imported: {type(exc).__name__}: {exc}"
-                         + (f" (line {line})" if line else "") + ". Fix it and check again.") from None
-    name = getattr(module, "EXERCISE", None)
+    except Exception as exc:  # the learner's file does not import: say where, without a traceback
+        where = locate(exc)
+        raise UsageError(f"{shown(path)} could not be imported: {type(exc).__name__}: {exc}"
+                         + (f" ({where})" if where else "") + ". Fix it and check again.") from None
+    pair = exercise if exercise in CACHE_FUNCTIONS else None
+    name = CACHE_FUNCTIONS[pair].exercise if pair else exercise or getattr(module, "EXERCISE", None)
+    found = list(dict.fromkeys(CACHE_FUNCTIONS[p].exercise for p in pairs_in(vars(module))))
+    if name is None and len(found) == 1:
+        name = found[0]
     if name not in EXERCISES:
-        raise UsageError(f"EXERCISE: expected {path} to set EXERCISE to one of {', '.join(map(repr, EXERCISES))}; "
-                         f"received {name!r}. Fix: keep the line EXERCISE = \"...\" of the stub.")
-    return module, name
-
-
-def _line_in(exc, path):
-    tb, line = exc.__traceback__, None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+        cache = "; ".join(f"{c.forward}/{c.backward} for {p}" for p, c in CACHE_FUNCTIONS.items())
+        if len(found) > 1:
+            raise UsageError(f"--exercise: {shown(path)} defines the functions of {', '.join(found)}; which one? "
+                             f"Fix: pass --exercise {found[0]} (or another of them).")
+        raise UsageError(f"EXERCISE: expected {shown(path)} to set EXERCISE to one of "
+                         f"{', '.join(map(repr, EXERCISES))}, or to define the cache contract's functions ({cache}); "
+                         f"received {name!r}. Fix: keep the line EXERCISE = \"...\" of the stub, or pass --exercise.")
+    return module, name, pair
 
 
 def cmd_list(args) -> int:
@@ -69,8 +81,8 @@ def cmd_new(args) -> int:
 
 def cmd_check(args) -> int:
     path = Path(args.file)
-    module, name = load(path)
-    report: Report = check(name, module, source=str(path))
+    module, name, pair = load(path, args.exercise)
+    report: Report = check(name, module, source=shown(path), pair=pair)
     print(report.to_json() if args.json else report)
     return 0 if report.ok else 1
 
@@ -85,8 +97,10 @@ def main(argv=None) -> int:
     new.add_argument("dir", metavar="DIR", nargs="?", default=".")
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     new.set_defaults(run=cmd_new)
-    chk = sub.add_parser("check", help="check FILE (its EXERCISE names the exercise)")
+    chk = sub.add_parser("check", help="check FILE (its EXERCISE, or its functions' names, name the exercise)")
     chk.add_argument("file", metavar="FILE")
+    chk.add_argument("--exercise", metavar="NAME", help="the exercise, when the file does not say "
+                     "(a CS231n layers.py defines several); spatial_batchnorm: BatchNorm's 4-D pair")
     chk.add_argument("--json", action="store_true", help="print one JSON object on one line")
     chk.set_defaults(run=cmd_check)
     args = ap.parse_args(argv)

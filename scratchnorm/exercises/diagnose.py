@@ -1,47 +1,54 @@
-r"""The check: run the student's functions, compare with the reference, and name a mistake only if a mutant
-reproduces it.
+r"""The check: run the learner's functions in their contract, compare with the reference, and name a mistake
+only if a mutant reproduces it (judge.py).
 
-Inputs. Several random float64 draws of every shape of the exercise (batch axes included), a random upstream
-gradient dy, eps = 0.05, weights away from 1 with both signs, and groups with moderate means and scales from
-0.4 to 2.5, so that every mistake of the catalogue moves a result far above round-off (a missing rstd, say,
-needs rstd far from 1). Inputs with a large mean (1e5 and 1e6 times the spread) probe the forward only.
+Inputs. Several random float64 draws of every shape of the exercise (batch axes included; the cache
+contract's shapes only, contract.py), a random upstream gradient dy, eps = 0.05, weights away from 1 with
+both signs, groups with moderate means and scales from 0.4 to 2.5, and, for BatchNorm's cache contract,
+running averages far from the batch's statistics, so that every mistake of the catalogue moves a result far
+above round-off (a missing rstd, say, needs rstd far from 1; a missing eps, eps far from 1e-5). Inputs with
+a large mean (1e5 and 1e6 times the spread) probe the forward only: ``one_pass_variance`` is recognized by
+its signature, right at moderate means, wrong at a large mean, with an error that grows like the mean
+squared (x10 in the mean, x100 in the error), where a float32 computation's grows like the mean.
 
-Correct means within ``CORRECT`` (relative, as in gradcheck: against a thousandth of the largest element for
-small ones) of the reference on every draw; a note says so when the result is further than ``EXACT``. A
-wrong result gets a code when one mutant of the catalogue (mutants.py) reproduces it within ``SAME`` on every
-draw, and ``unrecognized`` otherwise. ``one_pass_variance`` is recognized by its signature instead: right at
-moderate means, wrong at a large mean, with an error that grows like the mean squared (x10 in the mean, x100
-in the error), where a float32 computation's grows like the mean.
+A function that raises is reported with the line of the learner's code; the other function is checked
+all the same when its contract allows: scratchnorm's backward recomputes what it needs, the cache
+contract's backward needs the learner's own forward's cache.
 """
 from __future__ import annotations
+
+from collections import namedtuple
+from itertools import combinations
 
 import numpy as np
 
 from .catalogue import EXERCISES
+from .contract import ContractError, Library
+from .judge import CORRECT, judge, rel_err
+from .location import locate
 from .mutants import Layout, backward, forward, partial_sums
 from .report import Report, Result
 
-CORRECT, EXACT, SAME = 1e-5, 1e-9, 1e-7
 EPS, DRAWS = 0.05, 3
 SHAPES = {"row": [(2, 3, 8), (4, 6)], "batch": [(6, 4), (5, 4, 3), (3, 4, 2, 3)], "group": [(3, 6, 4), (2, 6, 2, 3)]}
-GROUPS, K = {6: (3, 2)}, {8: 3, 6: 2}            # GroupNorm: num_groups per shape; pRMSNorm: k per d
+GROUPS, K = {6: (3, 2), 4: (2, 2)}, {8: 3, 6: 2}      # GroupNorm: num_groups per C and ndim; pRMSNorm: k per d
+
+# one mistake: its code, the layout and knobs of its computation, which function it applies to ("f", "b" or
+# "fb": the forward, the backward, both) and what variant it is, for the report
+Mutant = namedtuple("Mutant", "code layout knobs where detail", defaults=("fb", ""))
+EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rstd in front of the x_hat term",
+              "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
 
 
-def rel_err(a, r) -> tuple[float, tuple]:
-    """(max relative error, index of the worst element); inf where ``a`` is not finite."""
-    a, r = np.asarray(a, dtype=np.float64), np.asarray(r, dtype=np.float64)
-    floor = 1e-3 * np.max(np.abs(r)) + 1e-30
-    err = np.abs(a - r) / np.maximum(np.maximum(np.abs(a), np.abs(r)), floor)
-    err = np.where(np.isfinite(a), err, np.inf)
-    i = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else ()
-    return (float(err[i]) if err.size else 0.0), tuple(int(v) for v in i)
+def _layout_kind(ex):
+    return "row" if ex.layout.kind == "row" else "batch" if ex.name == "batchnorm" else "group"
 
 
-def draws(ex, seed=0):
-    """[(kwargs, dy)] for every draw and shape: kwargs holds x, weight, bias, eps and k or num_groups."""
+def draws(ex, seed=0, shapes=None, running=False):
+    """[(kwargs, dy)] for every draw and shape: kwargs holds x, weight, bias, eps, k or num_groups, and
+    with ``running`` BatchNorm's running averages."""
     rng, out = np.random.default_rng(seed), []
     for _ in range(DRAWS):
-        for shape in SHAPES["row" if ex.layout.kind == "row" else "batch" if ex.name == "batchnorm" else "group"]:
+        for shape in shapes or SHAPES[_layout_kind(ex)]:
             n_w = shape[-1] if ex.layout.kind == "row" else shape[1]
             stat = (*shape[:-1], 1) if ex.layout.kind == "row" else (1, shape[1]) + (1,) * (len(shape) - 2)
             if ex.name == "groupnorm":
@@ -55,149 +62,171 @@ def draws(ex, seed=0):
                 kw["k"] = K[n_w]
             if ex.name == "groupnorm":
                 kw["num_groups"] = GROUPS[n_w][len(shape) % 2]
+            if running:
+                kw["running_mean"], kw["running_var"] = 3 + rng.standard_normal(n_w), rng.uniform(4.0, 9.0, n_w)
             out.append((kw, rng.standard_normal(shape)))
     return out
 
 
-def mutants(ex, kw) -> list[tuple[str, Layout, object]]:
-    """(code, layout, knobs) of every mistake of the catalogue that applies to ``ex`` at these inputs."""
-    L, K_ = ex.layout_for(kw), ex.knobs_for(kw)
-    c = set(ex.codes)
-    out = [("missing_projection_term", L, K_.with_(c_proj=0.0)), ("sign_error", L, K_.with_(c_proj=-1.0)),
-           ("projection_factor", L, K_.with_(c_proj=2.0)), ("projection_factor", L, K_.with_(c_proj=0.5)),
-           ("missing_rstd", L, K_.with_(no_rstd=True)), ("weight_not_applied", L, K_.with_(g_is_dy=True)),
-           ("dweight_uses_x", L, K_.with_(dweight_uses_x=True)), ("eps_outside_sqrt", L, K_.with_(eps_outside=True))]
-    if "missing_mean_term" in c:
-        out += [("missing_mean_term", L, K_.with_(c_mean=0.0)), ("sign_error", L, K_.with_(c_mean=-1.0)),
-                ("unbiased_variance", L, K_.with_(ddof=1))]
-    if "spurious_mean_term" in c:
-        out.append(("spurious_mean_term", L, K_.with_(c_mean=1.0)))
-    if "prefix_ignored" in c:
-        d = kw["x"].shape[-1]
-        out += [("prefix_ignored", L, K_.with_(mask_all=True)), ("prefix_ignored", L, K_.with_(n_stat=d))]
-    if "reduced_over_wrong_axis" in c:
-        C = kw["x"].shape[1]
-        others = [Layout("group", 1)] if ex.name == "batchnorm" else [Layout("group", C), Layout("group", 1)]
-        out += [("reduced_over_wrong_axis", o, K_) for o in others]
+BLOCKS = {"row": ("the batch", "the features"), "batch": ("the batch", "the channels", "the positions"),
+          "group": ("the examples", "the groups", "the group's channels", "the positions")}
+RIGHT_BLOCKS = {"row": ["the features"], "batch": ["the batch", "the positions"],
+                "group": ["the group's channels", "the positions"]}
+
+
+def other_axes(layout: Layout, ndim: int) -> list[tuple[str, tuple]]:
+    """(name, axes) of every union of the view's blocks of axes (``BLOCKS``) but the one a statistic reduces
+    over: where one reduction may wrongly run. A block may be empty (no positions): the names, and so the
+    mutants, are the same whatever the shape (one that equals the right sum at some shape is harmless:
+    a right result is recognized first)."""
+    blocks = {"row": [tuple(range(ndim - 1)), (ndim - 1,)], "batch": [(0,), (1,), tuple(range(2, ndim))],
+              "group": [(0,), (1,), (2,), tuple(range(3, ndim))]}[layout.kind]
+    out = []
+    for r in range(1, len(blocks) + 1):
+        for chosen in combinations(range(len(blocks)), r):
+            names = [BLOCKS[layout.kind][b] for b in chosen]
+            if names != RIGHT_BLOCKS[layout.kind]:
+                axes = tuple(sorted(sum((blocks[b] for b in chosen), ())))
+                out.append((", ".join(names[:-1]) + " and " + names[-1] if r > 1 else names[0], axes))
     return out
 
 
-FORWARD_CODES = ("unbiased_variance", "eps_outside_sqrt", "reduced_over_wrong_axis")
+def mutants(ex, kw) -> list[Mutant]:
+    """Every mistake of the catalogue that applies to ``ex`` at these inputs."""
+    L, K_ = ex.layout_for(kw), ex.knobs_for(kw)
+    c = set(ex.codes)
+    out = [Mutant("missing_projection_term", L, K_.with_(c_proj=0.0), "b"),
+           Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b", "the sign of the x_hat term"),
+           Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b", "the x_hat term twice as large"),
+           Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b", "the x_hat term half as large"),
+           Mutant("missing_rstd", L, K_.with_(no_rstd=True), "b"),
+           Mutant("weight_not_applied", L, K_.with_(g_is_dy=True), "b"),
+           Mutant("dweight_uses_x", L, K_.with_(dweight_uses_x=True), "b"),
+           Mutant("eps_outside_sqrt", L, K_.with_(eps_outside=True)),
+           Mutant("eps_missing", L, K_.with_(eps_sign=0.0)),
+           Mutant("eps_subtracted", L, K_.with_(eps_sign=-1.0)),
+           Mutant("whole_array_statistics", Layout(L.kind, L.groups, "all"), K_)]
+    for r in range(1, len(EPS_PLACES)):             # all of them: eps_missing's backward (see check_functions)
+        for places in combinations(EPS_PLACES, r):
+            detail = "eps left out of " + "; ".join(EPS_PLACES[p] for p in places)
+            out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
+    if "missing_mean_term" in c:
+        out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
+                Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
+                Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
+                Mutant("unbiased_variance", L, K_.with_(ddof=1))]
+    if "spurious_mean_term" in c:
+        out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
+    if "prefix_ignored" in c:
+        d = kw["x"].shape[-1]
+        out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b", "the term on all d features"),
+                Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
+    if "groupnorm_per_position" in c:
+        out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
+    if "running_stats_in_training" in c and "running_mean" in kw:
+        out.append(Mutant("running_stats_in_training", L, K_.with_(running=(kw["running_mean"], kw["running_var"]))))
+    if "reduced_over_wrong_axis" in c:
+        out += _wrong_axes(ex, kw, L, K_)
+    return out
 
 
-def call(fn, ex, fname, kw, dy=None):
-    args = [dy if p == "dy" else kw[p] for p in ex.functions[fname]]
-    return fn(*args)
+def _wrong_axes(ex, kw, L, K_):
+    C = kw["x"].shape[1]
+    whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
+             "groupnorm": [(Layout("group", C), "per example and channel (an InstanceNorm)"),
+                           (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
+    out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
+    ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
+    what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
+            "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
+    right = " and ".join(RIGHT_BLOCKS[L.kind])
+    for name, other in other_axes(L, ndim):
+        for which in what:
+            for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
+                where = "f" if which in ("mean", "var", "var_own") else "b"
+                n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
+                out.append(Mutant("reduced_over_wrong_axis", L, K_.with_(wrong=(which, other, divisor)), where,
+                                  f"{what[which]} over {name}, not over {right}{n}"))
+    return out
 
 
-def as_grads(out, ex):
-    if isinstance(out, dict):
-        return out
-    if isinstance(out, (tuple, list)):
-        return dict(zip(ex.grads, out))
-    return {"x": out}
+def groupings(ex, kw):
+    """(x, [(label, view, axes of one group)]): the normalized groups, then the channels (or features)."""
+    x, L = kw["x"], ex.layout_for(kw)
+    C = x.shape[1] if x.ndim > 1 else 1
+    stat = {"row": "row", "batch": "channel", "group": "example and group"}[L.kind]
+    out = [(stat, lambda a: L.view(a, C), L.axes(x.ndim + (L.kind == "group")))]
+    if L.kind != "batch":
+        out.append(("feature" if L.kind == "row" else "channel", lambda a: a, L.param_axes(x.ndim)))
+    return x, out
 
 
-def structure(errors, refs_x, layouts, kws):
-    """How an unrecognized dx error splits, per normalized group: along 1, along x_hat (orthogonal to 1), rest."""
-    parts = np.zeros(3)
-    for e, kw, L in zip(errors, kws, layouts):
-        C = kw["x"].shape[1] if kw["x"].ndim > 1 else 1
-        ev, xv = L.view(e, C), L.view(kw["x"], C)
-        axes = L.axes(ev.ndim)
-        e1 = np.broadcast_to(ev.mean(axis=axes, keepdims=True), ev.shape)
-        xc = xv - xv.mean(axis=axes, keepdims=True)
-        coef = (ev * xc).sum(axis=axes, keepdims=True) / np.maximum((xc * xc).sum(axis=axes, keepdims=True), 1e-300)
-        ex_ = coef * xc
-        parts += [np.sum(e1 ** 2), np.sum(ex_ ** 2), np.sum((ev - e1 - ex_) ** 2)]
-    share = parts / max(parts.sum(), 1e-300)
-    return f"along 1: {share[0]:.0%}, along x_hat: {share[1]:.0%}, the rest: {share[2]:.0%} (of the squared error)"
-
-
-def judge(report, name, got, refs, variants, partials, kws, layouts=None):
-    """Compare one output over the draws and record a Result with its code.
-
-    ``variants`` {(code, i): [the mutant's output per draw]}; ``partials`` [per draw: the partial sums a
-    parameter gradient that was not reduced enough would equal]."""
-    if not all(np.shape(g) == np.shape(r) for g, r in zip(got, refs)):
-        bad = next(i for i, (g, r) in enumerate(zip(got, refs)) if np.shape(g) != np.shape(r))
-        code = "wrong_shape"
-        if name in ("weight", "bias") and all(any(np.shape(g) == np.shape(p) and rel_err(g, p)[0] <= SAME
-                                                  for p in [r, *ps]) for g, r, ps in zip(got, refs, partials)):
-            code = "dweight_not_reduced"
-        report.results[name] = Result(name, False, float("inf"),
-                                      f"shape {np.shape(got[bad])}, expected {np.shape(refs[bad])}", code)
-        return
-    errs = [rel_err(g, r) for g, r in zip(got, refs)]
-    worst = int(np.argmax([e for e, _ in errs]))
-    err, where = errs[worst]
-    if err <= CORRECT:
-        report.results[name] = Result(name, True, err)
-        if err > EXACT:
-            report.notes.append(f"{name}: correct, but {err:.1e} from the float64 reference (round-off would "
-                                "be about 1e-15): is something computed in float32, or in an unstable order?")
-        return
-    code = next((key[0] for key, outs in variants.items() if len(outs) == len(got) and all(
-        np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), "unrecognized")
-    extra = ""
-    if code == "unrecognized" and name == "x" and layouts is not None:
-        extra = structure([np.asarray(g) - r for g, r in zip(got, refs)], refs, layouts, kws)
-    report.results[name] = Result(name, False, err, f"index {where} of shape {np.shape(refs[worst])}", code, extra)
-
-
-def check_functions(name, funcs, source="") -> Report:
-    """Check the student's ``funcs`` {"forward": f, "backward": f} (either may be missing) for exercise ``name``."""
+def check_functions(name, funcs, source="", contract=None):
+    """Check the learner's functions for exercise ``name``: ``funcs`` {"forward": f, "backward": f} in
+    scratchnorm's contract, or a ``contract`` (contract.py) that holds them."""
     ex = EXERCISES[name]
-    cases = draws(ex)
+    contract = contract or Library(ex, funcs)
+    cases = draws(ex, shapes=contract.shapes, running=contract.running)
     shapes = ", ".join(dict.fromkeys(str(kw["x"].shape) for kw, _ in cases))
     report = Report(name, source, checked=f"{DRAWS} random draws of each shape {shapes}, float64, a random dy, "
-                                          f"eps = {EPS}")
-    for fname in ("forward", "backward"):
-        fn = funcs.get(fname)
-        if fn is None or fname not in ex.functions:
-            continue
-        try:
-            if fname == "forward":
-                _check_forward(report, ex, fn, cases)
-            else:
-                _check_backward(report, ex, fn, cases)
-        except NotImplementedError:
-            report.unfinished.append(fname)
-        except Exception as exc:  # the student's code: report it, never a traceback
-            report.error = describe(exc, fname, fn)
-            return report
+                                          f"eps = {EPS}", contract=contract.text(), labels=dict(contract.labels))
+    caches = None
+    if "forward" in contract.functions:
+        caches = _run(report, "forward", contract, lambda: _check_forward(report, ex, contract, cases))
+    if "backward" in contract.functions:
+        if contract.backward_needs_forward and caches is None:
+            why = "there is no forward" if "forward" not in contract.functions else "the forward did not run"
+            report.notes.append(f"backward not checked: in this contract it takes the cache its forward returns, "
+                                f"and {why}. Fix the forward, and the backward is checked on its cache.")
+        else:
+            _run(report, "backward", contract, lambda: _check_backward(report, ex, contract, cases, caches))
+            if "forward" in report.errors or "forward" in report.unfinished:
+                report.notes.append("the backward was checked all the same: it gets x, weight and eps and "
+                                    "recomputes what it needs, so it does not depend on your forward.")
+    if "y" in report.results and report.results["y"].ok:      # a backward without eps, after a forward with it
+        for r in report.results.values():
+            if r.code == "eps_missing":
+                r.code, r.detail = "eps_dropped_in_backward", "eps left out of every rstd of the backward"
     return report
 
 
-def describe(exc, fname, fn=None) -> str:
-    """What the student's code raised, and where: the deepest line in the student's own file."""
-    home = getattr(getattr(fn, "__code__", None), "co_filename", None)
-    tb, where, last = exc.__traceback__, "", ""
-    while tb is not None:
-        here = f"{tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno}"
-        last = here
-        if tb.tb_frame.f_code.co_filename == home:
-            where = here
-        tb = tb.tb_next
-    return f"{fname}(...) raised {type(exc).__name__}: {exc} ({where or last})"
+def _run(report, fname, contract, step):
+    """step(), with what the learner's code raises recorded against ``fname``; its result, or None."""
+    try:
+        return step()
+    except NotImplementedError:
+        report.unfinished.append(fname)
+    except ContractError as exc:
+        report.errors[fname] = str(exc)
+    except Exception as exc:  # the learner's code: report it, never a traceback
+        where = locate(exc)
+        report.errors[fname] = f"{fname}(...) raised {type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+    return None
 
 
-def _check_forward(report, ex, fn, cases):
+def _bias(ex, kw):
+    return kw["bias"] if "bias" in ex.functions.get("forward", ()) else None
+
+
+def _check_forward(report, ex, contract, cases):
     kws = [kw for kw, _ in cases]
-    got = [np.asarray(call(fn, ex, "forward", kw)) for kw in kws]
-    bias = lambda kw: kw["bias"] if "bias" in ex.functions["forward"] else None       # noqa: E731
-    refs = [forward(kw["x"], kw["weight"], bias(kw), kw["eps"], ex.layout_for(kw), ex.knobs_for(kw)) for kw in kws]
+    outs = [contract.forward(kw) for kw in kws]
+    got = [np.asarray(y) for y, _ in outs]
+    refs = [forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], ex.layout_for(kw), ex.knobs_for(kw))
+            for kw in kws]
     variants = {}
     for kw in kws:
-        for i, (code, L, kn) in enumerate(mutants(ex, kw)):
-            if code in FORWARD_CODES:
-                variants.setdefault((code, i), []).append(forward(kw["x"], kw["weight"], bias(kw), kw["eps"], L, kn))
-    judge(report, "y", got, refs, variants, [], kws)
+        for m in mutants(ex, kw):
+            if "f" in m.where:
+                out = forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], m.layout, m.knobs)
+                variants.setdefault((m.code, m.detail), (m.detail, []))[1].append(out)
+    judge(report, "y", got, refs, variants)
     if report.results["y"].ok and "one_pass_variance" in ex.codes:
-        _probe_large_mean(report, ex, fn, kws[0])
+        _probe_large_mean(report, ex, contract, kws[0])
+    return [cache for _, cache in outs]
 
 
-def _probe_large_mean(report, ex, fn, kw):
+def _probe_large_mean(report, ex, contract, kw):
     """one_pass_variance, by its signature: the error grows like the mean squared."""
     errs = []
     for m in (1e5, 1e6):
@@ -208,45 +237,55 @@ def _probe_large_mean(report, ex, fn, kw):
         axes = L.axes(xv.ndim)
         z = xv - xv.mean(axis=axes, keepdims=True)          # the draw's spreads (0.4 to 2.5), its mean moved to m
         big["x"] = (z + m * xv.std(axis=axes, keepdims=True)).reshape(kw["x"].shape)
-        bias = kw["bias"] if "bias" in ex.functions["forward"] else None
-        ref = forward(big["x"], kw["weight"], bias, kw["eps"], L, ex.knobs_for(kw))
-        errs.append(rel_err(np.asarray(call(fn, ex, "forward", big)), ref)[0])
+        ref = forward(big["x"], kw["weight"], _bias(ex, kw), kw["eps"], L, ex.knobs_for(kw))
+        errs.append(rel_err(np.asarray(contract.forward(big)[0]), ref)[0])
+    y = report.results["y"]
     if errs[1] > CORRECT:
         if errs[1] > 30 * errs[0]:
-            report.results["y"].code = "one_pass_variance"
-            report.results["y"].ok = False
-            report.results["y"].worst = f"inputs with a mean of 1e6 times their spread: error {errs[1]:.1e} " \
-                                        f"(at 1e5: {errs[0]:.1e})"
+            y.worst = f"{errs[0]:.1e} at 1e5 times, {y.max_rel_err:.1e} at moderate inputs"
+            y.code, y.ok, y.max_rel_err = "one_pass_variance", False, errs[1]
+            y.headline = f"max rel err {errs[1]:.1e} at inputs with a mean of 1e6 times their spread"
         else:
             report.notes.append(f"y: right at moderate inputs, but {errs[1]:.1e} off for inputs with a mean of 1e6 "
                                 f"times their spread ({errs[0]:.1e} at 1e5): an error growing like the mean, as "
                                 "float32 arithmetic gives")
 
 
-def _check_backward(report, ex, fn, cases):
-    kws, got, refs, variants, partials, layouts, mutated = [], {}, {}, {}, {}, [], False
-    for kw, dy in cases:
+def as_grads(out, ex):
+    if isinstance(out, dict):
+        return out
+    if isinstance(out, (tuple, list)):
+        return dict(zip(ex.grads, out))
+    return {"x": out}
+
+
+def _check_backward(report, ex, contract, cases, caches):
+    got, refs, variants, partials, groups, mutated = {}, {}, {}, {}, [], False
+    for n, (kw, dy) in enumerate(cases):
         dy_given = dy.copy()
-        out = as_grads(call(fn, ex, "backward", kw, dy_given), ex)
+        out = as_grads(contract.backward(kw, dy_given, caches[n] if caches else None), ex)
         mutated |= not np.array_equal(dy_given, dy)
         L, kn = ex.layout_for(kw), ex.knobs_for(kw)
-        kws.append(kw)
-        layouts.append(L)
+        groups.append(groupings(ex, kw))
+        shaped = {"x": np.shape(kw["x"]), "weight": contract.param_shape(kw), "bias": contract.param_shape(kw)}
         ref = backward(dy, kw["x"], kw["weight"], kw["eps"], L, kn)
         x_hat = forward(kw["x"], None, None, kw["eps"], L, kn)
         partials_of = {"weight": partial_sums(dy * x_hat, L), "bias": partial_sums(dy, L)}
-        muts = [backward(dy, kw["x"], kw["weight"], kw["eps"], Lm, km) for _, Lm, km in mutants(ex, kw)]
+        muts = [(m, backward(dy, kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs)) for m in mutants(ex, kw)]
         for g in ex.grads:
             got.setdefault(g, []).append(out.get(g))
-            refs.setdefault(g, []).append(ref[g])
+            refs.setdefault(g, []).append(ref[g].reshape(shaped[g]))
             partials.setdefault(g, []).append(partials_of.get(g, []))
-            for i, ((code, _, _), mut) in enumerate(zip(mutants(ex, kw), muts)):
-                variants.setdefault(g, {}).setdefault((code, i), []).append(mut[g])
+            for m, mut in muts:
+                if "b" in m.where:
+                    variants.setdefault(g, {}).setdefault((m.code, m.detail), (m.detail, []))[1].append(
+                        mut[g].reshape(shaped[g]))
     for g in ex.grads:
         if any(v is None for v in got[g]):
-            report.results[g] = Result(g, False, float("inf"), f"backward returned no {g!r} gradient", "wrong_shape")
+            report.results[g] = Result(g, False, float("inf"), "", "wrong_shape",
+                                       headline=f"backward returned no {g!r} gradient")
             continue
-        judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g], kws,
-              layouts if g == "x" else None)
+        judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g],
+              groups if g == "x" else None)
     if mutated:
         report.extra_codes.append("mutates_dy")

@@ -7,7 +7,7 @@ over the positions), then applies a weight and a bias that do not depend on the 
     mu    = mean_A(x)                    (0 without centring: RMSNorm, pRMSNorm)
     xm    = x - mu
     var   = sum_S(xm^2) / (n_S - ddof)   S = A, or the first k features (pRMSNorm); ddof 0
-    rstd  = 1 / sqrt(var + eps)          (a mutant: 1 / (sqrt(var) + eps))
+    rstd  = 1 / sqrt(var + eps)          (mutants: 1 / (sqrt(var) + eps), eps = 0, eps subtracted)
     x_hat = xm * rstd
     y     = x_hat * weight + bias
 
@@ -20,9 +20,16 @@ Backward, g = dy * weight:
 
 with c_mean = 1 when the forward centres (0 otherwise) and c_proj = 1. The mean term is what the mean
 mu contributes; the sum through mu of the projection vanishes because sum_A(xm) = 0. Each code of the
-catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, ...) or a forward with
-another variance (ddof = 1, eps outside the root) or other axes, whose exact gradient this same function
-gives. tests/exercises checks that the knobs at their defaults give the library's own gradients.
+catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, eps left out of one
+place of the backward, one reduction over other axes, ...) or a forward with another variance (ddof = 1,
+eps outside the root, no eps, statistics over other axes or given in advance), whose exact gradient this
+same function gives. tests/exercises checks that the knobs at their defaults give the library's own
+gradients.
+
+Where eps can be dropped in a backward: rstd * (g - mean(g)) is the direct and mean paths ("rstd"); the
+projection's factor rstd^3 = rstd_outer * rstd_inner^2 splits as a closed form writes it,
+rstd * (... - x_hat * mean(g * x_hat)) with x_hat = xm * rstd_inner ("outer", "inner"; a staged dvar
+drops both); and dweight's x_hat ("x_hat").
 """
 from __future__ import annotations
 
@@ -40,6 +47,8 @@ class Layout:
 
     kind: str
     groups: int = 1
+    over: str = ""          # a mutant's statistics: "position" (GroupNorm per pixel: the group's channels
+    #                         at each position), "all" (one mean and variance for the whole array)
 
     def view(self, a, channels):
         """``a`` (x's shape) seen so that a statistic is a reduction over ``self.axes``."""
@@ -49,6 +58,8 @@ class Layout:
 
     def axes(self, ndim):
         """The axes of the view one statistic reduces over."""
+        if self.over:
+            return (2,) if self.over == "position" else tuple(range(ndim))
         return {"row": (ndim - 1,), "batch": (0, *range(2, ndim)), "group": tuple(range(2, ndim))}[self.kind]
 
     def weight(self, w, view_shape, x_ndim):
@@ -80,26 +91,52 @@ class Knobs:
     no_rstd: bool = False           # dx not multiplied by rstd
     g_is_dy: bool = False           # g = dy, the weight forgotten
     dweight_uses_x: bool = False    # dweight = sum dy * x
+    eps_sign: float = 1.0           # 0: no eps anywhere; -1: sqrt(var - eps)
+    bwd_no_eps: frozenset = frozenset()   # the backward's places that drop eps ("rstd", "outer", "inner", "x_hat")
+    running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
+    wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
+    #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
+    #                                 "gmean", "proj" (the backward's); divisor "right" (the right set's
+    #                                 count) or "wrong" (the other axes' count)
 
     def with_(self, **changes) -> Knobs:
         return replace(self, **changes)
+
+
+def count(shape, axes) -> int:
+    return int(np.prod([shape[a] for a in axes]))
+
+
+def _reduction(kn: Knobs, which, axes, shape):
+    """(axes, divisor) of one reduction: the right ones, or the mutant's wrong ones."""
+    if kn.wrong is None or kn.wrong[0] != which:
+        return axes, count(shape, axes)
+    _, other, divisor = kn.wrong
+    return other, count(shape, other if divisor == "wrong" else axes)
 
 
 def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
     """(view of x, axes, xm, mask of S, n_S, rstd, x_hat, sqrt(var)), in the view's shape."""
     xv = layout.view(x, channels)
     axes = layout.axes(xv.ndim)
-    n_a = int(np.prod([xv.shape[a] for a in axes]))
+    eps = kn.eps_sign * eps
     mask = np.ones(xv.shape[-1])
     if kn.k is not None:
         mask = (np.arange(xv.shape[-1]) < kn.k).astype(float)       # (d,) the prefix of S
-    n_s = kn.k if kn.k is not None else n_a
-    mu = xv.mean(axis=axes, keepdims=True) if kn.center else 0.0
+    mean_axes, _ = _reduction(kn, "mean", axes, xv.shape)
+    var_axes, _ = _reduction(kn, "var_own" if kn.wrong and kn.wrong[0] == "var_own" else "var", axes, xv.shape)
+    n_s = kn.k if kn.k is not None else count(xv.shape, var_axes)
+    mu = xv.mean(axis=mean_axes, keepdims=True) if kn.center else 0.0
     xm = xv - mu
-    if kn.one_pass:
+    if kn.running is not None:                                      # statistics given: x_hat is affine in x
+        mu, var = (layout.weight(v, xv.shape, x.ndim) for v in kn.running)
+        xm = xv - mu
+    elif kn.one_pass:
         var = (xv * xv * mask).sum(axis=axes, keepdims=True) / n_s - np.square(mu)
+    elif kn.wrong and kn.wrong[0] == "var_own":
+        var = xv.var(axis=var_axes, keepdims=True)
     else:
-        var = (xm * xm * mask).sum(axis=axes, keepdims=True) / (n_s - kn.ddof)
+        var = (xm * xm * mask).sum(axis=var_axes, keepdims=True) / (n_s - kn.ddof)
     s = np.sqrt(var)
     rstd = 1.0 / (s + eps) if kn.eps_outside else 1.0 / np.sqrt(var + eps)
     return xv, axes, xm, mask, n_s, rstd, xm * rstd, s
@@ -123,19 +160,28 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     dyv = layout.view(dy, channels)
     w = np.ones(x.shape[-1] if layout.kind == "row" else channels) if weight is None else weight
     g = dyv if kn.g_is_dy else dyv * layout.weight(w, xv.shape, x.ndim)            # dL/dx_hat
+    dropped = lambda place: 1.0 / s if place in kn.bwd_no_eps else rstd       # noqa: E731 (eps left out there)
     if kn.eps_outside:
         minus_2_drstd_dvar = rstd * rstd / s                                       # d/dvar of 1/(sqrt(var) + eps)
     else:
-        minus_2_drstd_dvar = rstd ** 3
+        minus_2_drstd_dvar = dropped("outer") * dropped("inner") ** 2              # rstd^3
     s_mask = np.ones_like(mask) if kn.mask_all else mask
     n_div = kn.n_stat if kn.n_stat is not None else n_s
-    proj = xm * s_mask * (g * xm).sum(axis=axes, keepdims=True) * minus_2_drstd_dvar / (n_div - kn.ddof)
+    proj_axes, n_proj = _reduction(kn, "proj", axes, xv.shape)
+    if kn.wrong and kn.wrong[0] == "proj":
+        n_div = n_proj
+    proj = xm * s_mask * (g * xm).sum(axis=proj_axes, keepdims=True) * minus_2_drstd_dvar / (n_div - kn.ddof)
     c_mean = (1.0 if kn.center else 0.0) if kn.c_mean is None else kn.c_mean
-    dx = rstd * g - c_mean * rstd * g.mean(axis=axes, keepdims=True) - kn.c_proj * proj
+    c_proj = kn.c_proj
+    if kn.running is not None:                          # the statistics do not depend on x: the direct path only
+        c_mean = c_proj = 0.0
+    gmean_axes, n_gmean = _reduction(kn, "gmean", axes, xv.shape)
+    r = dropped("rstd")
+    dx = r * g - c_mean * r * g.sum(axis=gmean_axes, keepdims=True) / n_gmean - c_proj * proj
     if kn.no_rstd:
         dx = dx / rstd
     by = layout.param_axes(x.ndim)
-    times = x if kn.dweight_uses_x else x_hat.reshape(x.shape)
+    times = x if kn.dweight_uses_x else (xm * dropped("x_hat")).reshape(x.shape)
     return {"x": dx.reshape(x.shape), "weight": (dy * times).sum(axis=by), "bias": dy.sum(axis=by)}
 
 

@@ -17,11 +17,22 @@ class Result:
     max_rel_err: float
     worst: str = ""                 # where the worst element is, e.g. "index (1, 2, 5) of shape (2, 3, 8)"
     code: str = "correct"
-    structure: str = ""             # for an unrecognized dx: its components along 1, x_hat and the rest
+    detail: str = ""                # which variant of the code (where eps was dropped, which axes), or, for an
+    #                                 unrecognized dx, a constant ratio or its components along 1, x_hat, the rest
+    headline: str = ""              # what is wrong, when it is not the max rel err (a shape, NaN, a large mean)
 
     def as_dict(self):
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
-                **({"structure": self.structure} if self.structure else {})}
+                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline)) if v}}
+
+    def line(self, label) -> str:
+        """The output's line of the report: its status, then the number (or the fact) that is wrong."""
+        head = self.headline or f"max rel err {self.max_rel_err:.1e}"
+        return f"  {label:<8} {'ok' if self.ok else 'WRONG':<6} {head}" + \
+            (f"   worst: {self.worst}" if self.worst and not self.ok else "")
+
+
+LABELS = {"y": "y", "x": "dx", "weight": "dweight", "bias": "dbias"}
 
 
 @dataclass
@@ -32,26 +43,30 @@ class Report:
     extra_codes: list = field(default_factory=list)  # codes not tied to one output (mutates_dy)
     notes: list = field(default_factory=list)
     unfinished: list = field(default_factory=list)  # functions still raising NotImplementedError
-    error: str = ""                                 # the student's code raised: what and where
+    error: str = ""                                 # the file could not be checked at all: why
+    errors: dict = field(default_factory=dict)      # function -> what it raised, and where
     checked: str = ""                               # on what inputs
+    contract: str = ""                              # which contract the functions were read in
+    labels: dict = field(default_factory=lambda: dict(LABELS))   # output -> its name in the contract
 
     @property
     def diagnoses(self) -> list[str]:
         """The codes that apply, each once, in the order found; ["correct"] when nothing is wrong."""
-        if self.error or (self.unfinished and not self.results):
+        if self.error or not self.results:
             return []
         codes = [r.code for r in self.results.values() if r.code != "correct"] + self.extra_codes
         return list(dict.fromkeys(codes)) or ["correct"]
 
     @property
     def ok(self) -> bool:
-        """True when nothing is wrong and nothing is left unwritten."""
-        return self.diagnoses == ["correct"] and not self.unfinished
+        """True when nothing is wrong, nothing raised and nothing is left unwritten."""
+        return self.diagnoses == ["correct"] and not self.unfinished and not self.errors
 
     def as_dict(self) -> dict:
         return {"exercise": self.exercise, "ok": self.ok, "diagnoses": self.diagnoses,
                 "gradients": {n: r.as_dict() for n, r in self.results.items()}, "notes": self.notes,
-                "unfinished": self.unfinished, "error": self.error}
+                "unfinished": self.unfinished, "error": self.error or "; ".join(self.errors.values()),
+                "errors": self.errors, "contract": self.contract}
 
     def to_json(self) -> str:
         """One line of JSON (NaN and infinity written as strings, so that any parser reads it)."""
@@ -66,27 +81,29 @@ class Report:
         lines = [f"scratchnorm exercise {self.exercise!r}" + (f" ({self.source})" if self.source else "")]
         if self.error:
             return "\n".join(lines + [f"  your code raised an error: {self.error}", "  Fix it and check again."])
-        if self.unfinished and not self.results:
+        if self.contract:
+            lines.append(textwrap.fill(f"read as {self.contract}", 100, initial_indent="  ", subsequent_indent="    "))
+        lines += [f"  your {fname} raised an error: {msg}" for fname, msg in self.errors.items()]
+        if self.unfinished and not self.results and not self.errors:
             names = " and ".join(f"{f}(...)" for f in self.unfinished)
             return "\n".join(lines + [f"  not written yet: {names} still raise NotImplementedError.",
                                       "  Fill in the function(s), then run the check again."])
         if self.checked:
             lines.append(f"  checked on {self.checked}")
-        for r in self.results.values():
-            label = "dx" if r.name == "x" else "y" if r.name == "y" else f"d{r.name}"
-            lines.append(f"  {label:<8} {'ok' if r.ok else 'WRONG':<6} max rel err {r.max_rel_err:.1e}"
-                         + (f"   worst: {r.worst}" if r.worst and not r.ok else ""))
+        lines += [r.line(self.labels[r.name]) for r in self.results.values()]
         if self.unfinished:
             lines.append(f"  not checked (not written yet): {', '.join(self.unfinished)}")
-        lines.append("diagnosis: correct" if self.diagnoses == ["correct"] else "diagnosis:")
+        if self.results:
+            lines.append("diagnosis: correct" if self.diagnoses == ["correct"] else "diagnosis:")
         for code in self.diagnoses:
             if code != "correct":
                 lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
         for r in self.results.values():
-            if r.structure:
-                lines.append(f"  the error of d{r.name}, per normalized group: {r.structure}")
-        lines += [f"note: {n}" for n in self.notes]
+            if r.detail:
+                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
+                                           subsequent_indent="    "))
+        lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
         if self.ok:
             lines.append("\nWell done. Questions to think about, with answers:")
             for q, a in EXERCISES[self.exercise].questions:

@@ -33,6 +33,25 @@ correct backward stays under with margin (tests/gradcheck asserts a factor
 factor 2, errs by 1e-2 or more. For much larger inputs |L| grows: raise h
 (with ``order=4`` truncation falls as h^4).
 
+The resolution. A fixed tol is set for whole models; on one layer float64
+central differences resolve far smaller errors (a LayerNorm backward that
+drops eps = 1e-5 is off by about 5e-6, inside tol). So the check also
+estimates, per tensor, how far its own finite differences can be trusted:
+it computes every difference at the step h and again at 2h, and takes
+
+    resolution = max( max_i |n_i(h) - n_i(2h)|,  eps_mach * sum|dy * y| / h )
+
+the first part measured (the truncation error of n(2h) is 4 times that of
+n(h), so their gap is 3 times the truncation of n(h), plus both round-offs),
+the second a floor for the round-off of L (so that a tensor of one element,
+whose measured gap may happen to be tiny, is not judged on it alone). An
+element also fails when |a_i - n_i| > MARGIN * resolution (MARGIN = 10):
+a gradient wrong by more than ten times what the check can resolve. The
+report gives the resolution per tensor, relative to its largest gradient
+(absolute for a gradient that is exactly 0, as LayerNorm(1)'s dx), and the
+worst error in units of it ("err/res"). The check costs twice the forward
+passes of one step.
+
 Three lines to check your own backward::
 
     def my_forward(x, weight): ...; return y, cache
@@ -70,6 +89,8 @@ class TensorCheck:
     n_bad: int
     n: int
     tol: float
+    resolution: float = 0.0        # the finite differences' estimated error, over the largest gradient (if not 0)
+    err_over_res: float = 0.0      # max |a_i - n_i| / resolution: above MARGIN, the tensor fails
 
     @property
     def ok(self) -> bool:
@@ -103,26 +124,41 @@ class GradcheckReport:
 
     def __str__(self) -> str:
         rows = [f"gradcheck: {self.label}",
-                f"  {'tensor':<8} {'shape':<14} {'max rel err':>11}  {'worst index':<14} {'> tol':>9}  status"]
+                f"  {'tensor':<8} {'shape':<14} {'max rel err':>11} {'resolution':>10} {'err/res':>8}  "
+                f"{'worst index':<14} {'bad':>9}  status"]
         for c in self.checks:
-            rows.append(f"  {c.name:<8} {str(c.shape):<14} {c.max_rel_err:>11.2e}  {str(c.worst_index):<14} "
-                        f"{f'{c.n_bad}/{c.n}':>9}  {'ok' if c.ok else 'FAIL'}")
+            rows.append(f"  {c.name:<8} {str(c.shape):<14} {c.max_rel_err:>11.2e} {c.resolution:>10.1e} "
+                        f"{c.err_over_res:>8.2g}  {str(c.worst_index):<14} {f'{c.n_bad}/{c.n}':>9}  "
+                        f"{'ok' if c.ok else 'FAIL'}")
         if self.dy_modified:
             rows.append("  FAIL: backward wrote into its dy argument. Compute a new array "
                         "(g = dy * weight), never g = dy; g *= weight: the caller's dy changes.")
         return "\n".join(rows)
 
 
-def _compare(name, analytic, numeric, tol) -> TensorCheck:
+MARGIN = 10.0                      # an error above MARGIN * resolution fails (see the module docstring)
+EPS_MACH = float(np.finfo(np.float64).eps)
+
+
+def _compare(name, analytic, numeric, tol, resolution) -> TensorCheck:
+    """``resolution``: the absolute error the finite differences ``numeric`` may have."""
     a = np.asarray(analytic, dtype=np.float64).reshape(np.shape(numeric))
     n = numeric
     scale = max(np.max(np.abs(a), initial=0.0), np.max(np.abs(n), initial=0.0))
     floor = 1e-3 * scale + 1e-30
     err = np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), floor)
     err = np.where(np.isnan(err), np.inf, err)          # a NaN anywhere is a failure
+    over = np.abs(a - n) / max(resolution, 1e-300)
+    over = np.where(np.isnan(over), np.inf, over)
     worst = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else ()
     return TensorCheck(name, tuple(n.shape), float(err.max(initial=0.0)), tuple(int(i) for i in worst),
-                       int(np.sum(err > tol)), int(err.size), tol)
+                       int(np.sum((err > tol) | (over > MARGIN))), int(err.size), tol,
+                       resolution / scale if scale > 0 else resolution, float(over.max(initial=0.0)))
+
+
+def _difference(diffs, h, order):
+    """dL/dt from diffs[k] = L(t + 2^k h) - L(t - 2^k h): central (order 2) or five-point (order 4)."""
+    return diffs[0] / (2 * h) if order == 2 else (8 * diffs[0] - diffs[1]) / (12 * h)
 
 
 def _require_float64(name, arr):
@@ -188,7 +224,8 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-5, 
     ``forward(x, **params, **kwargs) -> (y, cache)`` and ``backward(dy, cache)``
     returning a dict {"x": dx, name: dparam, ...} or a tuple (dx, dparam, ...) in
     the order of ``params``. x: float64 input. h: finite-difference step.
-    tol: the largest allowed err_i (see the module docstring).
+    tol: the largest allowed err_i; an element also fails when its error exceeds MARGIN times the
+    resolution the finite differences reach (see the module docstring).
     order: 2 for the central difference above (error O(h^2)); 4 for the five-point
     (L(t+h) - L(t-h)) * 8/(12h) - (L(t+2h) - L(t-2h)) / (12h) (error O(h^4)), which
     allows a larger h and so less round-off: for whole models, whose loss is large
@@ -221,27 +258,30 @@ def gradcheck(target, x, *, params=None, kwargs=None, seed=0, h=1e-6, tol=1e-5, 
         def loss():
             return float(np.sum(dy * t.output(x)))
 
+        roundoff = EPS_MACH * float(np.sum(np.abs(dy * y))) / h      # the floor of the resolution
+
         report = GradcheckReport(t.label, dy_modified=dy_modified)
         tensors = ({"x": x} if check_x else {}) | t.params
         for name, arr in tensors.items():
             if name not in analytic:
                 fail(KeyError, "backward's result", f"a gradient named {name!r}", sorted(analytic),
                      f"return dL/d{name} from backward.")
-            numeric = np.zeros(arr.shape)
-            flat, nflat = arr.reshape(-1), numeric.reshape(-1)  # views: perturb in place
+            numeric, coarse = np.zeros(arr.shape), np.zeros(arr.shape)       # at the steps h and 2h
+            flat = arr.reshape(-1)                          # a view: perturb in place
             if not np.shares_memory(flat, arr):
                 fail(ValueError, name, "a C-contiguous array", arr, f"pass np.ascontiguousarray({name}).")
             for i in range(flat.size):
                 old = flat[i]
                 diffs = []
-                for step in (h, 2 * h)[: order // 2]:      # L(t + step) - L(t - step)
+                for step in (h, 2 * h, 4 * h)[: order // 2 + 1]:      # L(t + step) - L(t - step)
                     flat[i] = old + step
                     lp = loss()
                     flat[i] = old - step
                     diffs.append(lp - loss())
                 flat[i] = old
-                nflat[i] = diffs[0] / (2 * h) if order == 2 else (8 * diffs[0] - diffs[1]) / (12 * h)
-            report.checks.append(_compare(name, analytic[name], numeric, tol))
+                numeric.flat[i], coarse.flat[i] = [_difference(diffs[j:], h * 2 ** j, order) for j in (0, 1)]
+            resolution = max(float(np.max(np.abs(numeric - coarse), initial=0.0)), roundoff)
+            report.checks.append(_compare(name, analytic[name], numeric, tol, resolution))
     finally:
         t.restore()
     return report

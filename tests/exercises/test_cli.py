@@ -126,3 +126,11 @@ def test_a_half_written_file_is_not_ok(tmp_path):
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["ok"] is False and report["unfinished"] == ["forward"]
     assert report["diagnoses"] == ["correct"] and report["gradients"]["x"]["ok"]
+
+
+def test_the_report_says_which_contract_it_read_and_exercise_names_are_checked(tmp_path):
+    path = student_file(tmp_path, "layernorm", ("backward", S.ln_backward))
+    proc = cli("check", path.name, cwd=tmp_path)
+    assert "read as scratchnorm's: backward(dy, x, weight, eps)" in proc.stdout, proc.stdout
+    proc = cli("check", path.name, "--exercise", "layer_norm", cwd=tmp_path)
+    assert proc.returncode == 2 and "--exercise: expected one of layernorm" in proc.stderr and "Fix:" in proc.stderr

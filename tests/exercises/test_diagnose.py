@@ -10,7 +10,9 @@ import pytest
 
 import scratchnorm as sn
 from scratchnorm.exercises import EXERCISES, MISTAKES, check
+from scratchnorm.exercises.contract import CACHE_FUNCTIONS
 from scratchnorm.exercises.diagnose import draws, mutants
+from scratchnorm.exercises.judge import SAME, rel_err
 from scratchnorm.exercises.mutants import Knobs, Layout, backward, forward
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -75,31 +77,87 @@ def test_float32_inside_is_correct_with_a_note():
     assert any("float32" in n for n in report.notes), report.notes
 
 
-def _mutant_student(ex, code, variant):
-    """A student whose functions are the checker's mutant number ``variant`` of ``code``."""
+def _mutant_student(ex, key):
+    """A student whose functions are the checker's own mutant ``key`` = (code, detail)."""
+    def pick(args, fname):
+        kw = dict(zip(ex.functions[fname], args))
+        return kw, next(m for m in mutants(ex, kw) if (m.code, m.detail) == key)
+
     def backward_fn(*args):
-        kw = dict(zip(ex.functions["backward"], args))
-        _, layout, knobs = [m for m in mutants(ex, kw) if m[0] == code][variant]
-        grads = backward(kw["dy"], kw["x"], kw["weight"], kw["eps"], layout, knobs)
+        kw, m = pick(args, "backward")
+        grads = backward(kw["dy"], kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs)
         return {g: grads[g] for g in ex.grads}
-    return {"backward": backward_fn}
+
+    def forward_fn(*args):
+        kw, m = pick(args, "forward")
+        return forward(kw["x"], kw["weight"], kw.get("bias"), kw["eps"], m.layout, m.knobs)
+    return {"backward": backward_fn, **({"forward": forward_fn} if "forward" in ex.functions else {})}
 
 
-CASES = sorted({(name, code, i) for name, ex in EXERCISES.items() for kw, _ in draws(ex)[:1]
-                for code in dict.fromkeys(c for c, _, _ in mutants(ex, kw))
-                for i in range(sum(c == code for c, _, _ in mutants(ex, kw)))})
+def _first_variants():
+    """(exercise, code, part, key of its first mutant) per code and part (forward-only, backward-only, both)."""
+    out = {}
+    for name, ex in EXERCISES.items():
+        kw = draws(ex)[0][0]
+        for m in mutants(ex, kw):
+            out.setdefault((name, m.code, m.where), (m.code, m.detail))
+    return sorted((n, c, w, k) for (n, c, w), k in out.items())
 
 
-@pytest.mark.parametrize("name, code, variant", CASES, ids=[f"{n}-{c}-{i}" for n, c, i in CASES])
-def test_every_mutant_is_diagnosed_with_its_code_and_only_it(name, code, variant):
-    report = check(name, _mutant_student(EXERCISES[name], code, variant))
+CASES = _first_variants()
+
+
+@pytest.mark.parametrize("name, code, where, key", CASES, ids=[f"{n}-{c}-{w}" for n, c, w, _ in CASES])
+def test_every_mutant_is_diagnosed_with_its_code_and_only_it(name, code, where, key):
+    ex = EXERCISES[name]
+    if where == "f" and "forward" not in ex.functions:
+        pytest.skip("no forward in this exercise")
+    student = _mutant_student(ex, key)
+    if where == "f":
+        student = {"forward": student["forward"]}
+    report = check(name, student)
     assert report.diagnoses == [code], str(report)
     assert not report.ok
 
 
+def _outputs(ex, m, kw, dy, part):
+    if part == "f":
+        return [forward(kw["x"], kw["weight"], kw["bias"], kw["eps"], m.layout, m.knobs)]
+    return list(backward(dy, kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs).values())
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.parametrize("shapes", ["library", "cache"])
+def test_mutants_of_two_codes_never_give_the_same_numbers(name, shapes):
+    """Else the first of them would be named for the other's mistake."""
+    ex = EXERCISES[name]
+    if shapes == "cache" and name not in CACHE_FUNCTIONS:
+        pytest.skip("no cache contract")
+    cases = draws(ex, shapes=[s for c in CACHE_FUNCTIONS.values() if c.exercise == name for s in c.shapes]
+                  if shapes == "cache" else None, running=shapes == "cache")
+    per_draw = [mutants(ex, kw) for kw, _ in cases]
+    for ms in per_draw:                                             # one key per mutant, the same in every draw
+        assert len({(m.code, m.detail) for m in ms}) == len(ms)
+    per_draw = [sorted(ms, key=lambda m: (m.code, m.detail)) for ms in per_draw]
+    assert all([(m.code, m.detail) for m in ms] == [(m.code, m.detail) for m in per_draw[0]] for ms in per_draw)
+    muts = per_draw[0]
+    for part in ("f", "b"):
+        idx = [i for i, m in enumerate(muts) if part in m.where]
+        if part == "f" and "forward" not in ex.functions:
+            continue
+        outs = {i: [_outputs(ex, ms[i], kw, dy, part) for ms, (kw, dy) in zip(per_draw, cases)] for i in idx}
+        flat = np.array([np.concatenate([np.ravel(a) for draw in outs[i] for a in draw]) for i in idx])
+        gap = np.abs(flat[:, None, :] - flat[None, :, :]).max(-1)        # a necessary test of sameness first
+        for a, b in zip(*np.nonzero(gap <= SAME * np.abs(flat).max())):
+            i, j = idx[a], idx[b]
+            if muts[i].code != muts[j].code:
+                assert not all(rel_err(u, v)[0] <= SAME for p, q in zip(outs[i], outs[j]) for u, v in zip(p, q)), \
+                    (muts[i], muts[j])
+
+
 def test_every_code_has_a_sentence_and_every_exercise_its_codes():
-    covered = {c for _, c, _ in CASES} | {"one_pass_variance", "mutates_dy", "wrong_shape", "dweight_not_reduced",
-                                          "correct", "unrecognized"}
+    covered = {c for _, c, _, _ in CASES} | {"one_pass_variance", "mutates_dy", "wrong_shape", "dweight_not_reduced",
+                                             "correct", "unrecognized", "running_stats_in_training"}
     assert covered == set(MISTAKES)
     for ex in EXERCISES.values():
         assert set(ex.codes) <= set(MISTAKES)
@@ -125,19 +183,28 @@ def test_hand_written_mistakes_are_named(name, funcs, code):
     assert MISTAKES[code] in flat(report)
 
 
-@pytest.mark.parametrize("backward", [S.ln_backward_rstd_squared, S.ln_backward_transposed_weight,
-                                      S.ln_backward_noisy], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backward", [S.ln_backward_transposed_weight, S.ln_backward_noisy], ids=lambda f: f.__name__)
 def test_mistakes_outside_the_catalogue_are_unrecognized(backward):
     report = check("layernorm", {"backward": backward})
     assert report.diagnoses == ["unrecognized"], str(report)
     assert "along 1:" in str(report) and "along x_hat:" in str(report)
 
 
+def test_a_dx_off_by_one_constant_per_row_is_said_so_with_the_constants():
+    """rstd^2 in place of rstd: the right dx times rstd, one constant per row."""
+    report = check("layernorm", {"backward": S.ln_backward_rstd_squared})
+    assert report.diagnoses == ["unrecognized"], str(report)
+    x = draws(EXERCISES["layernorm"])[0][0]["x"]
+    rstd = 1 / np.sqrt(x.var(-1) + 0.05)
+    assert "dx is the right answer times one constant per row: " + ", ".join(f"{c:.6g}" for c in rstd.ravel()[:6]) \
+        in flat(report), str(report)
+
+
 def test_the_structure_of_an_unrecognized_error_points_at_the_term():
     # rstd^2 in place of rstd scales the whole dx: its error lies along g's own directions, not along 1 alone
     report = check("layernorm", {"backward": S.ln_backward_noisy})
-    share = report.results["x"].structure
-    assert share.startswith("along 1: ") and share.endswith("(of the squared error)")
+    share = report.results["x"].detail
+    assert share.startswith("the error per normalized group: along 1: ") and share.endswith("(of the squared error)")
 
 
 def test_the_large_mean_probe_tells_float32_from_one_pass():

@@ -18,6 +18,8 @@ def test_every_layer_passes_gradcheck(case, backend):
     layer, report = case.check(backend)
     assert report.ok, str(report)
     assert report.max_rel_err < report.checks[0].tol / 5, f"less than a factor 5 below the tolerance:\n{report}"
+    # the resolution is relative to the largest gradient (absolute where the gradient is 0: LayerNorm(1)'s dx)
+    assert all(0 < c.resolution < c.tol and c.err_over_res <= 10 for c in report.checks), str(report)
     assert {c.name for c in report.checks} == ({"x"} if case.check_x else set()) | set(layer.params)
 
 
@@ -32,6 +34,38 @@ def test_gradcheck_catches_the_missing_mean_term(rng):
     bad = sn.gradcheck((sn.layer_norm_forward, wrong_backward), x)
     assert good.ok and not bad.ok
     assert bad["x"].n_bad > 0 and bad["x"].max_rel_err > 1e-3
+
+
+def _layer_norm_backward_eps_dropped(dy, cache):
+    """The backward recomputes rstd = 1 / sqrt(var), without eps: about eps / (2 var) = 5e-6 off at eps = 1e-5."""
+    xm, var, weight = cache["xm"], cache["var"], cache["weight"]
+    rstd = 1 / np.sqrt(var)
+    x_hat = xm * rstd
+    g = dy * weight
+    dx = rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+    return {"x": dx, "weight": (dy * x_hat).sum(0), "bias": dy.sum(0)}
+
+
+def _layer_norm(x, weight, bias):
+    return sn.layer_norm_forward(x, weight, bias, eps=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gradcheck_catches_eps_dropped_in_the_backward(seed):
+    """5e-6 is inside the fixed tol = 1e-5: only the estimated resolution sees it."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((4, 8))
+    x = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True) + rng.standard_normal((4, 1))   # var = 1
+    params = {"weight": rng.standard_normal(8), "bias": rng.standard_normal(8)}
+    good = sn.gradcheck((_layer_norm, sn.layer_norm_backward), x, params=params)
+    bad = sn.gradcheck((_layer_norm, _layer_norm_backward_eps_dropped), x, params=params)
+    assert good.ok, str(good)
+    assert not bad["x"].ok and not bad["weight"].ok and bad["bias"].ok, str(bad)
+    # dweight is 5e-6 off: the fixed tol alone would pass it, the resolution (about 1e-9) does not
+    assert 1e-6 < bad["weight"].max_rel_err < bad["weight"].tol and bad["weight"].err_over_res > 100, str(bad)
+    for c in good.checks:
+        assert c.resolution < 1e-7 and c.err_over_res <= 10, str(good)   # a layer resolves far below 5e-6
+    assert "resolution" in str(bad) and "err/res" in str(bad)
 
 
 def test_gradcheck_catches_a_wrong_parameter_gradient(rng):

@@ -1,0 +1,121 @@
+r"""Judge one output of the learner's over every draw: right, a mistake of the catalogue, or something true
+about it all the same.
+
+Right means within ``CORRECT`` (relative, as in gradcheck: against a thousandth of the largest element for
+small ones) of the reference on every draw; a note says so when the result is further than ``EXACT``. A
+wrong result gets a code when one mutant of the catalogue (mutants.py) reproduces it within ``SAME`` on
+every draw, and ``unrecognized`` otherwise. Before the values, the shape: a shape that differs but holds
+the right values once squeezed (keepdims, a (1, D) row) is said to; NaN and Inf are counted, not turned
+into percentages. For an unrecognized dx, the report says whether it is the right answer times one
+constant per normalized group (or per channel), and else how its error splits along 1, along x_hat and the
+rest.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .report import Result
+
+CORRECT, EXACT, SAME = 1e-5, 1e-9, 1e-7
+
+
+def rel_err(a, r) -> tuple[float, tuple]:
+    """(max relative error, index of the worst element); inf where ``a`` is not finite."""
+    a, r = np.asarray(a, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    floor = 1e-3 * np.max(np.abs(r)) + 1e-30
+    err = np.abs(a - r) / np.maximum(np.maximum(np.abs(a), np.abs(r)), floor)
+    err = np.where(np.isfinite(a), err, np.inf)
+    i = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else ()
+    return (float(err[i]) if err.size else 0.0), tuple(int(v) for v in i)
+
+
+def same(a, r, tol=SAME) -> bool:
+    """``a`` equals ``r`` within ``tol``, after squeezing away axes of length 1 (keepdims)."""
+    a, r = np.squeeze(np.asarray(a, dtype=np.float64)), np.squeeze(np.asarray(r, dtype=np.float64))
+    return a.shape == r.shape and rel_err(a, r)[0] <= tol
+
+
+def judge(report, name, got, refs, variants, partials=None, groupings=None):
+    """Compare output ``name`` over the draws and record its Result.
+
+    ``variants`` {(code, detail): (detail, [the mutant's output per draw])}, one key per mutant whatever
+    the draw's shape; ``partials`` [per draw: the partial
+    sums a parameter gradient that was not reduced enough would equal]; ``groupings`` (for dx) [per draw:
+    (x, [(label, view of an array, axes of one group), ...])], the normalized groups first, for the
+    constant-ratio and structure analyses."""
+    if not all(np.shape(g) == np.shape(r) for g, r in zip(got, refs)):
+        report.results[name] = _wrong_shape(name, got, refs, partials)
+        return
+    bad = [(i, g) for i, g in enumerate(got) if not np.all(np.isfinite(g))]
+    if bad:
+        i, g = bad[0]
+        where = tuple(int(v) for v in np.argwhere(~np.isfinite(g))[0])
+        counts = ", ".join(f"{kind} in {n} of {g.size} elements" for kind, n in
+                           (("NaN", int(np.isnan(g).sum())), ("Inf", int(np.isinf(g).sum()))) if n)
+        report.results[name] = Result(name, False, float("inf"), f"first at index {where} of shape {g.shape}",
+                                      "unrecognized", "NaN or Inf from finite inputs: a division by zero, or the "
+                                      "root of a negative number?", headline=f"{counts} (draw {i + 1})")
+        return
+    errs = [rel_err(g, r) for g, r in zip(got, refs)]
+    worst = int(np.argmax([e for e, _ in errs]))
+    err, where = errs[worst]
+    if err <= CORRECT:
+        report.results[name] = Result(name, True, err)
+        if err > EXACT:
+            report.notes.append(f"{name}: correct, but {err:.1e} from the float64 reference (round-off would "
+                                "be about 1e-15): is something computed in float32, or in an unstable order?")
+        return
+    code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
+        np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), ("unrecognized", ""))
+    if code == "unrecognized" and groupings:
+        errors = [np.asarray(g) - r for g, r in zip(got, refs)]
+        detail = constant_ratio(got, refs, groupings) or structure(errors, groupings)
+    report.results[name] = Result(name, False, err, f"index {where} of shape {np.shape(refs[worst])}", code,
+                                  detail)
+
+
+def _wrong_shape(name, got, refs, partials):
+    i = next(i for i, (g, r) in enumerate(zip(got, refs)) if np.shape(g) != np.shape(r))
+    shapes = f"shape {np.shape(got[i])}, expected {np.shape(refs[i])}"
+    if all(same(g, r, CORRECT) for g, r in zip(got, refs)):
+        return Result(name, False, float("inf"), "", "wrong_shape", headline=f"values right, {shapes}")
+    if name in ("weight", "bias") and partials and all(any(same(g, p) for p in [r, *ps])
+                                                       for g, r, ps in zip(got, refs, partials)):
+        return Result(name, False, float("inf"), "", "dweight_not_reduced",
+                      headline=f"{shapes}: summed over too few axes")
+    return Result(name, False, float("inf"), "", "wrong_shape", headline=shapes)
+
+
+def constant_ratio(got, refs, groupings) -> str:
+    """"dx is the right answer times one constant per ...", if it is (on every draw, within SAME)."""
+    for k, (label, _, _) in enumerate(groupings[0][1]):
+        ratios = []
+        for g, r, (_, groups) in zip(got, refs, groupings):
+            _, view, axes = groups[k]
+            gv, rv = view(np.asarray(g, dtype=np.float64)), view(r)
+            c = (gv * rv).sum(axis=axes, keepdims=True) / np.maximum((rv * rv).sum(axis=axes, keepdims=True), 1e-300)
+            if np.max(np.abs(gv - c * rv)) > SAME * np.max(np.abs(rv)):
+                break
+            ratios.append(c.ravel())
+        else:
+            every = np.concatenate(ratios)
+            first = ", ".join(f"{c:.6g}" for c in ratios[0][:6]) + (", ..." if ratios[0].size > 6 else "")
+            return (f"dx is the right answer times one constant per {label}: {first} (first draw; from "
+                    f"{every.min():.6g} to {every.max():.6g} over all draws)")
+    return ""
+
+
+def structure(errors, groupings) -> str:
+    """How an error splits, per normalized group: along 1, along x_hat (orthogonal to 1), the rest."""
+    parts = np.zeros(3)
+    for e, (x, groups) in zip(errors, groupings):
+        _, view, axes = groups[0]
+        ev, xv = view(e), view(x)
+        e1 = np.broadcast_to(ev.mean(axis=axes, keepdims=True), ev.shape)
+        xc = xv - xv.mean(axis=axes, keepdims=True)
+        coef = (ev * xc).sum(axis=axes, keepdims=True) / np.maximum((xc * xc).sum(axis=axes, keepdims=True), 1e-300)
+        ex_ = coef * xc
+        parts += [np.sum(e1 ** 2), np.sum(ex_ ** 2), np.sum((ev - e1 - ex_) ** 2)]
+    share = parts / max(parts.sum(), 1e-300)
+    return (f"the error per normalized group: along 1: {share[0]:.0%}, along x_hat: {share[1]:.0%}, the rest: "
+            f"{share[2]:.0%} (of the squared error)")

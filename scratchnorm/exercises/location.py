@@ -1,0 +1,49 @@
+"""Where in the learner's own code an error was raised, with paths relative to the current folder.
+
+The learner's code is every file outside Python's installation (the standard library, site-packages:
+NumPy) and outside scratchnorm. An error raised inside NumPy is placed on the learner's line that called
+it; one raised in another of the learner's modules on that module's line, with the line of the checked
+file that led there.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+_NOT_THEIRS = tuple({os.path.abspath(p) + os.sep for p in
+                     [sys.prefix, sys.base_prefix, sys.exec_prefix,
+                      *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+                      str(Path(__file__).resolve().parents[1])]})
+
+
+def theirs(filename: str) -> bool:
+    """True for a file of the learner's (not Python's, not a library's, not scratchnorm's)."""
+    return not filename.startswith("<") and not os.path.abspath(filename).startswith(_NOT_THEIRS)
+
+
+def shown(path) -> str:
+    """``path`` relative to the current folder when it lies below it, else as it is."""
+    path = os.path.abspath(path)
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def locate(exc: BaseException) -> str:
+    """"file, line N" of the deepest of the learner's frames (", called from file, line M" when that is in
+    another file than the first of their frames); "" when no frame is theirs."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if theirs(tb.tb_frame.f_code.co_filename):
+            frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename and theirs(exc.filename):
+        frames.append((exc.filename, exc.lineno))
+    if not frames:
+        return ""
+    (deep, line), (top, top_line) = frames[-1], frames[0]
+    text = f"{shown(deep)}, line {line}"
+    return text + (f", called from {shown(top)}, line {top_line}" if os.path.abspath(top) != os.path.abspath(deep)
+                   else "")

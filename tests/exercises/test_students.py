@@ -1,0 +1,175 @@
+"""Hand-written students (tests/exercises/students/), in the cache contract as learners write it and through a
+learner's own wrapper in scratchnorm's contract: every mistake named, every right solution passed, and the
+messages a learner reads."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scratchnorm.exercises import EXERCISES, MISTAKES, check
+from scratchnorm.exercises.cli import load
+
+STUDENTS = Path(__file__).parent / "students"
+sys.path.insert(0, str(STUDENTS))
+from library import as_library  # noqa: E402
+
+ALL = ("batchnorm", "layernorm", "groupnorm")
+# student file -> (the code it must get, the exercises it writes); running averages exist in the cache contract only
+TABLE = {
+    "staged": ("correct", ALL), "closed_form": ("correct", ALL), "loops": ("correct", ALL),
+    "no_mean_term": ("missing_mean_term", ALL), "no_variance_path": ("missing_projection_term", ALL),
+    "projection_factor": ("projection_factor", ALL), "sign_error": ("sign_error", ALL),
+    "missing_rstd": ("missing_rstd", ALL), "weight_not_applied": ("weight_not_applied", ALL),
+    "dweight_uses_x": ("dweight_uses_x", ALL), "dweight_not_reduced": ("dweight_not_reduced", ALL),
+    "eps_outside_sqrt": ("eps_outside_sqrt", ALL), "no_eps": ("eps_missing", ALL),
+    "eps_subtracted": ("eps_subtracted", ALL), "eps_dropped_in_backward": ("eps_dropped_in_backward", ALL),
+    "whole_array": ("whole_array_statistics", ALL), "mutates_dy": ("mutates_dy", ALL),
+    "keepdims": ("wrong_shape", ALL), "unbiased": ("unbiased_variance", ALL),
+    "direct_path_only": ("direct_path_only", ALL), "wrong_axis": ("reduced_over_wrong_axis", ALL),
+    "one_pass": ("one_pass_variance", ("batchnorm", "layernorm")),
+    "running_stats": ("running_stats_in_training", ("batchnorm",)),
+    "per_position": ("groupnorm_per_position", ("groupnorm",)),
+}
+ROWS = [(f, name) for f, (_, names) in TABLE.items() for name in names]
+
+
+def student(file):
+    return load(STUDENTS / f"{file}.py", "layernorm")[0]         # (the exercise is passed to check)
+
+
+@pytest.mark.parametrize("file, name", ROWS, ids=[f"{f}-{n}" for f, n in ROWS])
+def test_a_cache_contract_student_gets_its_code(file, name):
+    report = check(name, student(file))
+    assert report.diagnoses == [TABLE[file][0]], str(report)
+    assert report.contract.startswith("the cache contract"), report.contract
+    if TABLE[file][0] != "correct":
+        assert MISTAKES[TABLE[file][0]] in " ".join(str(report).split())
+
+
+@pytest.mark.parametrize("file, name", [r for r in ROWS if r[0] != "running_stats"], ids=lambda v: v)
+def test_the_same_student_in_scratchnorms_contract_gets_the_same_code(file, name):
+    report = check(name, as_library(student(file), name))
+    assert report.diagnoses == [TABLE[file][0]], str(report)
+    assert report.contract.startswith("scratchnorm's"), report.contract
+
+
+def test_the_table_covers_every_code_of_the_three_exercises():
+    codes = {code for code, _ in TABLE.values()}
+    for name in ALL:
+        applicable = set(EXERCISES[name].codes) | {"correct"}
+        assert applicable == {code for code, names in TABLE.values() if name in names}, name
+    assert {"missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
+            "dweight_uses_x", "eps_outside_sqrt"} <= codes
+
+
+def cli(*args, cwd=STUDENTS):
+    return subprocess.run([sys.executable, "-m", "scratchnorm.exercises", "check", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_check_runs_on_a_cache_contract_file_as_it_is():
+    proc = cli("closed_form.py", "--exercise", "groupnorm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "read as the cache contract (CS231n): spatial_groupnorm_forward" in proc.stdout
+    assert "out      ok" in proc.stdout and "dgamma   ok" in proc.stdout and "diagnosis: correct" in proc.stdout
+
+
+def test_the_exercise_is_found_from_the_function_names():
+    proc = cli("per_position.py", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["exercise"] == "groupnorm"
+    assert report["diagnoses"] == ["groupnorm_per_position"] and report["contract"].startswith("the cache")
+    proc = cli("staged.py")
+    assert proc.returncode == 2 and "defines the functions of batchnorm, layernorm, groupnorm" in proc.stderr
+    assert "Fix: pass --exercise batchnorm" in proc.stderr
+
+
+def test_an_error_in_another_of_the_learners_modules_is_placed_there_and_the_path_is_relative():
+    proc = cli("uses_a_helper.py")
+    assert "forward(...) raised AxisError" in proc.stdout
+    assert "(norm_helpers.py, line 10, called from uses_a_helper.py, line 8)" in proc.stdout, proc.stdout
+    proc = cli("students/uses_a_helper.py", cwd=STUDENTS.parent)
+    assert "(students/norm_helpers.py, line 10, called from students/uses_a_helper.py, line 8)" in proc.stdout
+    assert str(STUDENTS) not in proc.stdout
+
+
+def test_a_forward_that_raises_does_not_stop_the_backward_check():
+    def forward(x, weight, bias, eps):
+        return np.mean(x, axis=5)
+
+    library = as_library(student("closed_form"), "layernorm")
+    report = check("layernorm", {"forward": forward, "backward": library["backward"]})
+    assert "forward" in report.errors and "test_students.py, line" in report.errors["forward"]
+    assert report.results["x"].ok and report.results["weight"].ok and not report.ok
+    assert any("checked all the same" in n for n in report.notes)
+    # the cache contract's backward needs the forward's cache: the report says why it was not checked
+    report = check("layernorm", student("uses_a_helper"))
+    assert "forward" in report.errors and not report.results and not report.ok
+    assert any("backward not checked" in n and "cache" in n for n in report.notes), report.notes
+
+
+def test_values_right_in_the_wrong_shape_are_said_so():
+    report = check("layernorm", student("keepdims"))
+    assert report.results["weight"].headline == "values right, shape (1, 6), expected (6,)", str(report)
+    assert "dgamma   WRONG  values right, shape (1, 6), expected (6,)" in str(report)
+    report = check("groupnorm", student("keepdims"))
+    assert report.results["bias"].headline == "values right, shape (6, 1, 1), expected (1, 6, 1, 1)"
+
+
+def test_nan_and_inf_are_reported_as_such():
+    report = check("layernorm", student("nan_backward"))
+    x = report.results["x"]
+    assert x.headline.startswith("Inf in 24 of 24 elements") and "nan%" not in str(report), str(report)
+    assert "dx       WRONG  Inf in 24 of 24" in str(report) and "division by zero" in str(report)
+
+
+def test_the_headline_of_a_one_pass_variance_is_the_number_that_is_wrong():
+    report = check("layernorm", student("one_pass"))
+    y = report.results["y"]
+    assert y.code == "one_pass_variance" and y.max_rel_err > 1e-5
+    assert str(report).count("out      WRONG  max rel err") == 1
+    assert f"max rel err {y.max_rel_err:.1e} at inputs with a mean of 1e6" in y.line("out")
+
+
+def test_the_eps_dropped_in_the_backward_says_where():
+    report = check("batchnorm", student("eps_dropped_in_backward"))
+    assert report.results["y"].ok and report.results["x"].code == "eps_dropped_in_backward"
+    assert "eps left out of the rstd in front of the x_hat term; the x_hat (or 1/var) inside the x_hat term" \
+        in report.results["x"].detail
+    report = check("groupnorm", student("eps_dropped_in_backward"))       # every place: not eps_missing
+    assert report.diagnoses == ["eps_dropped_in_backward"] and "every rstd" in report.results["x"].detail
+
+
+def test_one_reduction_over_the_wrong_axis_says_which():
+    report = check("layernorm", student("wrong_axis"))
+    assert report.results["x"].detail.startswith("the backward's mean term over the batch, not over the features")
+    report = check("batchnorm", student("wrong_axis"))
+    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the batch and "
+                                                 "the channels, not over the batch and the positions")
+
+
+def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
+    module = student("closed_form")
+
+    def layernorm_forward(x, gamma, beta, ln_param):
+        return module.layernorm_forward(x, gamma, beta, ln_param)[0]
+
+    report = check("layernorm", {"layernorm_forward": layernorm_forward,
+                                 "layernorm_backward": module.layernorm_backward})
+    assert report.errors["forward"] == ("layernorm_forward returned an array of shape (4, 6); expected a pair (out, "
+                                        "cache). Fix: end it with `return out, cache`."), report.errors
+
+
+def test_spatial_batchnorm_is_checked_on_4d_input_when_asked_for():
+    proc = cli("spatial.py", "--exercise", "spatial_batchnorm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "spatial_batchnorm_forward(x, gamma, beta, bn_param)" in proc.stdout and "x 4-D, gamma (C,)" in proc.stdout
+    # the file also has batchnorm_forward (imported from staged.py): without --exercise, the 2-D pair is checked
+    assert "read as the cache contract (CS231n): batchnorm_forward" in cli("spatial.py").stdout
+    report = check("batchnorm", student("spatial_no_transpose"), pair="spatial_batchnorm")
+    assert report.diagnoses == ["unrecognized"] and not report.ok, str(report)
