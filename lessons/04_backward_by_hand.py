@@ -12,10 +12,12 @@ import _path  # noqa: F401  (the repository on sys.path, however the lesson is s
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scratchnorm import exercises
+
 import scratchnorm as sn
 from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, start
 from lessons._differences import vjp_by_differences
-from lessons._gradnoise import gradient_noise
+from lessons._gradnoise import gradient_noise, plot_grad_noise
 from lessons._grading import below
 from lessons._stats import mean_interval
 from lessons._style import color
@@ -279,24 +281,7 @@ for at, label in ((0, "zero-mean weights"), (len(shifts) - 1, "weights with a co
                           f"[{lo:.3f}, {hi:.3f}]",
                  value=mean, interval=(lo, hi), **below(0.9, approx=1.0), expect=VERDICTS)
 
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
-for name in ("LayerNorm", "RMSNorm"):
-    band = np.exp([mean_interval(np.log([r[name][i] for r in nsr])) for i in range(len(shifts))])   # (shifts, 3)
-    axes[0].semilogy(a_ratio, band[:, 0], "o-", color=color(name), label=f"{name}, geometric mean")
-    axes[0].fill_between(a_ratio, band[:, 1], band[:, 2], color=color(name), alpha=0.2)
-axes[1].plot(a_ratio, np.exp(log_ratio.T), ".", color="0.6", ms=4)
-axes[1].plot(a_ratio, paired_ratio[:, 0], "o-", color="k", label="geometric mean (dots: one per seed)")
-axes[1].fill_between(a_ratio, paired_ratio[:, 1], paired_ratio[:, 2], color="k", alpha=0.15, label="95% interval")
-axes[1].axhline(1, color="k", lw=0.8)
-axes[1].axhline(0.9, color="k", lw=0.8, ls=":")
-axes[1].set_yscale("log")
-axes[0].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="noise-to-signal of dL/dW (log)",
-            title=f"gradient noise over minibatches, {len(nsr)} seeds (shaded: 95% interval)")
-axes[1].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="RMSNorm / LayerNorm, same seed",
-            title="paired ratio: below 1 means RMSNorm is less noisy")
-axes[0].legend()
-axes[1].legend()
-lesson.save(fig, "grad_noise")
+plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio)
 
 # %% [markdown]
 # ## The library's gradient checks
@@ -327,13 +312,31 @@ ax.set_title(f"gradcheck against central differences: float64, random dy, tolera
 lesson.save(fig, "gradcheck")
 
 # %% [markdown]
-# ## Exercise
+# ## Exercise: LayerNorm's backward, yourself
 #
-# Write LayerNorm's and RMSNorm's backward yourself: `python -m scratchnorm.exercises new layernorm ex`
-# writes a stub; fill in the backward and `python -m scratchnorm.exercises check ex/layernorm.py` tells you
-# whether it is right, and if not, which term of the derivation above went wrong (a missing
-# $-\overline{g}$, a projection with the wrong factor, ...). The same with `rmsnorm`
-# (`python -m scratchnorm.exercises new rmsnorm ex`); BatchNorm, pRMSNorm and GroupNorm have exercises too.
+# Fill in `backward` in the next cell (the walk above, or its closed form), in the exercise's contract: it gets
+# the forward's inputs and returns the gradients. The cell after it checks it with
+# `scratchnorm.exercises.check`, which runs it on random float64 inputs with a random upstream gradient, reports
+# each gradient, and names the mistake when it recognizes one. **How to switch:** on this page (`make lessons`,
+# the book) `MINE = False`, and the check runs on the library's own solution, so you see what a passing report
+# looks like; in your copy of the notebook, write `backward`, set `MINE = True`, and run both cells. From a
+# terminal, the same exercise: `python -m scratchnorm.exercises new layernorm ex`, then `python -m
+# scratchnorm.exercises check ex/layernorm.py`.
+
+# %%
+MINE = False                  # True once backward below is yours
+
+
+def backward(dy, x, weight, eps):
+    """LayerNorm over the last axis: return {"x": dL/dx, "weight": dL/dweight, "bias": dL/dbias}."""
+    raise NotImplementedError("write LayerNorm's backward here, then set MINE = True")
+
+
+# %%
+solution = {"backward": backward} if MINE else exercises.library_solution("layernorm")
+exercise_report = exercises.check("layernorm", solution)
+print(exercise_report.text(answers=MINE))     # the exercise's own Q&A once yours passes
+check(MINE or exercise_report.ok, "the library's own solution passes its exercise")
 
 # %% [markdown]
 # ## Questions

@@ -34,6 +34,8 @@ import matplotlib.pyplot as plt
 import numba
 import numpy as np
 
+from scratchnorm import exercises
+
 import scratchnorm as sn
 from lessons._grading import above, below, exactly
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
@@ -268,11 +270,31 @@ lesson.claim("pRMSNorm is faster than RMSNorm: the statistic reads only k featur
              value=speedup[0], interval=speedup[1:], **above(1.5, approx=1.05), timed=True, expect=VERDICTS)
 
 # %% [markdown]
-# ## Exercise
+# ## Exercise: pRMSNorm's backward, yourself
 #
-# pRMSNorm's backward: only the first $k$ features feed the statistic, so the correction term lands on
-# them alone. Write it yourself: `python -m scratchnorm.exercises new prmsnorm ex`, then
-# `python -m scratchnorm.exercises check ex/prmsnorm.py`.
+# Fill in `backward` in the next cell (only the first $k$ features feed the statistic), in the exercise's
+# contract: it gets the forward's inputs and returns the gradients. The cell after it checks it with
+# `scratchnorm.exercises.check`, which runs it on random float64 inputs with a random upstream gradient, reports
+# each gradient, and names the mistake when it recognizes one. **How to switch:** on this page (`make lessons`,
+# the book) `MINE = False`, and the check runs on the library's own solution, so you see what a passing report
+# looks like; in your copy of the notebook, write `backward`, set `MINE = True`, and run both cells. From a
+# terminal, the same exercise: `python -m scratchnorm.exercises new prmsnorm ex`, then `python -m
+# scratchnorm.exercises check ex/prmsnorm.py`.
+
+# %%
+MINE = False                  # True once backward below is yours
+
+
+def backward(dy, x, weight, eps, k):
+    """pRMSNorm (statistic over the first k features, eps inside): return {"x": dL/dx, "weight": dL/dw}."""
+    raise NotImplementedError("write pRMSNorm's backward here, then set MINE = True")
+
+
+# %%
+solution = {"backward": backward} if MINE else exercises.library_solution("prmsnorm")
+exercise_report = exercises.check("prmsnorm", solution)
+print(exercise_report.text(answers=MINE))     # the exercise's own Q&A once yours passes
+check(MINE or exercise_report.ok, "the library's own solution passes its exercise")
 
 # %% [markdown]
 # ## Questions

@@ -34,6 +34,8 @@ import _path  # noqa: F401  (the repository on sys.path, however the lesson is s
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scratchnorm import exercises
+
 import scratchnorm as sn
 
 from lessons._grading import below
@@ -246,12 +248,31 @@ report(lesson, "  BatchNorm nodes against central differences (relative): " + ",
     f"{np.max(np.abs(dx - swapped)):.1e}")
 
 # %% [markdown]
-# ## Exercise
+# ## Exercise: BatchNorm's backward, yourself
 #
-# Write BatchNorm's backward yourself, where every example's gradient depends on the whole batch through
-# $\mu_B$ and $\sigma^2_B$, then GroupNorm's. `python -m scratchnorm.exercises new batchnorm ex` writes a stub
-# `ex/batchnorm.py` to fill in, and `python -m scratchnorm.exercises check ex/batchnorm.py` checks it and
-# names the mistake if there is one; the same with `groupnorm`.
+# Fill in `backward` in the next cell (the walk above, with the sums down the batch), in the exercise's
+# contract: it gets the forward's inputs and returns the gradients. The cell after it checks it with
+# `scratchnorm.exercises.check`, which runs it on random float64 inputs with a random upstream gradient, reports
+# each gradient, and names the mistake when it recognizes one. **How to switch:** on this page (`make lessons`,
+# the book) `MINE = False`, and the check runs on the library's own solution, so you see what a passing report
+# looks like; in your copy of the notebook, write `backward`, set `MINE = True`, and run both cells. From a
+# terminal, the same exercise: `python -m scratchnorm.exercises new batchnorm ex`, then `python -m
+# scratchnorm.exercises check ex/batchnorm.py`.
+
+# %%
+MINE = False                  # True once backward below is yours
+
+
+def backward(dy, x, weight, eps):
+    """BatchNorm in training mode, x (N, C): return {"x": dL/dx, "weight": dL/dw, "bias": dL/db}."""
+    raise NotImplementedError("write BatchNorm's backward here, then set MINE = True")
+
+
+# %%
+solution = {"backward": backward} if MINE else exercises.library_solution("batchnorm")
+exercise_report = exercises.check("batchnorm", solution)
+print(exercise_report.text(answers=MINE))     # the exercise's own Q&A once yours passes
+check(MINE or exercise_report.ok, "the library's own solution passes its exercise")
 
 # %% [markdown]
 # ## Questions

@@ -28,9 +28,12 @@ and t, so the comparison is paired.
 """
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
+from lessons._stats import mean_interval
+from lessons._style import color
 
 NORMS = {"LayerNorm": (sn.layer_norm_forward, sn.layer_norm_backward),
          "RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward)}
@@ -109,3 +112,26 @@ def hidden_variance(seed, *, n=4096, shifts=(0.0,), noise=0.0):
     out = {name: [float(np.mean(fwd(h @ shifted(W0, s) + bias, eps=1e-5)[0].var(axis=0))) for s in shifts]
            for name, (fwd, _) in NORMS.items()}
     return out | row_mean_of_a(h, W0, bias, shifts)
+
+
+def plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio):
+    """Lesson 04's figure: each norm's noise-to-signal against a's row mean/std (geometric mean over seeds,
+    95% interval shaded), and the paired ratio RMSNorm/LayerNorm (one dot per seed)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+    for name in ("LayerNorm", "RMSNorm"):
+        band = np.exp([mean_interval(np.log([r[name][i] for r in nsr])) for i in range(len(a_ratio))])  # (shifts, 3)
+        axes[0].semilogy(a_ratio, band[:, 0], "o-", color=color(name), label=f"{name}, geometric mean")
+        axes[0].fill_between(a_ratio, band[:, 1], band[:, 2], color=color(name), alpha=0.2)
+    axes[1].plot(a_ratio, np.exp(log_ratio.T), ".", color="0.6", ms=4)
+    axes[1].plot(a_ratio, paired_ratio[:, 0], "o-", color="k", label="geometric mean (dots: one per seed)")
+    axes[1].fill_between(a_ratio, paired_ratio[:, 1], paired_ratio[:, 2], color="k", alpha=0.15, label="95% interval")
+    axes[1].axhline(1, color="k", lw=0.8)
+    axes[1].axhline(0.9, color="k", lw=0.8, ls=":")
+    axes[1].set_yscale("log")
+    axes[0].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="noise-to-signal of dL/dW (log)",
+                title=f"gradient noise over minibatches, {len(nsr)} seeds (shaded: 95% interval)")
+    axes[1].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="RMSNorm / LayerNorm, same seed",
+                title="paired ratio: below 1 means RMSNorm is less noisy")
+    axes[0].legend()
+    axes[1].legend()
+    lesson.save(fig, "grad_noise")

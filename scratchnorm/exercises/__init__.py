@@ -26,8 +26,9 @@ from .catalogue import EXERCISES, MISTAKES
 from .contract import CACHE_FUNCTIONS, contract_for
 from .diagnose import check_functions
 from .report import Report
+from .solutions import library_solution
 
-__all__ = ["EXERCISES", "MISTAKES", "Report", "check"]
+__all__ = ["EXERCISES", "MISTAKES", "Report", "check", "library_solution"]
 
 
 def check(name: str, module_or_functions, source: str = "", pair: str | None = None) -> Report:

@@ -78,6 +78,11 @@ class Report:
         return json.dumps(clean(self.as_dict()), separators=(",", ":"))
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, answers: bool = True) -> str:
+        """The report; ``answers=False`` leaves out the exercise's questions and answers that follow a pass
+        (the lessons' exercise cells show the library's own pass without giving them away)."""
         lines = [f"scratchnorm exercise {self.exercise!r}" + (f" ({self.source})" if self.source else "")]
         if self.error:
             return "\n".join(lines + [f"  your code raised an error: {self.error}", "  Fix it and check again."])
@@ -104,7 +109,7 @@ class Report:
                 lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
         lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
-        if self.ok:
+        if self.ok and answers:
             lines.append("\nWell done. Questions to think about, with answers:")
             for q, a in EXERCISES[self.exercise].questions:
                 lines += [textwrap.fill(f"Q. {q}", 100, initial_indent="  ", subsequent_indent="     "),
