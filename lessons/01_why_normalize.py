@@ -233,5 +233,19 @@ lesson.answer(f"From eps: the layer divides by sqrt(mean(a^2) + eps), not sqrt(m
               f"RMS is sqrt(ms / (ms + eps)), about 1 - eps / (2 ms). The run's largest deviation is "
               f"{rms_dev:.1e} with eps = 1e-6: the rows with the smallest mean square ms deviate most.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    f"Without a norm the activation scale changes by about s per layer (fitted {factor[0.5]:.2f} at s = 0.5, "
+    f"{factor[2.0]:.2f} at s = 2): after {depth} layers it has vanished or exploded.",
+    f"With LayerNorm or RMSNorm after each layer the block outputs stay within a factor {act_spread:.2f} of each "
+    "other whatever the initial scale; 'normalization prevents vanishing and exploding gradients': "
+    + lesson.result("vanishing and exploding") + ".",
+    "'Scaling the weights leaves the output alone and divides dL/dW by the scale': "
+    + lesson.result("Scaling the weights by s") + ".")
+
 # %%
 lesson.finish()

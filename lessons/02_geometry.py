@@ -239,5 +239,17 @@ lesson.answer(f"Its output RMS is {tiny:.3f} = sqrt(1/2): inside the root, eps i
               "which leaves it within 0.1% of the sphere; clamp puts it exactly on it, since ms = eps is the "
               "clamp's boundary.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    f"RMSNorm puts a vector on the sphere of radius sqrt(d) (to {sphere_err:.0e} without eps); LayerNorm also "
+    "removes the mean, so its outputs lie where that sphere meets the plane sum = 0.",
+    "'At mean 0, RMSNorm equals LayerNorm': " + lesson.result("When mean(x) = 0") + "; they part as the mean "
+    "grows against the spread.",
+    f"eps shrinks small inputs: an input of RMS sqrt(eps) comes out with RMS {tiny:.3f}, not 1.")
+
 # %%
 lesson.finish()

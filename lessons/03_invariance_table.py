@@ -264,5 +264,16 @@ lesson.answer(f"A change is forgiven when it scales or shifts every element of a
               f"group (InstanceNorm) absorbs it (worst {worst[r_in, 4]:.0e}), four channels with different "
               f"shifts in one group (GroupNorm) do not (smallest {worst[r_gn, 4]:.2f}).")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    f"The paper's Table 1 holds cell by cell: every change measured is below {inv_max:.0e} (invariant) or above "
+    f"{not_min:.0e} (not).",
+    "LayerNorm is invariant to re-centering the weight matrix and RMSNorm is not: that is what the mean "
+    "subtraction buys, and what RMSNorm gives up.")
+
 # %%
 lesson.finish()

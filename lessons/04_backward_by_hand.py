@@ -358,5 +358,19 @@ lesson.answer(f"By a factor {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((
               "a random g keeps d - 1 of its d directions through RMSNorm's projection and d - 2 through "
               "LayerNorm's. Not noise: a deterministic factor.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    f"LayerNorm's backward is the chain rule through six nodes (each checked to "
+    f"{max(np.max(np.abs(e)) for e in node_err.values()):.0e}); it simplifies to rstd (g - mean g - x_hat "
+    "mean(g x_hat)) because the centred row sums to zero.",
+    f"RMSNorm's is the same without the mean term: dx = R g, the paper's R, which removes the direction x "
+    f"(smallest singular value {s_rms[-1] / s_rms[0]:.0e} of the largest).",
+    "'RMSNorm's gradients are more stable', with a common row mean: " + lesson.result("(weights with a common mean)")
+    + "; without one: " + lesson.result("(zero-mean weights)") + ".")
+
 # %%
 lesson.finish()

@@ -284,5 +284,16 @@ lesson.answer(f"In steps the 4x larger start took {slower[0]:.1f}x as many, agai
               f"{on_clock[0]:.2f}: near 1 would mean the weight norm alone sets the pace, the same direction moved "
               "by lr/||W||^2 per unit of gradient learning the same way at any scale.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'dL/dW is inversely proportional to the weight scale': " + lesson.result("inversely proportional")
+    + "; 'invariant to scaling the input': " + lesson.result("invariant to scaling the input x") + ".",
+    "So a large weight takes small relative steps, an implicit learning rate lr/||W||^2; 'large weights get "
+    "smaller updates', in steps to the loss target: " + lesson.result("Large weights get smaller updates") + ".")
+
 # %%
 lesson.finish()

@@ -332,5 +332,18 @@ lesson.answer(f"int truncates, so the two differ whenever d p is not a whole num
               f"pairs. It gives k = 0 when d p < 1, that is d < 1/p (every d below 100 at p = 0.01): {zero} pairs, "
               "where the statistic would be the mean of no features.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'The prefix RMS's error falls like 1/sqrt(k)': " + lesson.result("falling like") + "; 'at p = 6.25% it is a "
+    "good estimate': " + lesson.result("With p = 6.25%") + ".",
+    "'pRMSNorm can stand in for RMSNorm on structured features' (what the gain cannot absorb): "
+    + lesson.result("can stand in") + "; 'pRMSNorm is faster': " + lesson.result("pRMSNorm is faster") + ".",
+    "'The released code's k = int(d p) is the paper's ceil(d p)': " + lesson.result("k from the released code")
+    + ".")
+
 # %%
 lesson.finish()

@@ -304,5 +304,15 @@ lesson.answer(f"They share x_hat (difference {to_ln[0]:.0e}), but GroupNorm has 
               f"of a channel get {L} different weights, which one per-channel weight cannot match (best fit "
               f"leaves a relative residual of {resid:.2f}).")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'BatchNorm's output depends on the batch, by about 1/sqrt(B)': " + lesson.result("does badly at small batch")
+    + "; 'LayerNorm, RMSNorm and GroupNorm do not': " + lesson.result("do not depend on the batch") + ".",
+    "BatchNorm's backward is LayerNorm's with the axes swapped: the same graph, its statistics down the batch.")
+
 # %%
 lesson.finish()

@@ -265,5 +265,18 @@ lesson.answer(f"Inside divides by sqrt(1e-8 + 1e-6), about 1e-3, ten times the i
               f"and gradient gain grow up to 1/eps near 0 ({gain_at_zero['outside']:.0e}, against "
               f"{gain_at_zero['inside']:.0e} inside).")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'RMSNorm is numerically more stable in half precision' (closer to float64): "
+    + lesson.result("numerically more stable") + "; 'so it carries the input's variation more precisely': "
+    + lesson.result("carries the input's variation") + ".",
+    "'x^2 overflows float16 from |x| = 256, even with a float32 mean': " + lesson.result("x² overflows")
+    + "; 'E[x^2] - E[x]^2 cancels catastrophically': " + lesson.result("cancels catastrophically") + ".",
+    "'Where eps goes does not matter', near zero: " + lesson.result("(inputs near 0)") + ".")
+
 # %%
 lesson.finish()

@@ -278,5 +278,16 @@ lesson.answer(f"The definitions, first: Norm(x + F(x)) normalizes the stream, x 
               f"F(LN(x)) gives the top quarter of {depth} blocks {pre[0]:.2f} times the bottom quarter's gradient, "
               f"LN(x + F(x)) {post[0]:.2f}.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'Post-LN's gradient grows toward the output' at initialization, by depth: "
+    + lesson.results("Post-LN's gradient norm grows") + ".",
+    "'Pre-Norm ends further below the plateau than Post-Norm' after a short run, by learning rate: "
+    + lesson.results("Pre-Norm ends further below") + ".")
+
 # %%
 lesson.finish()

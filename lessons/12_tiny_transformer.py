@@ -264,5 +264,17 @@ lesson.answer(f"Below the unigram line ({unigram:.3f} nats) a model uses some co
               f"({bigram:.3f}) it uses more than the previous character. RMSNorm ends at {final['rmsnorm'].mean():.3f} "
               f"and LayerNorm at {final['layernorm'].mean():.3f} nats, mean over seeds.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'RMSNorm reaches LayerNorm's validation loss' in the tiny Transformer: "
+    + lesson.result("reaches LayerNorm's validation loss") + "; 'pRMSNorm is competitive': "
+    + lesson.result("pRMSNorm with p") + ".",
+    "The explainer's 'convergence analysis', noise added to a fixed input, as a measure of training: "
+    + lesson.result("Adding noise to a fixed input") + ".")
+
 # %%
 lesson.finish()

@@ -273,5 +273,15 @@ lesson.answer(f"One value of d + 2 per row, {1 / (d_mem + 2):.2%} at d = {d_mem}
               (", at least the mean's share." if best_saving >= 0.999 / (d_mem + 2) else
                ": the caches keep more than the minimum, and one number per row is lost in the rest."))
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'rsqrt is cheaper than 1/sqrt': " + lesson.result("rsqrt is cheaper") + "; 'rsqrt makes RMSNorm faster': "
+    + lesson.result("makes RMSNorm faster") + ".",
+    "'RMSNorm saves memory because it stores no mean': " + lesson.result("saves memory because") + ".")
+
 # %%
 lesson.finish()

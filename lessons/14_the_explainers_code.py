@@ -265,5 +265,17 @@ lesson.answer(f"float32 holds 1e-8, so the row computes 0/sqrt(1e-8) = 0 ({nans3
               f"subnormal is 6e-8, 1e-8 rounds to {eps16:g}, and the row computes 0/sqrt(0) = 0/0 = NaN "
               f"({nans} of 8).")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'Explainer 001's demo prints what its code computes': " + lesson.result("demo prints what its code") + ".",
+    "The explainers' float16 code squares before it upcasts; '003's .float() keeps float16 from overflowing', "
+    "graded on the first |x| whose row comes out as zeros: " + lesson.result("ByteRMSNorm: its .float()") + ".",
+    "'eps = 1e-8 prevents division by zero' (in float16 it rounds to 0): " + lesson.result("eps = 1e-8 prevents")
+    + ".")
+
 # %%
 lesson.finish()

@@ -233,5 +233,18 @@ lesson.answer(f"RMSNorm's output does not change when W is scaled, so dL/dW is o
               f"still {plain[-1] / plain[-q] - 1:+.1%} over the last quarter; with decay lambda = {decay:g} the shrink "
               f"by (1 - lr lambda) each step balances it and ||W|| changes {settle:.2%} over the last quarter.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'Re-centring does not reduce the hidden states' variance', with a steady row mean: "
+    + lesson.result("hidden states (a steady row mean)") + "; under shift noise: "
+    + lesson.result("hidden states (shift noise)") + ".",
+    "'The implicit learning-rate adaptation keeps the weights from growing': "
+    + lesson.result("keeps the weights from growing") + "; 'with weight decay ||W|| settles': "
+    + lesson.result("With weight decay") + ".")
+
 # %%
 lesson.finish()

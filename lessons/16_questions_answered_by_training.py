@@ -245,5 +245,16 @@ lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtract
               f"{min(a.mean() for a in acc.values()):.3f} and {max(a.mean() for a in acc.values()):.3f} mean test "
               "accuracy, and a task on which every variant does about as well cannot tell close variants apart.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'The Euclidean norm in place of the RMS does not work': " + lesson.result("Euclidean norm") + "; 'RMSNorm "
+    "with a bias is close to LayerNorm': " + lesson.result("RMSNorm with a bias") + ".",
+    "'RMSNorm does worse on a task that needs centring' (the label is the row mean): "
+    + lesson.result("needs the centring") + ".")
+
 # %%
 lesson.finish()

@@ -227,5 +227,15 @@ lesson.answer(f"The reduction is cheap: one multiply-add per element for the mea
               f"Here DyT took {ratio:.2f} times RMSNorm's time ({layer_t['dyt'] * 1e6:.0f} us against "
               f"{layer_t['rmsnorm'] * 1e6:.0f} us), a timing of this machine at this moment.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'A trained LayerNorm's map is tanh-like': " + lesson.result("tanh-like curve") + "; 'DyT matches or exceeds "
+    "the normalized models', in this tiny short setting: " + lesson.result("match or exceed") + ".",
+    "'DyT is faster than RMSNorm': " + lesson.result("DyT is faster") + ".")
+
 # %%
 lesson.finish()

@@ -281,5 +281,17 @@ lesson.answer(f"A score is q . k times a fixed scale, and |q . k| <= |q| |k|. Af
               f"it the scores grow with them. Largest score: {logits[None].mean():.1f} without, "
               f"{logits['rmsnorm'].mean():.1f} with QK-Norm (ratio, geometric mean over seeds, {ratio[0]:.1f}).")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'Peri-LN keeps the hidden states' variance from growing as Pre-LN's does': "
+    + lesson.result("keeps the hidden states' variance") + "; 'QK-Norm keeps the logits from growing': "
+    + lesson.result("QK-Norm keeps attention logits") + ".",
+    "'DeepNorm ends further below the plateau than Post-Norm' after a short run, by learning rate: "
+    + lesson.results("DeepNorm ends further") + ".")
+
 # %%
 lesson.finish()

@@ -140,5 +140,17 @@ lesson.answer("Not by being small everywhere: a common factor on the gate cancel
 lesson.answer("Because du, RMSNorm's backward of dy, already holds the sum through mean(u^2): dz_j = du_j x_j "
               f"silu'(z_j) inherits it. The last cell saw its consequence, sum du u = 0 to {ratio:.0e}.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'Gated RMSNorm's hand-derived backward, the gate's gradient included, is the gradient': "
+    + lesson.result("hand-derived backward") + ".",
+    "Where the gate goes decides what the norm controls: 'gate before the norm, the output's RMS is 1': "
+    + lesson.result("Gate before the norm (Mamba 2)") + "; 'gate after, the gate sets the size': "
+    + lesson.result("Gate after the norm") + ".")
+
 # %%
 lesson.finish()

@@ -349,5 +349,17 @@ lesson.answer(f"It would end behind BatchNorm, toward the network without normal
               f"{interval(*none_gap, n=k)}. A small He-initialized MLP is not the paper's VGG network, and how much "
               "a given noise costs depends on its size: the verdict is about this setting.")
 
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+lesson.takeaways(
+    "'At equilibrium a scale-invariant weight turns by sqrt(2 lr wd) per step, whatever the loss': "
+    + lesson.result("turns by about sqrt") + "; 'weight decay holds its norm where decay balances the gradient': "
+    + lesson.result("Weight decay holds") + ".",
+    "'BatchNorm smooths the landscape': " + lesson.result("landscape smoother") + "; 'noisy BatchNorm trains "
+    "about as well as BatchNorm': " + lesson.result("noise after it") + ".")
+
 # %%
 lesson.finish()

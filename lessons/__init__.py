@@ -83,11 +83,19 @@ markdown cells beside the code it explains, with formulas in LaTeX
     #
     # **1.** A question about what the run measured?
 
-    # %% tags=["remove-input"]
+    # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
     lesson.answer(f"The answer, with the run's number: {err:.1e}.")
 
     # %%
     lesson.finish()
+
+A lesson closes with its takeaways, ``lesson.takeaways(...)``: one to three lines with the
+run's numbers, in a cell after a "## Takeaways" heading and before ``lesson.finish()``;
+``lesson.result("part of a claim's text")`` quotes a claim's verdict and value for them.
+A question's answer is never shown where the question is: the answer cell is collapsed in
+Jupyter (``jupyter={"source_hidden": true, "outputs_hidden": true}``) and its code removed in
+the book (``tags=["remove-input"]``), where the answer stays folded; a script prints the
+answers last.
 
 Numbers in prose come from the run: a markdown cell holds no measured number
 (it would go stale); the code prints it, records it in a claim, or states it

@@ -137,6 +137,7 @@ class Lesson:
         self.figures: list[Path] = []
         self.claims: list[Claim] = []
         self.answers: list[str] = []
+        self.takeaway_lines: list[str] = []
         self.started = time.perf_counter()
 
     @property
@@ -222,11 +223,40 @@ class Lesson:
             display(HTML(f'<details class="answer"><summary>Answer {k} (think first, then open)</summary>'
                          f"<p>{html.escape(text)}</p></details>"))
 
+    def result(self, part: str) -> str:
+        """'holds (0.012 [-0.004, 0.028])': the verdict and value of this run's one claim whose text contains
+        ``part``, for prose that quotes the run (a takeaway, an answer)."""
+        found = [c for c in self.claims if part in c.claim]
+        check(len(found) == 1, f"result: expected one claim containing {part!r}; found {len(found)}. Fix: quote "
+                               f"more of the claim's text.")
+        return _said(found[0])
+
+    def results(self, part: str) -> str:
+        """'in cache: holds (1.2); past the cache: ...': every claim whose text contains ``part`` (one per size
+        regime, learning rate or depth), each labelled by the last parenthesis of its text."""
+        found = [c for c in self.claims if part in c.claim]
+        check(found, f"results: no claim contains {part!r}. Fix: quote the claims' common text.")
+        return "; ".join(f"{c.claim.rsplit('(', 1)[-1].rstrip(')') if c.claim.endswith(')') else c.claim}: "
+                         f"{_said(c)}" for c in found)
+
+    def takeaways(self, *lines: str) -> None:
+        """What to remember from the lesson: one to three lines, with this run's numbers (the lesson's last
+        cell before ``finish``). A notebook shows them as a list; a lesson run alone prints them before the
+        answers; the ledger keeps them."""
+        check(1 <= len(lines) <= 3 and all(isinstance(t, str) and t.strip() for t in lines),
+              "takeaways: one to three non-empty lines")
+        self.takeaway_lines = list(lines)
+        if self.notebook:
+            from IPython.display import Markdown, display
+            display(Markdown("**Takeaways**\n\n" + "\n".join(f"- {t}" for t in lines)))
+
     def finish(self) -> None:
         """The lesson's last line. Run alone as a script: print the answers to its questions, last. Run by
         the runner: nothing more (the runner writes the ledger). In a notebook: write this lesson's section
         of the ledger and say where."""
         if not self.notebook:
+            if self.verbose and self.takeaway_lines:
+                print("  takeaways:\n" + "\n".join(f"  - {t}" for t in self.takeaway_lines))
             if self.verbose and self.answers:
                 print("  answers to the questions (after the lesson, so that you think first):")
                 for k, text in enumerate(self.answers, 1):
@@ -238,6 +268,12 @@ class Lesson:
         ledger = write_ledger(self.out, [result], replace_all=False)
         print(f"{self.stem}: {len(self.claims)} claims, {len(self.figures)} figures, {result.seconds:.1f} s; "
               f"ledger: {ledger}")
+
+
+def _said(c: Claim) -> str:
+    spread = c.interval is not None and c.interval[0] < c.interval[1]         # one seed: a point, no interval
+    shown = f"{c.value:.3g}" + (f" [{c.interval[0]:.3g}, {c.interval[1]:.3g}]" if spread else "")
+    return f"{c.verdict}{', timed' if c.timed else ''} ({shown})"
 
 
 # -- how a lesson starts -----------------------------------------------------------------------

@@ -82,6 +82,8 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
         lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}*", ""]
         if e["status"] != "ok":
             lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
+        if e.get("takeaways"):
+            lines += ["**Takeaways:** " + " ".join(_md_cell(t) for t in e["takeaways"]), ""]
         if e["claims"]:
             lines += ["| claim | source | measured | value | graded | verdict |", "|---|---|---|---|---|---|"]
             for c in e["claims"]:

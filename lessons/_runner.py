@@ -50,12 +50,13 @@ class Result:
     figures: list[str] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)   # the inline questions' answers, with this run's numbers
+    takeaways: list[str] = field(default_factory=list)  # what to remember, with this run's numbers
 
 
 def result_of(lesson: Lesson, *, title: str, seconds: float, status: str = "ok", error: str = "") -> Result:
     return Result(lesson.number, lesson.stem, title, lesson.quick, seconds, status, error,
                   lesson.seeds_used, [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims],
-                  list(lesson.answers))
+                  list(lesson.answers), list(lesson.takeaway_lines))
 
 
 def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None) -> Result:

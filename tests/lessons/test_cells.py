@@ -62,6 +62,17 @@ def test_a_lesson_ends_with_two_or_three_questions(path):
     assert "## Questions" in questions
 
 
+@pytest.mark.parametrize("path", discover(), ids=lambda p: p.stem)
+def test_a_lesson_closes_with_its_takeaways(path):
+    """The last cells: a "## Takeaways" heading, the lesson.takeaways(...) cell (one to three lines with the
+    run's numbers, checked when it runs), then lesson.finish()."""
+    found = cells(path.read_text(encoding="utf-8"))
+    kinds_and_text = [(k, "\n".join(lines)) for k, _, lines in found]
+    assert kinds_and_text[-1] == ("code", "lesson.finish()"), path.name
+    assert kinds_and_text[-2][0] == "code" and kinds_and_text[-2][1].startswith("lesson.takeaways("), path.name
+    assert kinds_and_text[-3][0] == "markdown" and "## Takeaways" in kinds_and_text[-3][1], path.name
+
+
 def test_jupytext_reads_the_same_cells():
     jupytext = pytest.importorskip("jupytext", reason="jupytext is in the book extra")
     for path in discover():
