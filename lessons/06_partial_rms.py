@@ -34,10 +34,10 @@ import matplotlib.pyplot as plt
 import numba
 import numpy as np
 
-from scratchnorm import exercises
 
 import scratchnorm as sn
 from lessons._grading import above, below, exactly
+from lessons._training import report
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
 from lessons._stats import mean_interval
 from lessons._style import color
@@ -196,8 +196,8 @@ lesson.save(fig, "estimate")
 iid = at_paper_p["iid"][0]
 structured = {k: v for k, v in at_paper_p.items() if k != "iid"}
 worst = max(v[1] for v in structured.values())
-print("factor RMS_d / RMS_k at p = 6.25%: " + ", ".join(f"{k} mean {m:.2f}, cv {cv:.2f}" for k, (m, cv) in
-                                                        factor.items()))
+report(lesson, "factor RMS_d / RMS_k at p = 6.25%: " + ", ".join(f"{k} mean {m:.2f}, cv {cv:.2f}"
+                                                                for k, (m, cv) in factor.items()))
 lesson.claim("With p = 6.25% the prefix RMS is a good estimate of the full RMS (iid inputs)",
              source=paper("abstract, §1"), measured=f"d = {d}, k = 64: mean output distance {iid:.1%} "
                                                     f"({at_paper_p['iid'][1]:.1%} after the best global scale)",
@@ -291,10 +291,7 @@ def backward(dy, x, weight, eps, k):
 
 
 # %%
-solution = {"backward": backward} if MINE else exercises.library_solution("prmsnorm")
-exercise_report = exercises.check("prmsnorm", solution)
-print(exercise_report.text(answers=MINE))     # the exercise's own Q&A once yours passes
-check(MINE or exercise_report.ok, "the library's own solution passes its exercise")
+lesson.exercise("prmsnorm", backward, mine=MINE)        # scratchnorm.exercises.check; see the text above
 
 # %% [markdown]
 # ## Questions

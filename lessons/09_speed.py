@@ -42,6 +42,7 @@ import matplotlib.pyplot as plt
 import numba
 import numpy as np
 
+from lessons._training import report
 from lessons._common import COMMON, VERDICTS, explainer, paper, start
 from lessons._grading import above, within
 from lessons._speed import (DTYPE, LABELS, REGIMES, STEPS, STYLES, THREADS, Budget, copy_line, moved_bytes, one_thread,
@@ -115,10 +116,10 @@ ratios = {(impl, step): times[impl, "RMSNorm", step] / times[impl, "LayerNorm", 
 FB = "fwd+bwd"
 regimes = {step: np.array([regime(b) for b in moved_bytes(step, n, ds)]) for step in STEPS}
 for step in STEPS:
-    print(f"{step}: " + "; ".join(f"{r}: d = {', '.join(map(str, ds[regimes[step] == r]))}"
-                                  for r in REGIMES if np.any(regimes[step] == r)))
+    report(lesson, f"{step}: " + "; ".join(f"{r}: d = {', '.join(map(str, ds[regimes[step] == r]))}"
+                                          for r in REGIMES if np.any(regimes[step] == r)))
 for j, d in enumerate(ds):
-    print(f"d = {d}: copies of the fwd+bwd bytes " + copy_line({c: v[j] for c, v in copy[FB].items()}))
+    report(lesson, f"d = {d}: copies of the fwd+bwd bytes " + copy_line({c: v[j] for c, v in copy[FB].items()}))
 
 # %% [markdown]
 # ## The figures

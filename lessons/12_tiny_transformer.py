@@ -110,7 +110,7 @@ check(all(final[n].max() < unigram - margin for n in judged),
 for n in ("rmsnorm", "layernorm"):
     for prompt in PROMPTS[:lesson.pick(1, 2)]:
         out = models[n].generate(data.encode(prompt)[None], lesson.pick(30, 60), temperature=0.8, seed=1)
-        print(f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
+        report(lesson, f"  sample ({STYLE[n][1]}): {data.decode(out[0])!r}")
 
 # %% [markdown]
 # ## The paper's accuracy claims
