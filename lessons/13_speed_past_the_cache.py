@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from lessons._common import COMMON, VERDICTS, check, explainer, start
+from lessons._training import report
 from lessons._grading import above, below
 from lessons._past_the_cache import (divide_vs_multiply, fresh_per_call, held_bytes, plot_pages, plot_streaming,
                                      rsqrt_costs, streaming_times)
@@ -165,8 +166,8 @@ hidden = gains = None
 if stream_times is not None:
     plot_streaming(lesson, stream_shape, stream_times)
     hidden, gains = streaming_claim(lesson, stream_shape, stream_times)
-    print(f"gain from non-temporal stores (plain time / non-temporal time): copy {hidden:.2f}, " +
-          ", ".join(f"{k} forward {v:.2f} ({against_copy(v, hidden)} the copy)" for k, v in gains.items()))
+    report(lesson, f"gain from non-temporal stores (plain time / non-temporal time): copy {hidden:.2f}, " +
+           ", ".join(f"{k} forward {v:.2f} ({against_copy(v, hidden)} the copy)" for k, v in gains.items()))
 
 # %% [markdown]
 # ## Page faults

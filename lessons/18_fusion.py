@@ -71,7 +71,8 @@ traffic = {"fused": [x, r, h, y], "add, then norm": [x, r, h] + [h, y]}
 moved = {k: sum(a.nbytes for a in arrays) for k, arrays in traffic.items()}
 check(5 * moved["fused"] == 4 * moved["add, then norm"], f"fusing moves 4/5 of the pair's bytes: {moved}")
 FUSED, PAIR = len(traffic["fused"]), len(traffic["add, then norm"])    # arrays of traffic per call
-print(f"bytes moved at 64x512 float32: {moved}; fused / pair = {moved['fused'] / moved['add, then norm']:.3f}")
+report(lesson, f"bytes moved at 64x512 float32: {moved}; fused / pair = "
+               f"{moved['fused'] / moved['add, then norm']:.3f}")
 
 # %% [markdown]
 # ## Timing against the copies

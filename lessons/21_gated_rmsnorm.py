@@ -34,6 +34,7 @@ import scratchnorm as sn
 from scratchnorm.gated_rmsnorm import silu_and_slope
 from scratchnorm.gradcheck.cases import GatedPair
 from lessons._common import COMMON, HOLDS, check, start
+from lessons._training import report
 from lessons._grading import above, below
 
 lesson = start(__name__, "21_gated_rmsnorm")
@@ -56,7 +57,7 @@ for nbg in (False, True):
         reports[nbg, backend] = sn.gradcheck(layer, rng.standard_normal((2, 4, 16)))
 worst = max(r.max_rel_err for r in reports.values())
 for (nbg, b), r in reports.items():
-    print(f"  norm_before_gate={nbg}, {b}: max relative error {r.max_rel_err:.1e}")
+    report(lesson, f"  norm_before_gate={nbg}, {b}: max relative error {r.max_rel_err:.1e}")
 lesson.claim("The hand-derived backward of gated RMSNorm (the gate's gradient included) is the gradient, in both "
              "orders", source=MODELS,
              measured=f"largest relative error against central differences, both orders and backends: {worst:.1e}",
@@ -83,8 +84,8 @@ for c in scales:
 check(all(np.isfinite(v).all() for v in rms.values()), "the RMS values are finite")
 off = max(abs(v - 1.0) for v in rms[False])
 spread = rms[True][-1] / rms[True][0]
-print("  gate first: " + ", ".join(f"{v:.4f}" for v in rms[False]))
-print("  norm first: " + ", ".join(f"{v:.3f}" for v in rms[True]))
+report(lesson, "  gate first: " + ", ".join(f"{v:.4f}" for v in rms[False]))
+report(lesson, "  norm first: " + ", ".join(f"{v:.3f}" for v in rms[True]))
 lesson.claim("Gate before the norm (Mamba 2): the output's RMS is 1 (times the weight) whatever the size of the "
              "gate", source=MODELS,
              measured=f"median RMS of y per row, gate scales {scales[0]:.1f} to {scales[-1]:.0f}: largest distance "
