@@ -92,6 +92,10 @@ markdown cells beside the code it explains, with formulas in LaTeX
 A lesson closes with its takeaways, ``lesson.takeaways(...)``: one to three lines with the
 run's numbers, in a cell after a "## Takeaways" heading and before ``lesson.finish()``;
 ``lesson.result("part of a claim's text")`` quotes a claim's verdict and value for them.
+A lesson that teaches a backward holds its exercise (04, 06, 07): a fill-in cell with the
+stub and ``MINE = False``, then ``lesson.exercise(name, backward, mine=MINE)``, which runs
+``scratchnorm.exercises.check`` on the learner's code, or, on the page, on the library's own
+solution (which must pass).
 A question's answer is never shown where the question is: the answer cell is collapsed in
 Jupyter (``jupyter={"source_hidden": true, "outputs_hidden": true}``) and its code removed in
 the book (``tags=["remove-input"]``), where the answer stays folded; a script prints the
