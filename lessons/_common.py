@@ -239,18 +239,17 @@ class Lesson:
         return "; ".join(f"{c.claim.rsplit('(', 1)[-1].rstrip(')') if c.claim.endswith(')') else c.claim}: "
                          f"{_said(c)}" for c in found)
 
-    def exercise(self, name: str, backward, *, mine: bool):
+    def exercise(self, name: str, backward, *, mine: bool) -> None:
         """The check cell of a lesson's exercise: ``scratchnorm.exercises.check`` on the learner's ``backward``
         when ``mine``, else on the library's own solution (what a passing report looks like, and a test that
         the exercise and its checker work: it must pass). Shows the report (the exercise's own questions and
-        answers only once the learner's passes) and returns it."""
+        answers only once the learner's passes); returns nothing, so the cell shows no stray value."""
         from scratchnorm import exercises
         solution = {"backward": backward} if mine else exercises.library_solution(name)
         report = exercises.check(name, solution)
         if self.verbose:
             print(report.text(answers=mine))
         check(mine or report.ok, f"the library's own solution passes the {name} exercise:\n{report}")
-        return report
 
     def takeaways(self, *lines: str) -> None:
         """What to remember from the lesson: one to three lines, with this run's numbers (the lesson's last
