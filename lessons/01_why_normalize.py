@@ -237,7 +237,7 @@ lesson.answer(f"From eps: the layer divides by sqrt(mean(a^2) + eps), not sqrt(m
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     f"Without a norm the activation scale changes by about s per layer (fitted {factor[0.5]:.2f} at s = 0.5, "
     f"{factor[2.0]:.2f} at s = 2): after {depth} layers it has vanished or exploded.",

@@ -243,7 +243,7 @@ lesson.answer(f"Its output RMS is {tiny:.3f} = sqrt(1/2): inside the root, eps i
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     f"RMSNorm puts a vector on the sphere of radius sqrt(d) (to {sphere_err:.0e} without eps); LayerNorm also "
     "removes the mean, so its outputs lie where that sphere meets the plane sum = 0.",

@@ -268,7 +268,7 @@ lesson.answer(f"A change is forgiven when it scales or shifts every element of a
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     f"The paper's Table 1 holds cell by cell: every change measured is below {inv_max:.0e} (invariant) or above "
     f"{not_min:.0e} (not).",

@@ -364,7 +364,7 @@ lesson.answer(f"By a factor {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     f"LayerNorm's backward is the chain rule through six nodes (each checked to "
     f"{max(np.max(np.abs(e)) for e in node_err.values()):.0e}); it simplifies to rstd (g - mean g - x_hat "

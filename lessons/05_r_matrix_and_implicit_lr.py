@@ -288,7 +288,7 @@ lesson.answer(f"In steps the 4x larger start took {slower[0]:.1f}x as many, agai
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'dL/dW is inversely proportional to the weight scale': " + lesson.result("inversely proportional")
     + "; 'invariant to scaling the input': " + lesson.result("invariant to scaling the input x") + ".",

@@ -333,7 +333,7 @@ lesson.answer(f"int truncates, so the two differ whenever d p is not a whole num
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'The prefix RMS's error falls like 1/sqrt(k)': " + lesson.result("falling like") + "; 'at p = 6.25% it is a "
     "good estimate': " + lesson.result("With p = 6.25%") + ".",

@@ -304,7 +304,7 @@ lesson.answer(f"They share x_hat (difference {to_ln[0]:.0e}), but GroupNorm has 
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'BatchNorm's output depends on the batch, by about 1/sqrt(B)': " + lesson.result("does badly at small batch")
     + "; 'LayerNorm, RMSNorm and GroupNorm do not': " + lesson.result("do not depend on the batch") + ".",

@@ -269,7 +269,7 @@ lesson.answer(f"Inside divides by sqrt(1e-8 + 1e-6), about 1e-3, ten times the i
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'RMSNorm is numerically more stable in half precision' (closer to float64): "
     + lesson.result("numerically more stable") + "; 'so it carries the input's variation more precisely': "

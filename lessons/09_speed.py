@@ -320,7 +320,7 @@ lesson.answer(f"Only the norms get faster: the matrix products and everything el
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'RMSNorm takes 7%-64% less runtime than LayerNorm', fused numba kernels, by regime: "
     + lesson.results("(numba, fused") + ".",

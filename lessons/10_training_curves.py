@@ -314,7 +314,7 @@ lesson.answer(f"Both models of a seed see the same batches, so what the seed doe
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'RMSNorm trains as well as LayerNorm', on three-turn spirals: " + lesson.result("RMSNorm trains as well as")
     + "; 'pRMSNorm is competitive' (k = 4 here, the paper's is 64): " + lesson.result("pRMSNorm with p = 6.25%")

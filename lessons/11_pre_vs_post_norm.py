@@ -282,7 +282,7 @@ lesson.answer(f"The definitions, first: Norm(x + F(x)) normalizes the stream, x 
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'Post-LN's gradient grows toward the output' at initialization, by depth: "
     + lesson.results("Post-LN's gradient norm grows") + ".",

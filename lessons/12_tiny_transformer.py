@@ -268,7 +268,7 @@ lesson.answer(f"Below the unigram line ({unigram:.3f} nats) a model uses some co
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'RMSNorm reaches LayerNorm's validation loss' in the tiny Transformer: "
     + lesson.result("reaches LayerNorm's validation loss") + "; 'pRMSNorm is competitive': "

@@ -278,7 +278,7 @@ lesson.answer(f"One value of d + 2 per row, {1 / (d_mem + 2):.2%} at d = {d_mem}
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'rsqrt is cheaper than 1/sqrt': " + lesson.result("rsqrt is cheaper") + "; 'rsqrt makes RMSNorm faster': "
     + lesson.result("makes RMSNorm faster") + ".",

@@ -269,7 +269,7 @@ lesson.answer(f"float32 holds 1e-8, so the row computes 0/sqrt(1e-8) = 0 ({nans3
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'Explainer 001's demo prints what its code computes': " + lesson.result("demo prints what its code") + ".",
     "The explainers' float16 code squares before it upcasts; '003's .float() keeps float16 from overflowing', "

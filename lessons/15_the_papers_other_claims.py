@@ -237,7 +237,7 @@ lesson.answer(f"RMSNorm's output does not change when W is scaled, so dL/dW is o
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'Re-centring does not reduce the hidden states' variance', with a steady row mean: "
     + lesson.result("hidden states (a steady row mean)") + "; under shift noise: "

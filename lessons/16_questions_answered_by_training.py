@@ -249,7 +249,7 @@ lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtract
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'The Euclidean norm in place of the RMS does not work': " + lesson.result("Euclidean norm") + "; 'RMSNorm "
     "with a bias is close to LayerNorm': " + lesson.result("RMSNorm with a bias") + ".",

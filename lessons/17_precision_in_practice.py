@@ -313,7 +313,7 @@ lesson.answer(f"Range: cast='none' rounds x^2 and the sum of the squares to floa
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     f"Rounding once at the end (Gemma's order) stays within half an ulp of the exact result ({worst_gemma:.3f} "
     f"ulp); LLaMA's order costs {bf_ratio:.1f} times that in bfloat16.",

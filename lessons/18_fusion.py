@@ -207,7 +207,7 @@ lesson.answer("A plain store first reads the line it writes (a read for ownershi
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "Fusing the add into RMSNorm moves 4 arrays instead of 5, so it can save at most a fifth of the time; 'the "
     "fused pass is faster', by regime: " + lesson.results("is faster than the add followed") + ".")

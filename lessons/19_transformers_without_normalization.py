@@ -231,7 +231,7 @@ lesson.answer(f"The reduction is cheap: one multiply-add per element for the mea
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'A trained LayerNorm's map is tanh-like': " + lesson.result("tanh-like curve") + "; 'DyT matches or exceeds "
     "the normalized models', in this tiny short setting: " + lesson.result("match or exceed") + ".",

@@ -285,7 +285,7 @@ lesson.answer(f"A score is q . k times a fixed scale, and |q . k| <= |q| |k|. Af
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'Peri-LN keeps the hidden states' variance from growing as Pre-LN's does': "
     + lesson.result("keeps the hidden states' variance") + "; 'QK-Norm keeps the logits from growing': "

@@ -145,7 +145,7 @@ lesson.answer("Because du, RMSNorm's backward of dy, already holds the sum throu
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'Gated RMSNorm's hand-derived backward, the gate's gradient included, is the gradient': "
     + lesson.result("hand-derived backward") + ".",

@@ -353,7 +353,7 @@ lesson.answer(f"It would end behind BatchNorm, toward the network without normal
 # %% [markdown]
 # ## Takeaways
 
-# %%
+# %% tags=["remove-input"]
 lesson.takeaways(
     "'At equilibrium a scale-invariant weight turns by sqrt(2 lr wd) per step, whatever the loss': "
     + lesson.result("turns by about sqrt") + "; 'weight decay holds its norm where decay balances the gradient': "

@@ -69,6 +69,7 @@ def test_a_lesson_closes_with_its_takeaways(path):
     found = cells(path.read_text(encoding="utf-8"))
     kinds_and_text = [(k, "\n".join(lines)) for k, _, lines in found]
     assert kinds_and_text[-1] == ("code", "lesson.finish()"), path.name
+    assert 'tags=["remove-input"]' in found[-2][1], f"{path.name}: the book shows the takeaways, not their code"
     assert kinds_and_text[-2][0] == "code" and kinds_and_text[-2][1].startswith("lesson.takeaways("), path.name
     assert kinds_and_text[-3][0] == "markdown" and "## Takeaways" in kinds_and_text[-3][1], path.name
 
