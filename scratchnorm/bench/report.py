@@ -126,6 +126,11 @@ def print_report(report: dict) -> None:
         impls = [i for i in IMPLS if any(i in v for v in by.values())]
         print(table(["shape", "dtype", "step", *[IMPL_LABELS[i] for i in impls]],
                     [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
+    naive = naive_rows(report["results"])
+    if naive:
+        print("\nAgainst a learner's twenty-line numba kernel (bench/naive.py), both into kept buffers: "
+              "scratchnorm numba out= time / naive time (below 1: the library is faster)")
+        print(table(["norm", "shape", "dtype", "forward", "backward", "fwd+bwd"], naive, left=3))
     if report["memory"]:
         print_memory(report["memory"])
     comp = report["compile"]
@@ -158,6 +163,14 @@ def print_report(report: dict) -> None:
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
                  for t in report["targets"]], left=2))
+
+
+def naive_rows(results: list[dict]) -> list[list[str]]:
+    """Per norm, shape and dtype: the library's out= time over the naive kernel's, per step."""
+    t = {(r["norm"], shape_str(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"] for r in results}
+    keys = dict.fromkeys(k[:3] for k in t if k[4] == "naive")
+    return [[*k, *(fmt(t[(*k, step, "numba_out")] / t[(*k, step, "naive")]) if (*k, step, "numba_out") in t
+                   else "-" for step in ("forward", "backward", "fwd+bwd"))] for k in keys]
 
 
 def fused_table(rows: list[dict]) -> str:

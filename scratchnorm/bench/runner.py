@@ -18,6 +18,7 @@ import numpy as np
 
 from .compare import jax_steps, torch_steps
 from .memory import TRACED_IMPLS, memory_record, torch_memory, traced_peak
+from .naive import NAIVE, naive_steps
 from .norms import (
     ARRAYS_MOVED,
     STEPS,
@@ -94,6 +95,8 @@ class Context:
         if self.numba:
             out["numba"] = lambda: scratch_steps(*numba_pair(norm), inp, use_out=False)
             out["numba_out"] = lambda: scratch_steps(*numba_pair(norm), inp, use_out=True)
+            if norm.name in NAIVE:                    # a learner's twenty-line kernel: the baseline to beat
+                out["naive"] = lambda: naive_steps(norm, inp)
         if self.torch:
             out["torch"] = lambda: torch_steps(norm, inp, self.torch)
         if self.jax:

@@ -19,6 +19,8 @@ import pytest
 from scratchnorm.bench import cli, first_call, memory, norms, runner, timing
 from scratchnorm.bench import compare as compare_mod
 from scratchnorm.bench import targets as targets_mod
+from scratchnorm.bench.naive import NAIVE, naive_steps
+from scratchnorm.bench.report import naive_rows
 
 pytestmark = pytest.mark.slow
 
@@ -42,11 +44,11 @@ def reject_non_finite(name):
 
 def implementations(norm):
     """The bench's implementations of ``norm``: every norm it knows has a NumPy reference and numba kernels
-    (numba is a core dependency). Looking them up raises if the registry is broken: that is a failure,
-    never a missing kernel."""
+    (numba is a core dependency), and RMSNorm and LayerNorm a learner's naive kernel besides. Looking them
+    up raises if the registry is broken: that is a failure, never a missing kernel."""
     norms.reference_pair(norm)
     norms.numba_pair(norm)
-    return ["numpy", "numba", "numba_out"]
+    return ["numpy", "numba", "numba_out"] + ["naive"] * (norm.name in NAIVE)
 
 
 def finite_positive(v):
@@ -142,7 +144,7 @@ def test_memory_of_every_traced_implementation(quick):
     rows = {(r["norm"], tuple(r["shape"]), r["dtype"], r["impl"]): r for r in rep["memory"]}
     assert len(rows) == len(rep["memory"])                               # no figure twice
     for name, norm in norms.NORMS.items():
-        impls = implementations(norm)
+        impls = [i for i in implementations(norm) if i in memory.TRACED_IMPLS]    # the naive kernel is not traced
         for shape in cfg["shapes"]:
             for dtype in cfg["dtypes"]:
                 x_bytes = math.prod(shape) * np.dtype(dtype).itemsize
@@ -391,3 +393,34 @@ def test_every_bench_module_is_small():
     folder = Path(norms.__file__).parent
     sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
     assert len(sizes) >= 8 and all(n <= 300 for n in sizes.values()), sizes
+
+
+@pytest.mark.parametrize("name", NAIVE)
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 4 * 1.19e-7)])
+def test_the_naive_baseline_computes_the_norm(name, dtype, rtol):
+    """The baseline is only a yardstick if it computes the same thing: its y, dx and dweight against the
+    reference in float64, each row (each column of dweight) on its own scale."""
+    norm = norms.NORMS[name]
+    inp = norms.make_inputs(norm, (33, 70), dtype, seed=5)
+    inp.x[3] += 50.0                                             # one row with a large mean
+    steps = naive_steps(norm, inp)
+    steps["fwd+bwd"]()
+    fwd, bwd = norms.reference_pair(norm)
+    kw = {k: v.astype(np.float64) if isinstance(v, np.ndarray) else v
+          for k, v in norms.bind_keywords(fwd, inp.candidates).items()}
+    y, cache = fwd(inp.x.astype(np.float64), **kw)
+    grads = bwd(inp.dy.astype(np.float64), cache)
+    cond = 1 + np.abs(inp.x.mean(-1, keepdims=True)) / inp.x.std(-1, keepdims=True) if name == "layernorm" else 1
+    for got, want, scale in ((steps["y"], y, np.abs(y).max(-1, keepdims=True)),
+                             (steps["grads"]["x"], grads["x"], np.abs(grads["x"]).max(-1, keepdims=True))):
+        assert got.dtype == dtype
+        assert np.all(np.abs(got - want) <= 8 * rtol * cond * scale), name
+    dw_scale = np.sum(np.abs(inp.dy) * (np.abs(cache["x_hat"]) + 1), axis=0)
+    assert np.all(np.abs(steps["grads"]["weight"] - grads["weight"]) <= 8 * rtol * np.max(cond) * dw_scale)
+
+
+def test_the_report_compares_the_library_with_the_naive_kernel(quick):
+    out, rep = quick
+    assert "Against a learner's twenty-line numba kernel" in out
+    rows = naive_rows(rep["results"])
+    assert {r[0] for r in rows} == set(NAIVE) and all(len(r) == 6 and "-" not in r[3:] for r in rows)

@@ -1,0 +1,120 @@
+"""The baseline the library's kernels must beat: RMSNorm and LayerNorm as a learner writes them in numba.
+
+About twenty lines a function, parallel over rows with ``prange``, the row sums accumulated in float64
+with ``fastmath={"reassoc"}`` (the library's own accuracy contract for statistics), y and dx computed in
+the input's dtype, every output into a buffer allocated once. The benchmark times them as the "naive"
+implementation beside the library's (``python -m scratchnorm.bench``): what a user would otherwise write.
+
+    RMSNorm:    y = x rstd w,   rstd = 1 / sqrt(mean(x^2) + eps)
+                dx = rstd (g - x_hat mean(g x_hat)),  g = dy w,  dw = sum over rows of dy x_hat
+    LayerNorm:  y = (x - mean) rstd w + b
+                dx = rstd (g - mean(g) - x_hat mean(g x_hat)),  dw = sum dy x_hat,  db = sum dy
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .norms import Inputs, Norm
+
+FAST = {"parallel": True, "fastmath": {"reassoc"}, "cache": True}
+CHUNKS = 16                                            # row blocks of the backward's dw, db sums
+NAIVE = ("rmsnorm", "layernorm")                       # the norms the baseline covers
+
+
+@njit(**FAST)
+def rms_forward(x, w, eps, y, rstd):
+    n, d = x.shape
+    for i in prange(n):
+        ms = 0.0
+        for j in range(d):
+            ms += np.float64(x[i, j]) * np.float64(x[i, j])
+        rstd[i] = 1.0 / np.sqrt(ms / d + eps)          # rstd has x's dtype: the row's scale, rounded once
+        for j in range(d):
+            y[i, j] = x[i, j] * rstd[i] * w[j]
+
+
+@njit(**FAST)
+def rms_backward(dy, x, w, rstd, dx, dw_parts):
+    n, d = x.shape
+    chunks = dw_parts.shape[0]                         # row blocks, each summing its own share of dw
+    for c in prange(chunks):
+        dw_parts[c, :] = 0.0
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            gx = 0.0
+            for j in range(d):
+                gx += np.float64(dy[i, j] * w[j]) * np.float64(x[i, j] * rstd[i])
+            k = rstd[i] * (gx / d)
+            for j in range(d):
+                dx[i, j] = rstd[i] * dy[i, j] * w[j] - k * x[i, j] * rstd[i]
+                dw_parts[c, j] += np.float64(dy[i, j]) * np.float64(x[i, j] * rstd[i])
+
+
+@njit(**FAST)
+def ln_forward(x, w, b, eps, y, mean, rstd):
+    n, d = x.shape
+    for i in prange(n):
+        s = 0.0
+        for j in range(d):
+            s += x[i, j]
+        mu = s / d
+        v = 0.0
+        for j in range(d):
+            v += (x[i, j] - mu) * (x[i, j] - mu)
+        mean[i], rstd[i] = mu, 1.0 / np.sqrt(v / d + eps)
+        for j in range(d):
+            y[i, j] = (x[i, j] - mean[i]) * rstd[i] * w[j] + b[j]
+
+
+@njit(**FAST)
+def ln_backward(dy, x, w, mean, rstd, dx, dwb_parts):
+    n, d = x.shape
+    chunks = dwb_parts.shape[0]                        # row blocks: [c, 0] their dw, [c, 1] their db
+    for c in prange(chunks):
+        dwb_parts[c] = 0.0
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            g_sum, gx_sum = 0.0, 0.0
+            for j in range(d):
+                g = np.float64(dy[i, j] * w[j])
+                g_sum += g
+                gx_sum += g * np.float64((x[i, j] - mean[i]) * rstd[i])
+            a, k = g_sum / d, gx_sum / d
+            for j in range(d):
+                x_hat = (x[i, j] - mean[i]) * rstd[i]
+                dx[i, j] = rstd[i] * (dy[i, j] * w[j] - a - x_hat * k)
+                dwb_parts[c, 0, j] += np.float64(dy[i, j]) * np.float64(x_hat)
+                dwb_parts[c, 1, j] += dy[i, j]
+
+
+def naive_steps(norm: Norm, inp: Inputs) -> dict:
+    """forward / backward / fwd+bwd of the naive kernels, into buffers allocated once (LookupError for a
+    norm they do not cover)."""
+    if norm.name not in NAIVE:
+        raise LookupError(f"no naive numba kernel for {norm.name} (only rmsnorm and layernorm)")
+    x, dy = inp.x, inp.dy
+    n = x.shape[0]
+    w = inp.params["weight"]
+    y, dx = np.empty_like(x), np.empty_like(x)
+    mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
+    parts = np.empty((CHUNKS, 2, x.shape[1]))                # per row block: dw, db (float64)
+    grads = {}
+    if norm.name == "rmsnorm":
+        def forward():
+            rms_forward(x, w, norm.eps, y, rstd)
+
+        def backward():
+            rms_backward(dy, x, w, rstd, dx, parts[:, 0])
+            grads.update(x=dx, weight=parts[:, 0].sum(0).astype(x.dtype))
+    else:
+        b = inp.params["bias"]
+
+        def forward():
+            ln_forward(x, w, b, norm.eps, y, mean, rstd)
+
+        def backward():
+            ln_backward(dy, x, w, mean, rstd, dx, parts)
+            dwb = parts.sum(0).astype(x.dtype)
+            grads.update(x=dx, weight=dwb[0], bias=dwb[1])
+    forward()
+    return {"forward": forward, "backward": backward, "fwd+bwd": lambda: (forward(), backward()),
+            "y": y, "grads": grads}
