@@ -96,14 +96,14 @@ def naive_steps(norm: Norm, inp: Inputs) -> dict:
     w = inp.params["weight"]
     y, dx = np.empty_like(x), np.empty_like(x)
     mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
-    parts = np.empty((CHUNKS, 2, x.shape[1]))                # per row block: dw, db (float64)
+    parts = np.empty((CHUNKS, 2 if norm.name == "layernorm" else 1, x.shape[1]))   # per row block: dw (, db)
     grads = {}
     if norm.name == "rmsnorm":
         def forward():
             rms_forward(x, w, norm.eps, y, rstd)
 
         def backward():
-            rms_backward(dy, x, w, rstd, dx, parts[:, 0])
+            rms_backward(dy, x, w, rstd, dx, parts[:, 0])      # a contiguous (CHUNKS, d) array
             grads.update(x=dx, weight=parts[:, 0].sum(0).astype(x.dtype))
     else:
         b = inp.params["bias"]
