@@ -25,18 +25,27 @@ test: lint
 	MPLBACKEND=Agg $(PY) -m pytest -q
 	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_tricks.py tests/fast/test_kernels_modern.py tests/reference/test_gated.py
 
-# The comparisons with PyTorch and JAX (tests marked `compare`; `make test` deselects them): installs the
-# compare extra, pinned in pyproject.toml (torch==2.13.0 is a CPU build from this machine's disk), into .venv.
-# A missing torch or jax fails these tests; it never skips them. (tests/book holds no compare test, and its
-# modules skip themselves at import when the book extra is missing: left out, so that a skip here means one.)
-COMPARE_STAMP := $(VENV)/.compare-installed
+# The comparisons with PyTorch and JAX (tests marked `compare`; `make test` deselects them), in a venv of
+# their own, .venv-compare (requirements.txt + the compare extra, pinned in pyproject.toml: torch==2.13.0 is a
+# CPU build from this machine's disk), so that .venv, where `make lessons` and `make test` run, never has
+# PyTorch or JAX: the lessons time them when they are installed, and the committed ledger must not depend on
+# which target ran first. A missing torch or jax fails these tests; it never skips them. (tests/book holds no
+# compare test, and its modules skip themselves at import when the book extra is missing: left out, so that a
+# skip here means one.)
+CVENV := .venv-compare
+CPY   := $(CVENV)/bin/python
+COMPARE_STAMP := $(CVENV)/.installed
 
-$(COMPARE_STAMP): $(STAMP)
-	$(PY) -m pip install -q $$($(PY) tools/requirements.py --extra compare)
+$(COMPARE_STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(CVENV)
+	$(CPY) -m pip install -q --upgrade pip
+	$(CPY) -m pip install -q -r requirements.txt
+	$(CPY) -m pip install -q --no-deps -e .
+	$(CPY) -m pip install -q $$($(CPY) tools/requirements.py --extra compare)
 	touch $(COMPARE_STAMP)
 
 test-compare: $(COMPARE_STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q -m compare --ignore=tests/book
+	MPLBACKEND=Agg $(CPY) -m pytest -q -m compare --ignore=tests/book
 
 gradcheck: $(STAMP)
 	$(PY) -m scratchnorm.gradcheck
@@ -65,4 +74,4 @@ bench: $(STAMP)
 	$(PY) -m scratchnorm.bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis book .book
+	rm -rf $(VENV) $(CVENV) .pytest_cache .hypothesis book .book

@@ -25,8 +25,9 @@ a timer (``timed``), and the verdict, computed from those fields by one function
 single value holds, holds only approximately, or does not hold. An interval is
 judged whole: it holds (or holds approximately) when every point of it does, it
 does not hold when no point does, and it is *inconclusive* when it reaches both
-sides of a bound: the seeds could not tell, which is a result, not a refutation
-(the ledger says about how many more seeds would decide it). A lesson never
+sides of the outer bound (``approx_if``'s, or ``holds_if``'s without one): the
+seeds could not tell, which is a result, not a refutation
+(the ledger says about how many times the seeds would decide it). A lesson never
 chooses a verdict: it declares bounds beside the claim and measures.
 
 Timing is recorded, never asserted: a claim whose value comes from a timer (a

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import tokenize
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import matplotlib
@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, check_interval,  # noqa: E402,F401
                               grading, verdict_of)
 from lessons._sources import cite  # noqa: E402
+from lessons._summary import shown_value  # noqa: E402
 
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
@@ -202,7 +203,8 @@ class Lesson:
         disagreement = (f"claim {claim!r}: measured verdict {verdict!r} ({measured}; {shown}), but the lesson's "
                         f"text says {' or '.join(map(repr, expect))}")
         if timed:
-            print(f"  note (timed, not asserted): {disagreement}")
+            if self.verbose:                    # alone or in a notebook; the runner prints one line a lesson
+                print(f"  note (timed, not asserted): {disagreement}")
             return
         raise AssertionError(disagreement)
 
@@ -227,15 +229,16 @@ class Lesson:
         """'holds (0.012 [-0.004, 0.028])': the verdict and value of this run's one claim whose text contains
         ``part``, for prose that quotes the run (a takeaway, an answer)."""
         found = [c for c in self.claims if part in c.claim]
-        check(len(found) == 1, f"result: expected one claim containing {part!r}; found {len(found)}. Fix: quote "
-                               f"more of the claim's text.")
+        check(len(found) == 1, f"part: expected the text of exactly one claim of this run; received {part!r}, "
+                               f"found in {len(found)}. Fix: quote more (or less) of the claim's text.")
         return _said(found[0])
 
     def results(self, part: str) -> str:
         """'in cache: holds (1.2); past the cache: ...': every claim whose text contains ``part`` (one per size
         regime, learning rate or depth), each labelled by the last parenthesis of its text."""
         found = [c for c in self.claims if part in c.claim]
-        check(found, f"results: no claim contains {part!r}. Fix: quote the claims' common text.")
+        check(found, f"part: expected text that some claims of this run share; received {part!r}, found in none. "
+                     f"Fix: quote the claims' common text.")
         return "; ".join(f"{c.claim.rsplit('(', 1)[-1].rstrip(')') if c.claim.endswith(')') else c.claim}: "
                          f"{_said(c)}" for c in found)
 
@@ -256,7 +259,8 @@ class Lesson:
         cell before ``finish``). A notebook shows them as a list; a lesson run alone prints them before the
         answers; the ledger keeps them."""
         check(1 <= len(lines) <= 3 and all(isinstance(t, str) and t.strip() for t in lines),
-              "takeaways: one to three non-empty lines")
+              f"lines: expected one to three non-empty strings; received {len(lines)} ({lines!r:.200}). "
+              f"Fix: keep what a learner should remember, at most three lines.")
         self.takeaway_lines = list(lines)
         if self.notebook:
             from IPython.display import Markdown, display
@@ -283,9 +287,7 @@ class Lesson:
 
 
 def _said(c: Claim) -> str:
-    spread = c.interval is not None and c.interval[0] < c.interval[1]         # one seed: a point, no interval
-    shown = f"{c.value:.3g}" + (f" [{c.interval[0]:.3g}, {c.interval[1]:.3g}]" if spread else "")
-    return f"{c.verdict}{', timed' if c.timed else ''} ({shown})"
+    return f"{c.verdict}{', timed' if c.timed else ''} ({shown_value(asdict(c))})"
 
 
 # -- how a lesson starts -----------------------------------------------------------------------

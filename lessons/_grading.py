@@ -19,10 +19,13 @@ gets one of four, from the whole interval:
     holds                     every point of it satisfies holds_if
     holds only approximately  every point of it satisfies approx_if (or holds_if, when there is no approx_if)
     does not hold             no point of it satisfies approx_if (or holds_if)
-    inconclusive              otherwise: the interval straddles a bound, so the data cannot tell
+    inconclusive              otherwise: the interval reaches both sides of the outer bound (approx_if's,
+                              or holds_if's when there is no approx_if), so the data cannot tell
 
-Failing to show an effect is not showing its absence: an interval that reaches both sides of a bound is
-"inconclusive", a result, and ``deciding_factor`` says how many more seeds would settle it. The small
+An interval that straddles the holds_if bound but lies wholly inside approx_if holds only approximately:
+every point of it does. Failing to show an effect is not showing its absence: an interval that reaches both
+sides of the outer bound is "inconclusive", a result, and ``deciding_factor`` says about how many times the
+seeds would settle it. The small
 constructors below write the usual shapes of bounds:
 
     below(1e-12, approx=1e-3)        holds if value <= 1e-12, approximately if value <= 1e-3
@@ -121,18 +124,19 @@ def check_interval(value: float, interval) -> tuple[float, float]:
 
 
 def deciding_factor(value: float, interval, holds_if, approx_if=None) -> tuple[float, float] | None:
-    """For an inconclusive claim: (bound, factor), the bound its interval straddles nearest the estimate and
-    about how many times the seeds it would take to shrink the interval clear of it (a t interval narrows as
-    1/sqrt(seeds)): factor = (half-width / |value - bound|)^2. None when the interval straddles no bound; an
-    infinite factor when the estimate sits on the bound."""
+    """For an inconclusive claim: (bound, factor), the outer bound its interval reaches (inside it or at an
+    end) nearest the estimate, and about how many times the seeds it would take to shrink the interval clear
+    of it (a t interval narrows as 1/sqrt(seeds)): factor = (the interval's reach toward the bound /
+    |value - bound|)^2, the reach measured on the bound's side (intervals of ratios are not symmetric).
+    None when the interval reaches no outer bound; an infinite factor when the estimate sits on the bound."""
     lo, hi = check_interval(_finite("value", value), interval)
     outer = approx_if if approx_if is not None else holds_if
-    inside = [bound for _, bound in outer if lo < bound < hi]
-    if not inside:
+    reached = [bound for _, bound in outer if lo <= bound <= hi]
+    if not reached:
         return None
-    bound = min(inside, key=lambda b: abs(value - b))
-    gap = abs(value - bound)
-    return bound, (max(value - lo, hi - value) / gap) ** 2 if gap > 0 else math.inf
+    bound = min(reached, key=lambda b: abs(value - b))
+    gap, reach = abs(value - bound), (hi - value if bound > value else value - lo)
+    return bound, (reach / gap) ** 2 if gap > 0 else math.inf
 
 
 def grading(holds_if, approx_if=None) -> dict:

@@ -103,9 +103,11 @@ def entry_of(claim_text: str) -> list[int]:
 
 
 def shown_value(c: dict, digits: int = 3) -> str:
-    """'0.968 [0.885, 1.06]' for a claim graded on an interval, '0.968' for one graded on a single value."""
+    """'0.968 [0.885, 1.06]' for a claim graded on an interval, '0.968' for one graded on a single value (or
+    on a one-seed interval, which is a point)."""
     f = f"{{:.{digits}g}}".format
-    return f(c["value"]) + (f" [{f(c['interval'][0])}, {f(c['interval'][1])}]" if c.get("interval") else "")
+    iv = c.get("interval")
+    return f(c["value"]) + (f" [{f(iv[0])}, {f(iv[1])}]" if iv and iv[0] < iv[1] else "")
 
 
 def summary_lines(entries: dict, md_cell) -> list[str]:

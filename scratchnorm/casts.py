@@ -20,8 +20,8 @@ they round to the input dtype. The layers RMSNorm and GemmaRMSNorm, and add_rms_
     their fused add + RMSNorm the same way (vLLM's fused_add_rms_norm: ``(scalar_t)(x * s_variance)
     * weight``), and add_rms_norm_forward(cast="llama") reproduces it. mean(x^2) is summed in float32
     in NumPy's pairwise order; PyTorch's CPU sum (and a GPU's) has its own order, so that float32
-    statistic can differ in its last bit (in 40% of rows here), and then, rarely, round(x_hat) by one
-    ulp of the half dtype (1 row in 2048 of 128 bfloat16 values in the comparison test).
+    statistic can differ in its last bit, and then, rarely, round(x_hat) by one ulp of the half dtype
+    (tests/compare/test_torch_fused.py counts both).
 
 ``"none"`` (a naive port: every tensor in the input dtype, as PyTorch computes it)
     the naive PyTorch port in bfloat16 or float16, written out:

@@ -102,7 +102,8 @@ def facts_cell(stem: str, number: str, seconds: float, quick: bool, titles: dict
 def closing_cells(stem: str, entry: dict, source: str) -> list[nbformat.NotebookNode]:
     rows = ["## Claims checked in this run", "",
             "Each claim is graded on one measured number, or on its 95% interval over seeds (then it can also "
-            "be *inconclusive*: the interval reaches both sides of a bound), against bounds declared beside it "
+            "be *inconclusive*: the interval reaches both sides of the outer bound), against bounds declared "
+            "beside it "
             "in the lesson "
             "([the ledger](../claims.md) has every lesson's).", "",
             "| claim | source | measured | verdict |", "|---|---|---|---|"]

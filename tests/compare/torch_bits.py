@@ -1,10 +1,10 @@
 """Helpers of the comparisons with PyTorch: arrays across, the llama rows rule, a layer against autograd."""
 from __future__ import annotations
 
+import ml_dtypes  # the lessons extra, in requirements.txt: a missing ml_dtypes fails, as a missing torch does
 import numpy as np
 import pytest
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 HALF = [pytest.param(BF16, id="bfloat16"), pytest.param(np.dtype(np.float16), id="float16")]
 

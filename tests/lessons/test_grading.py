@@ -122,6 +122,12 @@ def test_what_would_decide_an_inconclusive_claim():
     assert bound == 1.0 and factor == pytest.approx(4.0)
     assert deciding_factor(1.0, (0.9, 1.1), **UPPER)[1] == math.inf
     assert deciding_factor(0.85, (0.8, 0.9), **UPPER) is None
+    # intervals of ratios are not symmetric: the reach is measured on the bound's side (0.7911 - 0.6918)
+    bound, factor = deciding_factor(0.7911, (0.6918, 0.9046), **within(0.75, 1.5, approx=(0.75, 2.0)))
+    assert bound == 0.75 and factor == pytest.approx((0.0993 / 0.0411) ** 2)
+    # an interval that only touches the outer bound at an end is inconclusive, and still explained
+    assert verdict_of(1.1, **UPPER, interval=(1.0, 1.2)) == INCONCLUSIVE
+    assert deciding_factor(1.1, (1.0, 1.2), **UPPER)[0] == 1.0
     row = {"value": 0.95, "interval": [0.85, 1.05], **UPPER}
     assert what_would_decide(row) == "the interval straddles 1; about 4× the seeds would narrow it clear of the bound"
 
@@ -170,8 +176,23 @@ def test_every_verdict_in_the_ledger_recomputes(quick_run):
         assert c["interval"] is None or c["interval"][0] <= c["value"] <= c["interval"][1], c["claim"]
         assert verdict_of(c["value"], c["holds_if"], c["approx_if"], c["interval"]) == c["verdict"], c["claim"]
     assert sum(c["interval"] is not None for c in claims) >= 10      # the lessons that train grade intervals
-    text = (out / "CLAIMS.md").read_text()
-    assert "*inconclusive*" in text and "(timed)" in text
+    rows = [ln for ln in (out / "CLAIMS.md").read_text().splitlines() if ln.startswith("| ")]
+    assert any(" (timed)" in ln for ln in rows)                     # a timed row is marked in its verdict cell
+
+
+def test_the_ledger_explains_an_inconclusive_row(tmp_path):
+    """A row graded inconclusive says, in its verdict cell, the bound it straddles and what would decide it."""
+    from lessons._ledger import write_ledger
+    from lessons._runner import Result
+    row = {"claim": "a made-up comparison", "source": "common wisdom", "measured": "0.95 [0.85, 1.05], 3 seeds",
+           "value": 0.95, "interval": [0.85, 1.05], **UPPER, "timed": False,
+           "verdict": verdict_of(0.95, **UPPER, interval=(0.85, 1.05))}
+    write_ledger(tmp_path, [Result("98", "98_made_up", "A made-up lesson", False, 1.0, "ok", claims=[row])],
+                 replace_all=True)
+    table_rows = [ln for ln in (tmp_path / "CLAIMS.md").read_text().splitlines() if "a made-up comparison" in ln]
+    assert len(table_rows) == 1
+    assert "| inconclusive: the interval straddles 1; about 4× the seeds would narrow it clear of the bound |" \
+        in table_rows[0]
 
 
 def test_the_summary_covers_each_source_claim_once(quick_run):

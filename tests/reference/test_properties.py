@@ -6,8 +6,8 @@ the worst of the batch (one row at 1e12 must not excuse a wrong answer in the ro
 Per output dtype, on the error normalized by the largest reference value of its row (for
 dweight/dbias: by the sum of the absolute values of their terms):
 * float64: 1e-13 * (1 + cond), cond = |mean| / std of the row for LayerNorm (the
-  unavoidable loss in x - mean), 1 for RMSNorm; a dweight/dbias sum weights each row's term
-  by its row's cond. Gradients get 10x that.
+  unavoidable loss in x - mean), 1 for RMSNorm; a dweight sum weights each row's term by its
+  row's cond (dbias, a sum of dy alone, takes none). Gradients get 10x that.
 * float32: 4 ulps (4 * 1.19e-7) — the reference rounds a float64 computation
   once; the numba row-wise forward computes y in float32, a few roundings
   (fast/rowwise_tuned.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
