@@ -27,7 +27,7 @@ import numpy as np
 import scratchnorm as sn
 from lessons._common import HOLDS, VERDICTS, check, paper, start
 from lessons._grading import above, below
-from lessons._stats import mean_interval
+from lessons._stats import geometric_interval
 from lessons._style import color
 from lessons._training import interval, one_blas_thread
 
@@ -206,8 +206,8 @@ grows = np.all(np.diff(h1[:, 0]) >= -1e-9 * h1[:-1, 0]) and h1[-1, 0] > 1.2 * h1
 check(grows and np.abs(h1[:, 3]).max() < 1e-4, "dW is orthogonal to W (up to eps), so SGD only lengthens W")
 check(all(r[1.0][-1, 2] < 0.8 * r[1.0][0, 2] for r in runs), "the run learns")
 reach = [steps_to_target(r[1.0], r[4.0], lr) for r in runs]
-slower = np.exp(mean_interval(np.log([k4 / k1 for (k1, k4), _, _ in reach])))
-on_clock = np.exp(mean_interval(np.log([c4 / c1 for _, (c1, c4), _ in reach])))
+slower = geometric_interval([k4 / k1 for (k1, k4), _, _ in reach])
+on_clock = geometric_interval([c4 / c1 for _, (c1, c4), _ in reach])
 lesson.claim("Large weights get smaller updates: an implicit learning-rate adaptation", source=paper("§4.2"),
              measured=f"SGD, lr {lr:g}, {len(runs)} seeds: a 4× larger start has a {first_ratio:.2f}× smaller relative "
                       f"step (exact) and takes {interval(*slower, fmt='{:.1f}')} times the steps to come 90% "

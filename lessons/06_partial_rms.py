@@ -39,7 +39,7 @@ import scratchnorm as sn
 from lessons._grading import above, below, exactly
 from lessons._training import report
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
-from lessons._stats import mean_interval
+from lessons._stats import geometric_interval
 from lessons._style import color
 
 lesson = start(__name__, "06_partial_rms")
@@ -93,11 +93,6 @@ def round_times(layers, x, dy, rounds, reps):
                 calls.append((t1 - t0, time.perf_counter() - t1))
             out[r, i] = np.median(calls, axis=0)
     return out
-
-
-def geometric_interval(ratios):
-    """(geometric mean, lo, hi) of paired ratios, one per round: exp of the 95% t interval of their logs."""
-    return tuple(float(np.exp(v)) for v in mean_interval(np.log(ratios)))
 
 
 # %% [markdown]

@@ -20,7 +20,7 @@ import numpy as np
 
 from lessons._common import COMMON, FAILS, VERDICTS, check, explainer, start, ticks_at
 from lessons._grading import above, within
-from lessons._stats import mean_interval
+from lessons._stats import mean_interval, geometric_interval
 from lessons._corpus import char_data
 from lessons._placement import (BATCH, DEEP_LAYERS, NORMS, PLACEMENTS, SWEEP_LAYERS, SWEEP_STEPS, T, sweep,
                                 transformer)
@@ -55,7 +55,7 @@ with one_blas_thread():
                 for L in depths}
 profiles = {(n, p): np.mean(per_init[n, p, depth], axis=0) for n in NORMS for p in PLACEMENTS}
 # top quarter over bottom quarter: geometric mean over the initializations and its 95% interval
-spreads = {key: np.exp(mean_interval(np.log([top_over_bottom(g) for g in gs]))) for key, gs in per_init.items()}
+spreads = {key: geometric_interval([top_over_bottom(g) for g in gs]) for key, gs in per_init.items()}
 ratios = {(n, p): [spreads[n, p, L][0] for L in depths] for n in NORMS for p in PLACEMENTS}
 for key, prof in profiles.items():
     check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")

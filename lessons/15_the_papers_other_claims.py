@@ -14,7 +14,7 @@ import scratchnorm as sn
 from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
 from lessons._gradnoise import gradient_noise, hidden_variance
 from lessons._grading import above, below
-from lessons._stats import mean_interval
+from lessons._stats import geometric_interval
 from lessons._style import color
 from lessons._training import interval
 
@@ -60,7 +60,7 @@ for what, (how, measure) in measures.items():
         hypothesis[what, case] = np.array([r["LayerNorm"][0] / r["RMSNorm"][0] for r in data])
         check(max(abs(np.mean([r["a mean/std"][0] for r in data])), np.mean([r["a mean/std spread"][0] for r in data]))
               > 1, f"{case}: a's row mean is several times its row std, or varies that much between examples")
-        mean, lo, hi = np.exp(mean_interval(np.log(hypothesis[what, case])))
+        mean, lo, hi = geometric_interval(hypothesis[what, case])
         lesson.claim(f"Re-centring does not reduce the variance of {what} ({case})", source=paper("§1"),
                      measured=f"{how}; a = hW on ReLU features, {case}: the row mean/std of a is "
                               f"{np.mean([r['a mean/std'][0] for r in data]):.2f} on average, with a std of "
@@ -186,7 +186,7 @@ ax1.plot(t, decayed, color=color("RMSNorm"), ls="--", label=f"weight decay λ = 
 ax1.set(xlabel="SGD step", ylabel="‖W‖", title=f"Linear → RMSNorm, SGD lr {lr:g}: what bounds ‖W‖")
 ax1.legend()
 for i, r in enumerate(hypothesis.values()):
-    mean, lo, hi = np.exp(mean_interval(np.log(r)))
+    mean, lo, hi = geometric_interval(r)
     ax2.plot(np.full(len(r), i) + rng.uniform(-0.12, 0.12, len(r)), r, ".", color="0.6", ms=4)
     ax2.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], fmt="o", color="k", capsize=5)
 ax2.axhline(1, color="k", lw=0.8)

@@ -28,7 +28,7 @@ from lessons._corpus import char_data
 from lessons._grading import above, below
 from lessons._placement import (ALL_PLACEMENTS, D, HEADS, PLACEMENT_STYLE, T, max_logit, placement_race,
                                 stream_variances)
-from lessons._stats import mean_interval
+from lessons._stats import mean_interval, geometric_interval
 from lessons._style import color
 from lessons._training import expect, gradient_profile, interval, one_blas_thread, report, top_over_bottom
 from scratchnorm import nn
@@ -114,7 +114,7 @@ for key, v in below_unigram.items():
 # %%
 variances = {p: np.array([stream_variances(d[p, None][0], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
 last = {p: np.exp(np.mean(np.log(v[:, -1]))) for p, v in variances.items()}      # geometric mean over seeds
-apart = np.exp(mean_interval(np.log(variances["pre"][:, -1] / variances["peri"][:, -1])))
+apart = geometric_interval(variances["pre"][:, -1] / variances["peri"][:, -1])
 lesson.claim("Peri-LN keeps the hidden states' variance from growing with depth as Pre-LN's does",
              source=work("periln", "variance growth"),
              measured=f"{DEEP} blocks, lr {DEEP_LR:g}, variance of the residual stream after each block (mean "
@@ -126,7 +126,7 @@ lesson.claim("Peri-LN keeps the hidden states' variance from growing with depth 
 pre = variances["pre"][:, 1:]                                                     # (seeds, blocks 1..DEEP)
 half = DEEP // 2
 per_block = [(pre[:, half - 1] / pre[:, 0]) ** (1 / (half - 1)), (pre[:, -1] / pre[:, half - 1]) ** (1 / (DEEP - half))]
-bend = np.exp(mean_interval(np.log(per_block[1] / per_block[0])))
+bend = geometric_interval(per_block[1] / per_block[0])
 lesson.claim("Typical behaviour, not the Peri-LN paper's worst case: in this short training Pre-LN's hidden-state "
              "variance grows by the same factor every block (exponentially)",
              source=COMMON + " (a typical run set beside the worst case of the Peri-LN paper's analysis)",
@@ -144,7 +144,7 @@ lesson.claim("Typical behaviour, not the Peri-LN paper's worst case: in this sho
 
 # %%
 spread = {p: np.array([abs(np.log(top_over_bottom(g))) for g in gs]) for p, gs in per_init.items()}
-even = np.exp(mean_interval(np.log(spread["peri"] / spread["pre"])))
+even = geometric_interval(spread["peri"] / spread["pre"])
 lesson.claim("Peri-LN's gradient norms are more even across layers than Pre-LN's",
              source=work("periln", "gradient norms"),
              measured=f"at initialization, {DEEP} blocks, top quarter's FFN gradient norm over the bottom "
@@ -186,7 +186,7 @@ lesson.save(fig, "depth")
 
 # %%
 logits = {q: np.array([max_logit_after(run_[0][("pre", q)][0], run_[1]) for run_ in qk]) for q in (None, "rmsnorm")}
-ratio = np.exp(mean_interval(np.log(logits[None] / logits["rmsnorm"])))
+ratio = geometric_interval(logits[None] / logits["rmsnorm"])
 lesson.claim("QK-Norm keeps attention logits from growing in training", source=QKNORM,
              measured=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}, the largest |attention score| at the end, per "
                       f"seed: without QK-Norm " + ", ".join(f"{v:.1f}" for v in logits[None])

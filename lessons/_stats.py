@@ -56,3 +56,9 @@ def mean_interval(values) -> tuple[float, float, float]:
         return m, m, m
     half = t95(v.size - 1) * float(v.std(ddof=1)) / np.sqrt(v.size)
     return m, m - half, m + half
+
+
+def geometric_interval(ratios) -> tuple[float, float, float]:
+    """(geometric mean, low, high) of ratios, one per seed or round: exp of the 95% t interval of their logs
+    (a ratio's interval, not symmetric around it)."""
+    return tuple(float(np.exp(v)) for v in mean_interval(np.log(ratios)))

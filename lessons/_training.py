@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import VERDICTS
-from lessons._stats import mean_interval
+from lessons._stats import mean_interval, geometric_interval
 from lessons._style import color
 from scratchnorm import nn
 
@@ -327,4 +327,4 @@ def paired_time_ratio(curves, a, b, axis):
     """a's steps or seconds to each target loss over b's: the median over the targets per seed, then the geometric
     mean over seeds with its 95% interval (mean, low, high); and the targets."""
     times, targets = per_seed_time_to(curves, (a, b), axis)
-    return np.exp(mean_interval(np.log(np.median(times[a] / times[b], axis=1)))), targets
+    return np.array(geometric_interval(np.median(times[a] / times[b], axis=1))), targets
