@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit, jit_inline, jit_sum
+from ._jit import jit, jit_inline
+from .stats import sum_dev, sum_g, sum_gx, sum_sq, sum_sq_dev
 
 INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
 
@@ -71,69 +72,6 @@ def dlog_rstd_deps(ms, rstd, eps, mode):
     return -0.5 * rstd * rstd if eps >= ms else 0.0
 
 
-# -- sums over the first n features of a group (float64 accumulators; see _jit.jit_sum) ----
-# Every loop runs j over range(n) from 0 and indexes a (row) array directly:
-# with an index known to be >= 0, numba's negative-index wraparound folds away
-# and the loop vectorizes (an index lo + j turns the loads into gathers, 5x slower).
-@jit_sum
-def _sum(x, n):
-    s = 0.0
-    for j in range(n):
-        s += np.float64(x[j])
-    return s
-
-
-@jit_sum
-def _sum_dev(x, n, c):
-    """sum of (x_j - c): the first pass, about a shift c (row_stats: c = x_0)."""
-    s = 0.0
-    for j in range(n):
-        s += np.float64(x[j]) - c
-    return s
-
-
-@jit_sum
-def _sum_sq_dev(x, n, c):
-    """sum of (x_j - c)^2: the second pass of a two-pass variance."""
-    s = 0.0
-    for j in range(n):
-        v = np.float64(x[j]) - c
-        s += v * v
-    return s
-
-
-@jit_sum
-def _sum_sq(x, n):
-    """sum of x_j^2: _sum_sq_dev without centering (a separate loop: c = 0 is not known when
-    _sum_sq_dev is compiled, and "- 0.0" would stay in its loop)."""
-    s = 0.0
-    for j in range(n):
-        v = np.float64(x[j])
-        s += v * v
-    return s
-
-
-@jit_sum
-def _sum_gx(dy, x, w, n):
-    """sum of g_j * x_j, with g = dy * w: _sum_g without centering (no sum of g, no "- c")."""
-    s = 0.0
-    for j in range(n):
-        s += np.float64(dy[j]) * np.float64(w[j]) * np.float64(x[j])
-    return s
-
-
-@jit_sum
-def _sum_g(dy, x, w, n, c):
-    """sum of g_j and of g_j * (x_j - c), with g = dy * w."""
-    sg = 0.0
-    sgx = 0.0
-    for j in range(n):
-        g = np.float64(dy[j]) * np.float64(w[j])
-        sg += g
-        sgx += g * (np.float64(x[j]) - c)
-    return sg, sgx
-
-
 # -- the forward ------------------------------------------------------------------------------
 @jit_inline
 def row_stats(x, center, k, eps, mode):
@@ -142,11 +80,11 @@ def row_stats(x, center, k, eps, mode):
     m = x.shape[0]
     if center:
         shift = np.float64(x[0])                          # a guess, corrected by the deviations' mean:
-        mean = shift + _sum_dev(x, m, shift) / m          # a constant row gives mean = x_0 exactly
-        ms = _sum_sq_dev(x, k, mean) / k
+        mean = shift + sum_dev(x, shift) / m          # a constant row gives mean = x_0 exactly
+        ms = sum_sq_dev(x[:k], mean) / k
     else:
         mean = 0.0
-        ms = _sum_sq(x, k) / k
+        ms = sum_sq(x[:k]) / k
     return mean, ms, rstd_from_ms(ms, eps, mode)
 
 
@@ -170,10 +108,10 @@ def row_coefs(dy, x, w, stats, center, k, eps, mode):
     m = x.shape[0]
     mean, ms, rstd = (stats[0] if center else 0.0), stats[1], stats[2]   # 0.0: a constant LLVM folds
     if center:
-        sg, sgx = _sum_g(dy, x, w, m, mean)
+        sg, sgx = sum_g(dy, x, w, mean)
         mean_g = sg / m
     else:
-        sgx = _sum_gx(dy, x, w, m)
+        sgx = sum_gx(dy, x, w)
         mean_g = 0.0
     gxh = sgx * rstd                                      # sum of g * x_hat
     a = gxh * drstd_dms_per_rstd3(ms, rstd, eps, mode) * (2.0 / k)

@@ -29,14 +29,15 @@ from numba import prange
 
 from ._jit import jit, n_chunks, serial_and_parallel
 from ._stream import store_fence, stream_row
-from .rowwise import _sum, backward_row, forward_row
+from .rowwise import backward_row, forward_row
+from .stats import sum_of
 from .rowwise_tuned import backward_two_rows, bounded, forward_row_tuned
 
 _n_chunks = jit(n_chunks)           # _jit.n_chunks, callable in the kernels
 COLUMN_BLOCK = 512                  # columns per task when the partial sums are added
 
 
-SOURCE_FILES = ("rowwise.py", "rowwise_tuned.py", "rowwise_drivers.py", "_stream.py", "_jit.py")
+SOURCE_FILES = ("rowwise.py", "rowwise_tuned.py", "rowwise_drivers.py", "stats.py", "_stream.py", "_jit.py")
 
 
 def _source_digest(names=SOURCE_FILES) -> int:
@@ -119,7 +120,7 @@ def _drivers(center, f32_affine, paired_rows, stream, sources=SOURCES):
                 src = flat[c, lo:hi]
                 for j in range(hi - lo):
                     block[j] += src[j]
-        deps[rows] = _sum(deps, rows)
+        deps[rows] = sum_of(deps[:rows])
 
     return serial_and_parallel(_forward_rows), serial_and_parallel(_backward_rows)
 
