@@ -18,12 +18,10 @@ NOTES.md (measurements).
 
 Compilation. Kernels compile on their first call (a few seconds per dtype) and
 are cached in ``__pycache__`` next to the source. If that folder is read-only,
-``export NUMBA_CACHE_DIR=$HOME/.cache/scratchnorm-numba``. numba checks a cache
-entry against its own source file only: the row-wise drivers carry a digest of
-the files they inline in their cache key (rowwise_drivers.py); the channel kernels
-live in one file; after editing _jit.py, delete the ``__pycache__/*.nbi`` /
-``*.nbc`` files. NUMBA_DISABLE_JIT=1 runs the same code
-as plain Python.
+``export NUMBA_CACHE_DIR=$HOME/.cache/scratchnorm-numba``. Every cached kernel
+carries one stamp for all the files of this package (_jit.py), so editing any
+of them recompiles the kernels. NUMBA_DISABLE_JIT=1 runs the same code as plain
+Python.
 
 Threads and determinism. Large inputs run on numba's threads. Sums over rows
 (dweight, dbias) use chunks fixed by the number of rows, added in a fixed
@@ -45,21 +43,17 @@ from .dyt import dyt_backward, dyt_forward
 from .gated_rmsnorm import gated_rms_norm_backward, gated_rms_norm_forward
 from .groupnorm import group_norm_backward, group_norm_forward
 from .tricks import kernel
-from .rowwise_api import (
-                        group_rms_norm_backward,
-                        group_rms_norm_forward,
-                        layer_norm_backward,
-                        layer_norm_forward,
-                        rms_norm_backward,
-                        rms_norm_forward,
-)
+from .layernorm import layer_norm_backward, layer_norm_forward
+from .rmsnorm import rms_norm_backward, rms_norm_forward
+from .rowwise_api import group_rms_norm_backward, group_rms_norm_forward
 
 # The numba backend's table, registered by scratchnorm.backend on the first numba call:
 # operation -> kernel. Every operation of backend.OPS must be here (checked at registration).
 KERNELS = {
-    # the row-wise family: rowwise.py (kernels), rowwise_api.py (wrappers)
+    # LayerNorm and RMSNorm: layernorm.py and rmsnorm.py (their variants: rowwise.py, rowwise_api.py)
     "layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
     "rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward,
+    # GroupRMSNorm: the general row-wise kernel (rowwise.py, rowwise_api.py)
     "group_rms_norm_forward": group_rms_norm_forward, "group_rms_norm_backward": group_rms_norm_backward,
     # (N, C, *) inputs: channels.py (kernels), batchnorm.py and groupnorm.py (wrappers; InstanceNorm uses group_norm_*)
     "batch_norm_forward": batch_norm_forward, "batch_norm_backward": batch_norm_backward,

@@ -20,6 +20,11 @@
 * ``run_twin``: calls the serial or the parallel twin, safely from threads and
   from forked children (below). The twins give the same bits, so which one
   runs never changes a result.
+* ``rows_kernel``: the decorator of a kernel whose first argument is an (N, d)
+  array and whose loops over rows are ``prange`` loops: the two twins, and a
+  call that picks one with ``run_twin``. A reader of a kernel can skip it: the
+  decorated function is called with the kernel's own arguments, and computes
+  what its body says.
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
@@ -32,16 +37,62 @@ forked child (``os.register_at_fork``) always runs the serial twins: data-loader
 workers and ``multiprocessing`` pools with the "fork" start method then work on
 every threading layer, one core each. ("spawn" and "forkserver" children are
 fresh processes and use the pool as usual.)
+
+The disk cache. numba checks a cached kernel against its own source file only,
+but a kernel inlines code from other files (stats.py's sums, float32.py's
+guards, _stream.py's stores). So every file of this package shares one stamp,
+a digest of them all (``sources_stamp``): editing any of them recompiles every
+kernel instead of loading stale machine code. numba has no public hook for
+this; ``_stamped`` wraps its two source-file cache locators (the
+``__pycache__`` folder and NUMBA_CACHE_DIR) for this package's files only. If a
+numba release moves that hook, the kernels are compiled without the disk cache.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import types
+from functools import cache
+from pathlib import Path
 
 from numba import njit
+from numba.core import caching
 
-OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
+HERE = Path(__file__).resolve().parent
+
+
+@cache
+def sources_stamp() -> str:
+    """A digest of every source file of scratchnorm.fast."""
+    h = hashlib.sha256()
+    for path in sorted(HERE.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _stamped(locator):
+    """numba's ``locator`` for this package's files, with the package's stamp as their source stamp."""
+    class Stamped(locator):
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if Path(py_file).resolve().parent != HERE:
+                return None                   # not ours: numba's own locators take it
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return sources_stamp()
+
+    Stamped.__name__ = Stamped.__qualname__ = f"Stamped{locator.__name__}"
+    return Stamped
+
+
+_LOCATORS = getattr(caching.CacheImpl, "_locator_classes", None)
+CAN_CACHE = isinstance(_LOCATORS, list) and hasattr(caching, "InTreeCacheLocator")
+if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
+    _LOCATORS[:0] = [_stamped(caching.UserProvidedCacheLocator), _stamped(caching.InTreeCacheLocator)]
+
+OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
 ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
 MAX_CHUNKS = 64         # ... and there are at most this many chunks
@@ -77,7 +128,8 @@ def serial_and_parallel(fn):
     return tuple(twins)
 
 
-def n_chunks(rows: int) -> int:
+@jit
+def n_chunks(rows):
     """How many chunks ``rows`` rows are cut into: ceil(rows / ROWS_PER_CHUNK), at most MAX_CHUNKS.
 
     Chunk c holds rows [c * rows // chunks, (c + 1) * rows // chunks).
@@ -103,6 +155,27 @@ def pick_twin(twins, elements: int, rows: int, min_factor: int = 1):
     """The serial twin for small inputs (below ``min_factor * PARALLEL_MIN`` elements), a single row, or a
     forked child, else the parallel one."""
     return twins[1] if rows > 1 and elements >= min_factor * PARALLEL_MIN and not _forked else twins[0]
+
+
+def rows_kernel(fn):
+    """``fn`` compiled as serial and parallel twins, called as ``fn(x, ...)``: the twin is chosen by
+    x's size and rows (run_twin). ``.twins`` holds the two dispatchers."""
+    twins = serial_and_parallel(fn)
+    serial, parallel = twins
+
+    def call(x, *args):
+        # run_twin's rules, inlined: this runs on every call
+        if x.shape[0] > 1 and x.size >= PARALLEL_MIN and not _forked and _POOL.acquire(blocking=False):
+            try:
+                return parallel(x, *args)
+            finally:
+                _POOL.release()
+        return serial(x, *args)
+
+    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    call.__wrapped__ = fn
+    call.twins = twins
+    return call
 
 
 def run_twin(twins, elements: int, rows: int, *args, min_factor: int = 1):

@@ -36,9 +36,7 @@ Ordering. Non-temporal stores are weakly ordered: another thread may not see
 them until a fence. The kernels call ``store_fence`` (LLVM ``fence seq_cst``) at
 the end of every chunk of rows they stream, in the thread that wrote it, before
 the caller reads the result. The values are the same bits either way. Under
-NUMBA_DISABLE_JIT the intrinsics are plain Python on slices (no fence). numba's
-cache checks only the kernel's own source file; the row-wise drivers put a digest of
-this file in their cache key (rowwise_drivers.py), so they recompile after an edit here.
+NUMBA_DISABLE_JIT the intrinsics are plain Python on slices (no fence).
 """
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ an add that writes h and a norm that reads it back (the benchmark counts them).
 Beyond the cache (the "stream" trick, _stream.py) h is built in a row buffer and
 both outputs are written from it with non-temporal stores, which skip the read
 that a plain store of a line not in the cache costs (else 6 arrays' worth of
-traffic again). The drivers inline code from the row-wise files, so a digest of
-those and this file is in numba's cache key, as in rowwise_drivers.py.
+traffic again).
 
 The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
 (rowwise_api.py) followed by dx += dh. That adds dh to the already rounded dx:
@@ -33,27 +32,24 @@ from .._op_checks import add_rms_norm_args
 from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
-from ._jit import jit, n_chunks, run_twin, serial_and_parallel
+from ._jit import n_chunks, run_twin, serial_and_parallel
 from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
 from .rowwise import INSIDE, forward_row
 from .rowwise_api import norm_cache, rms_norm_backward, rms_norm_forward
-from .rowwise_drivers import SOURCE_FILES, _source_digest
-from .rowwise_tuned import bounded, forward_row_tuned
+from .float32 import bounded
+from .rowwise_tuned import forward_row_tuned
 from .tricks import active
 
-_n_chunks = jit(n_chunks)
-
-SOURCES = _source_digest(SOURCE_FILES + ("add_rmsnorm.py",))
 
 
-def _drivers(f32_affine: bool, stream: bool, sources=SOURCES):
+def _drivers(f32_affine: bool, stream: bool):
     def _add_rms_rows(x, residual, w, b, h, y, stats, eps):
         """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,)). ``stream``
         (with f32_affine): each row's h goes to a small buffer first, y and h are written from it
         with non-temporal stores (_stream.py), and each chunk of rows ends with a fence."""
-        rows, d = x.shape[0] + 0 * sources, x.shape[1]     # (sources: in the cache key)
+        rows, d = x.shape
         is_bounded = bounded(w.reshape(1, d), b.reshape(1, d), d) if f32_affine else False
-        chunks = _n_chunks(rows)
+        chunks = n_chunks(rows)
         for c in prange(chunks):
             buf = np.empty(d if stream else 0, x.dtype)
             for r in range(c * rows // chunks, (c + 1) * rows // chunks):

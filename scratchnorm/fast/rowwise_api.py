@@ -28,7 +28,7 @@ from .tricks import active
 _KIND = "rowwise"
 
 
-def _stream_choice(stream, auto: bool) -> bool:
+def stream_choice(stream, auto: bool) -> bool:
     """``stream``: None (the default) streams when ``auto`` (the forward: its arrays fill the usable
     cache, _stream.streams; the backward: never) and the "stream" trick is on (tricks.py); True or
     False forces it on or off (the benchmark and lesson 09 compare the two; the bits are the same)."""
@@ -50,7 +50,7 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
     if x.size:
         auto = streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES)
         on = active()
-        stream = (_stream_choice(stream, auto) and "f32_affine" in on   # streams f32_affine's rows only
+        stream = (stream_choice(stream, auto) and "f32_affine" in on   # streams f32_affine's rows only
                   and w.dtype == b.dtype == xk.dtype)
         drivers = twins(center, "f32_affine" in on, "paired_rows" in on, stream)
         run_twin(drivers[0], x.size, rows, xk, w, b, y2, stats, k, eps, mode)
@@ -78,7 +78,7 @@ def _backward(dy, cache, dx_out, fn, stream=None):
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
         on = active()
-        stream = _stream_choice(stream, False)          # streamed only when asked (_stream.py)
+        stream = stream_choice(stream, False)          # streamed only when asked (_stream.py)
         drivers = twins(cache["center"], "f32_affine" in on, "paired_rows" in on, stream)
         run_twin(drivers[1], xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
                  cache["k"], cache["eps"], cache["mode"], chunks)

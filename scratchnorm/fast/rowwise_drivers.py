@@ -9,61 +9,36 @@ bits do not depend on the thread count.
 drivers per combination, each only when first called (``twins``). Without
 centering the mean is the constant 0 and LLVM drops every "- mean", "- mean(g)"
 and the sum of g from RMSNorm's loops; without a trick, none of its code is
-compiled in (as a branch taken at run time, ``stream`` made the plain forward a
-third slower at 64x512: NOTES.md). With no trick on, the drivers run the readable
+compiled in (NOTES.md has what a run-time branch cost). With no trick on, the drivers run the readable
 ``forward_row`` and ``backward_row`` of rowwise.py.
-
-numba checks a cached kernel against its own source file only, and these drivers
-inline code from four other files. So a digest of all five (``SOURCES``) is one
-more closure constant, which numba's cache key includes: editing any of them
-recompiles the drivers instead of loading stale machine code.
 """
 from __future__ import annotations
 
-import hashlib
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 from numba import prange
 
-from ._jit import jit, n_chunks, serial_and_parallel
+from ._jit import n_chunks, serial_and_parallel
 from ._stream import store_fence, stream_row
 from .rowwise import backward_row, forward_row
 from .stats import sum_of
-from .rowwise_tuned import backward_two_rows, bounded, forward_row_tuned
+from .float32 import bounded
+from .rowwise_tuned import backward_two_rows, forward_row_tuned
 
-_n_chunks = jit(n_chunks)           # _jit.n_chunks, callable in the kernels
 COLUMN_BLOCK = 512                  # columns per task when the partial sums are added
 
 
-SOURCE_FILES = ("rowwise.py", "rowwise_tuned.py", "rowwise_drivers.py", "stats.py", "_stream.py", "_jit.py")
-
-
-def _source_digest(names=SOURCE_FILES) -> int:
-    """A 56-bit digest of the sources the drivers are compiled from (0 where they cannot be read)."""
-    h = hashlib.sha256()
-    try:
-        for name in names:
-            h.update(Path(__file__).with_name(name).read_bytes())
-    except OSError:
-        return 0
-    return int.from_bytes(h.digest()[:7], "little")
-
-
-SOURCES = _source_digest()
-
-
-def _drivers(center, f32_affine, paired_rows, stream, sources=SOURCES):
+def _drivers(center, f32_affine, paired_rows, stream):
     def _forward_rows(x, w, b, y, stats, k, eps, mode):
         """``stream`` (with ``f32_affine`` only): the rows go in the backward's chunks, so that each
         worker fences once a chunk (a fence waits until the streamed lines have reached memory:
         once a row, it cost 1.3x at 4096x1024)."""
         rows = x.shape[0]
-        G = w.shape[0] + 0 * sources                     # (sources: in the cache key, module docstring)
+        G = w.shape[0]
         if stream:
             is_bounded = bounded(w, b, k)
-            chunks = _n_chunks(rows)
+            chunks = n_chunks(rows)
             for c in prange(chunks):
                 for r in range(c * rows // chunks, (c + 1) * rows // chunks):
                     g = r % G
@@ -84,7 +59,7 @@ def _drivers(center, f32_affine, paired_rows, stream, sources=SOURCES):
         deps (rows + 1,): d loss / d eps per kernel row, then their sum. ``stream``: each row of dx
         is computed into ``buf`` first, then written with non-temporal stores."""
         rows = x.shape[0]
-        G = w.shape[0] + 0 * sources
+        G = w.shape[0]
         for c in prange(chunks):
             part[c] = 0.0
             buf = np.empty((2, x.shape[1] if stream else 0), dx.dtype)   # (2, m) or unused

@@ -19,8 +19,8 @@ std); - lo, * rstd, * w and + b round once each. With u = 2^-24, y is within
 about 7u |x_hat * w| + 2u |b| of the exact value, 3.5 float32 epsilons of
 |x_hat * w| + |b| (the tests allow 4). A row runs the readable float64 loop
 instead unless nothing can overflow or lose precision: rstd and lo fit float32
-within one rounding (``_fits``), the deviation sqrt(m ms) is under a quarter of
-float32's largest value, and ``_bounded`` (once per call: every feature feeds the
+within one rounding (``float32.fits``), the deviation sqrt(m ms) is under a quarter of
+float32's largest value, and ``float32.bounded`` (once per call: every feature feeds the
 statistic, and sqrt(m) sum|w| + sum|b| is under a quarter of it). So pRMSNorm
 (k < m) stays float64.
 """
@@ -28,48 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit, jit_inline, jit_sum
+from ._jit import jit_inline
+from .float32 import fits, largest
 from ._stream import LINE_BYTES, affine_line, line_start
 from .rowwise import forward_row, row_coefs, row_stats
-
-
-# -- f32_affine: when the float32 elementwise part is safe ------------------------------------
-@jit_inline
-def _largest(like):
-    """The largest finite number of like's dtype (float32 or float64)."""
-    return 3.4028234663852886e38 if like.itemsize == 4 else 1.7976931348623157e308
-
-
-@jit_inline
-def _fits(v, like):
-    """Does float64 v survive a round trip through like's dtype within one rounding?
-    (Not NaN, not beyond its largest value, not subnormal there.)"""
-    if not abs(v) <= _largest(like):          # NaN, Inf, overflow (checked first: a cast would warn)
-        return False
-    t = np.float64(like.dtype.type(v))
-    return abs(t - v) <= 6.0e-8 * abs(v)      # 2**-24 = 5.96e-8: the relative rounding of float32
-
-
-@jit_sum
-def _sum_abs(v):
-    """sum of |v| over a (G, m) array (an upper bound of max |v| that vectorizes). Indexed row
-    by row: iterating ``v.ravel()`` instead did not vectorize (NOTES.md)."""
-    s = 0.0
-    for g in range(v.shape[0]):
-        row = v[g]
-        for j in range(row.shape[0]):
-            s += abs(np.float64(row[j]))
-    return s
-
-
-@jit
-def bounded(w, b, k):
-    """Can no intermediate of the float32 loop overflow, whatever the row? (module docstring)
-    Once per call, over the (G, m) weight and bias; a NaN gives False."""
-    m = w.shape[1]
-    if k != m:                                # pRMSNorm: x_hat beyond the first k is unbounded
-        return False
-    return np.sqrt(m) * _sum_abs(w) + _sum_abs(b) <= 0.25 * _largest(w)
 
 
 @jit_inline
@@ -104,8 +66,8 @@ def forward_row_tuned(x, w, b, y, stats, center, k, eps, mode, is_bounded, strea
     # |x - mean| <= sqrt(m ms) with centering (k = m): below a quarter of T's largest value,
     # x - hi cannot overflow; bounded covers x_hat * w + b
     m = x.shape[0]
-    small_deviation = not center or m * ms <= 0.0625 * _largest(x) * _largest(x)
-    if is_bounded and _fits(rstd, x) and _fits(lo, x) and small_deviation:
+    small_deviation = not center or m * ms <= 0.0625 * largest(x) * largest(x)
+    if is_bounded and fits(rstd, x) and fits(lo, x) and small_deviation:
         if stream:
             _affine_streamed(x, w, b, y, hi, T(lo), T(rstd))
         else:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit_sum
+from ._jit import jit_inline, jit_sum
 
 MEAN, VAR, RSTD = 0, 1, 2       # the rows of a (3, n) stats array
 
@@ -69,6 +69,33 @@ def sum_sq_dev(x, c):
 
 
 @jit_sum
+def sums_for_rms_backward(dy, x, w):
+    """(sum of g_j x_j, sum of g_j^2), g = dy w: RMSNorm's backward row sums (LayerNorm's without a
+    centre and without the sum of g). The sum of g^2 bounds every |g_j| (float32.py)."""
+    sgx = 0.0
+    sgg = 0.0
+    for j in range(x.shape[0]):
+        g = np.float64(dy[j]) * np.float64(w[j])
+        sgx += g * np.float64(x[j])
+        sgg += g * g
+    return sgx, sgg
+
+
+@jit_sum
+def sums_for_layer_norm_backward(dy, x, w, c):
+    """(sum of g_j, sum of g_j (x_j - c), sum of g_j^2), g = dy w: LayerNorm's backward row sums."""
+    sg = 0.0
+    sgx = 0.0
+    sgg = 0.0
+    for j in range(x.shape[0]):
+        g = np.float64(dy[j]) * np.float64(w[j])
+        sg += g
+        sgx += g * (np.float64(x[j]) - c)
+        sgg += g * g
+    return sg, sgx, sgg
+
+
+@jit_sum
 def sum_gx(dy, x, w):
     """sum of g_j x_j with g = dy w (sum_g without a centre and without the sum of g)."""
     s = 0.0
@@ -87,3 +114,13 @@ def sum_g(dy, x, w, c):
         sg += g
         sgx += g * (np.float64(x[j]) - c)
     return sg, sgx
+
+
+@jit_inline
+def add_chunks(parts, total):
+    """total = the per-chunk partial sums parts (chunks, n) added in chunk order: the same bits for
+    any thread count (the chunks depend on the rows only, _jit.n_chunks)."""
+    total[:] = parts[0]
+    for c in range(1, parts.shape[0]):
+        for j in range(total.shape[0]):
+            total[j] += parts[c, j]

@@ -27,7 +27,7 @@ from layer_helpers import outputs_per_thread_count, run_jitted
 
 import scratchnorm as sn
 from scratchnorm import fast
-from scratchnorm.fast import _jit
+from scratchnorm.fast import _jit, rowwise_api
 
 F64 = np.dtype(np.float64)
 
@@ -52,7 +52,9 @@ IDS = [v[0] for v in VARIANTS]
 
 
 def functions(backend, name):
-    mod = sn if backend == "numpy" else fast
+    """backend: "numpy", "numba" (what the layers run), or "general" (the general row-wise kernel,
+    fast/rowwise_api.py, which LayerNorm and RMSNorm with default options do not run)."""
+    mod = {"numpy": sn, "numba": fast, "general": rowwise_api}[backend]
     return getattr(mod, f"{name}_forward"), getattr(mod, f"{name}_backward")
 
 
@@ -82,50 +84,113 @@ def direct_term(name, dy, w, ref_cache):
     """|rstd * g| per element, g = dy * weight: the size of the terms whose difference is dx.
     dx can be far smaller than they are (m = 1, "outside"), and its round-off is relative to them."""
     g = np.abs(dy.astype(np.float64) * (1.0 if w is None else w))
+    return g * rstd_per_element(name, ref_cache, g.shape)
+
+
+def rstd_per_element(name, ref_cache, shape):
     if name == "group_rms_norm":
         rstd = ref_cache["inner"]["rstd"]                       # (..., G, 1)
-        return (g.reshape(rstd.shape[:-1] + (-1,)) * rstd).reshape(g.shape)
-    return g * ref_cache["rstd"]
+        return np.broadcast_to(rstd, tuple(shape[:-1]) + (rstd.shape[-2], shape[-1] // rstd.shape[-2])).reshape(shape)
+    return np.broadcast_to(ref_cache["rstd"], shape)
 
 
-F32_TERMS = 4 * np.finfo(np.float32).eps
+U32 = 2.0 ** -24                  # float32's unit roundoff: one rounding moves a value by at most U32 of it
+F32_TERMS = 8 * U32               # the general kernel's y from float32 x: 7 roundings of |x_hat w|, 2 of |b|
 
 
-def float32_terms(name, x, dy, w, b, ref_cache):
-    """{"y": the size of its terms} for the float32 allowance of the module docstring when x is
-    float32 (the forward's elementwise part ran in float32); else {}."""
+def plain_kernel_ran(name, kw, b):
+    """Did LayerNorm's or RMSNorm's own kernels run (fast/layernorm.py, fast/rmsnorm.py), whose float32
+    backward computes dx and x_hat in float32? (The variants run the general kernel: float64.)"""
+    return name == "layer_norm" or (name == "rms_norm" and b is None and kw.get("k") is None
+                                     and kw.get("eps_mode", "inside") == "inside")
+
+
+def float32_terms(name, x, dy, w, b, ref_cache, kw=None):
+    """Per element, the error allowed by the rounding count of each result computed in float32 when x is
+    float32 ({} otherwise): y (the forward's elementwise part); with the plain kernels also dx, dweight
+    and RMSNorm's d loss / d eps. The counts are the modules' (fast/layernorm.py, fast/rmsnorm.py): a
+    term that passes through n roundings is off by at most n U32 of its size (to first order)."""
     if x.dtype != np.float32:
         return {}
-    xh = np.abs(np.asarray(ref_cache["x_hat"], np.float64)).reshape(x.shape)
-    return {"y": xh * (1.0 if w is None else np.abs(w)) + (0.0 if b is None else np.abs(b))}
+    shape = x.shape
+    xh = np.asarray(ref_cache["x_hat"] if name != "group_rms_norm" else ref_cache["inner"]["x_hat"],
+                    np.float64).reshape(shape)
+    terms = {"y": F32_TERMS * (np.abs(xh) * (1.0 if w is None else np.abs(w)) + (0.0 if b is None else np.abs(b)))}
+    if kw is None or not plain_kernel_ran(name, kw, b):
+        return terms
+    d64 = dy.astype(np.float64)
+    g = d64 * (1.0 if w is None else w)
+    rstd = rstd_per_element(name, ref_cache, shape)
+    mean_gx = (g * xh).mean(axis=-1, keepdims=True)
+    # the weight rounded to float32 moves each g_j by U32 |g_j|, so mean(g) by U32 mean|g| and
+    # mean(g x_hat) by U32 mean|g x_hat|, whatever they cancel to
+    rounded_w = np.abs(xh) * np.abs(g * xh).mean(axis=-1, keepdims=True)
+    if name == "layer_norm":       # g: 6 roundings, mean(g): 5, x_hat * mean(g x_hat): 9
+        mean_g = g.mean(axis=-1, keepdims=True)
+        rounded_w = rounded_w + np.abs(g).mean(axis=-1, keepdims=True)
+        terms["x"] = U32 * rstd * (6 * np.abs(g) + 5 * np.abs(mean_g) + 9 * np.abs(xh * mean_gx) + rounded_w)
+    else:                          # g: 5 roundings, x_hat * mean(g x_hat): 6
+        terms["x"] = U32 * rstd * (5 * np.abs(g) + 6 * np.abs(xh * mean_gx) + rounded_w)
+    lead = tuple(range(x.ndim - 1))
+    if w is not None:              # x_hat in float32: 4 roundings (LayerNorm), 2 (RMSNorm)
+        terms["weight"] = U32 * (4 if name == "layer_norm" else 2) * np.abs(d64 * xh).sum(axis=lead)
+    if name == "rms_norm":         # d loss / d eps = sum of sum(g x_hat) (-rstd^2 / 2): g from the weight
+        terms["eps"] = U32 * np.sum(rstd[..., :1] ** 2 * np.abs(g * xh).sum(axis=-1, keepdims=True))  # rounded
+    return terms
 
 
-def assert_matches(got, want, label="", x_scale=None, terms=None):
+def gradient_scales(name, x, dy, ref_cache):
+    """Per element of dweight and dbias, the size of the terms summed into it: sum over rows of
+    |dy * x_hat| and of |dy|. The gradient itself can be far smaller (terms that cancel)."""
+    xh = np.asarray(ref_cache["x_hat"] if name != "group_rms_norm" else ref_cache["inner"]["x_hat"],
+                    np.float64).reshape(x.shape)
+    d64, lead = np.abs(dy.astype(np.float64)), tuple(range(x.ndim - 1))
+    return {"weight": (d64 * np.abs(xh)).sum(axis=lead), "bias": d64.sum(axis=lead)}
+
+
+def row_scale(a):
+    """max |a| over the last axis, kept as (..., 1): the scale of one row's results."""
+    return np.max(np.abs(a), axis=-1, keepdims=True, initial=0.0)
+
+
+def assert_matches(got, want, label="", x_scale=None, terms=None, scales=None):
     """got (numba) against want (NumPy): same keys, dtypes and shapes; values as the module docstring
-    says (``terms``: float32_terms)."""
+    says, each row of y and dx against its own scale (``x_scale``: per-element sizes of dx's terms,
+    direct_term), each element of a parameter's gradient against the size of the terms summed into it
+    (``scales``: gradient_scales; without them, against the gradient's largest element), plus, per
+    element, the float32 allowance ``terms`` (float32_terms)."""
     assert got.keys() == want.keys(), label
+    terms = terms or {}
     for key in want:
         g, r = np.asarray(got[key]), np.asarray(want[key])
         assert g.dtype == r.dtype and g.shape == r.shape, f"{label} {key}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
-        scale = np.max(np.abs(r64), initial=0.0)
-        if key == "x" and x_scale is not None:
-            scale = max(scale, np.max(x_scale, initial=0.0))
+        if key in ("y", "x", "h", "residual") and r.ndim >= 1:          # (..., d): per row
+            scale = row_scale(r64)
+            if key == "x" and x_scale is not None:
+                scale = np.maximum(scale, row_scale(x_scale))
+        elif scales and key in scales:                                   # per element: its terms' size
+            scale = scales[key]
+        else:                                                            # a parameter, a scalar: as a whole
+            scale = np.max(np.abs(r64), initial=0.0)
         tol = 1e-12 * scale
         if r.dtype != F64:
             tol = tol + np.spacing(np.abs(r)).astype(np.float64)     # one ulp of the output dtype
-        if terms and key in terms:                                   # computed in float32
-            tol = tol + F32_TERMS * np.maximum(np.max(terms[key], initial=0.0) if key == "x" else terms[key],
-                                               scale if key == "x" else 0.0)
+        if key in terms:                                             # computed in float32
+            tol = tol + terms[key]
         err = np.abs(g64 - r64)
-        assert np.all(err <= tol), f"{label} {key}: max error {err.max():.3g}, scale {scale:.3g}"
+        bad = ~(err <= tol)
+        assert not bad.any(), (f"{label} {key}: {bad.sum()} of {bad.size} beyond their tolerance; worst excess "
+                               f"{np.max(np.where(bad, err - tol, 0)):.3g}")
 
 
-def compare(name, x, dy, w, b, kw, label="", **buffers):
-    """Both backends on the same input; asserts they match; returns the numba results."""
-    got, _ = run("numba", name, x, dy, w, b, kw, **buffers)
+def compare(name, x, dy, w, b, kw, label="", backend="numba", **buffers):
+    """``backend`` ("numba" or "general") and the reference on the same input; asserts they match;
+    returns the kernels' results."""
+    got, _ = run(backend, name, x, dy, w, b, kw, **buffers)
     want, cache = run("numpy", name, x, dy, w, b, kw)
-    assert_matches(got, want, label, direct_term(name, dy, w, cache), float32_terms(name, x, dy, w, b, cache))
+    terms = float32_terms(name, x, dy, w, b, cache, kw if backend == "numba" else None)
+    assert_matches(got, want, label, direct_term(name, dy, w, cache), terms, gradient_scales(name, x, dy, cache))
     return got
 
 
@@ -247,7 +312,7 @@ def test_out_may_be_x_itself():
     got, _ = run("numba", "rms_norm", x_inplace, dy, w, b, {}, out=x_inplace, dx_out=dy.copy())
     assert got["y"] is x_inplace
     assert_matches(got, want, x_scale=direct_term("rms_norm", dy, w, cache),
-                   terms=float32_terms("rms_norm", x, dy, w, b, cache))
+                   terms=float32_terms("rms_norm", x, dy, w, b, cache, {}))
 
 
 def test_backward_does_not_see_later_writes_to_y():

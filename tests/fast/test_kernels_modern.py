@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 from layer_helpers import outputs_per_thread_count
-from test_kernels import assert_matches, make_inputs
+from test_kernels import F32_TERMS, assert_matches, make_inputs
 
 import scratchnorm as sn
 from scratchnorm import fast
@@ -43,7 +43,7 @@ def compare_fused(x, r, dy, dh, w, label=""):
     terms = {}
     _, c = sn.rms_norm_forward(x + r, w)
     if x.dtype == np.float32:                                            # y: float32 elementwise part
-        terms["y"] = np.abs(c["x_hat"]) * (1.0 if w is None else np.abs(w))
+        terms["y"] = F32_TERMS * np.abs(c["x_hat"]) * (1.0 if w is None else np.abs(w))
     if x.dtype != np.float64:       # dx: RMSNorm's dx rounded, then + dh rounded: one ulp of each term more
         size = np.abs(sn.rms_norm_backward(dy, dict(c, dtype=np.float64))["x"]) + np.abs(dh.astype(np.float64))
         for key in ("x", "residual"):

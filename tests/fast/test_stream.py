@@ -19,11 +19,14 @@ from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
 from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers, rowwise_tuned
+from scratchnorm.fast import layernorm as fast_layernorm
+from scratchnorm.fast import rmsnorm as fast_rmsnorm
 
 
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
     """The forward and the backward with streaming forced on or off (as stream=True / False do)."""
-    monkeypatch.setattr(rowwise_api, "_stream_choice", lambda choice, auto: stream)
+    for module in (rowwise_api, fast_layernorm, fast_rmsnorm):       # the general kernel, LayerNorm's, RMSNorm's
+        monkeypatch.setattr(module, "stream_choice", lambda choice, auto: stream)
     return digest(run("numba", name, x, dy, w, b, kw, **buffers)[0])
 
 

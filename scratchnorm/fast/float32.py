@@ -1,0 +1,72 @@
+r"""When a row's elementwise part may run in float32: the guards, and the bound they give.
+
+The statistics are float64 (stats.py). For float32 x, the kernels compute the
+elementwise part (y from x_hat, and the backward's dx) in float32, from the
+float64 row scalars rounded to float32: twice the SIMD lanes of float64 and no
+conversions. A row does so only if nothing in its float32 arithmetic can
+overflow or lose precision:
+
+* ``fits(v, like)``: a float64 scalar (rstd, the low part of the mean, a
+  backward coefficient) survives the trip to float32 within one rounding: not
+  NaN, not beyond float32's largest value, not subnormal there;
+* ``bounded(w, b)``, once per call: sqrt(d) * sum|w| + sum|b| is under a
+  quarter of float32's largest value, so that x_hat * w + b (|x_hat| <= sqrt(d))
+  cannot overflow whatever the row;
+* for LayerNorm, the deviation sqrt(d * var) is under a quarter of it too, so
+  that x - mean cannot overflow.
+
+A row that fails a guard runs the same loop with float64 scalars (numba then
+computes it in float64). The bounds each kernel gets from this are stated in
+its module docstring (layernorm.py, rmsnorm.py) and tested against the
+float64 reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit, jit_inline, jit_sum
+
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+@jit_inline
+def largest(like):
+    """The largest finite number of like's dtype (float32 or float64)."""
+    return FLOAT32_MAX if like.itemsize == 4 else 1.7976931348623157e308
+
+
+@jit_inline
+def fits(v, like):
+    """Does float64 v survive a round trip through like's dtype within one rounding?"""
+    if not abs(v) <= largest(like):           # NaN, Inf, overflow (checked first: a cast would warn)
+        return False
+    t = np.float64(like.dtype.type(v))
+    return abs(t - v) <= 6.0e-8 * abs(v)      # 2**-24 = 5.96e-8: the relative rounding of float32
+
+
+@jit_sum
+def sum_abs(v):
+    """sum of |v| over a (G, m) array (an upper bound of max |v| that vectorizes). Indexed row by row
+    (NOTES.md: iterating ``v.ravel()`` did not vectorize)."""
+    s = 0.0
+    for g in range(v.shape[0]):
+        row = v[g]
+        for j in range(row.shape[0]):
+            s += abs(np.float64(row[j]))
+    return s
+
+
+@jit
+def bounded(w, b, k):
+    """Can no intermediate of the float32 loop overflow, whatever the row? Over the (G, m) weight and
+    bias; False for pRMSNorm (k < m: x_hat beyond the first k features is unbounded) and for NaN."""
+    m = w.shape[1]
+    if k != m:
+        return False
+    return np.sqrt(m) * sum_abs(w) + sum_abs(b) <= 0.25 * largest(w)
+
+
+@jit_inline
+def quarter_of_largest(v, like):
+    """v <= a quarter of like's largest value (False for NaN): the margin every guard above keeps."""
+    return v <= 0.25 * largest(like)

@@ -1,0 +1,143 @@
+r"""LayerNorm's numba kernels: what ``scratchnorm.LayerNorm(d)`` runs by default.
+
+For each row x of d features (layernorm.py derives the backward; the names are its):
+
+    forward    mean  = x_0 + sum(x - x_0) / d                 exact for a constant row
+               var   = sum((x - mean)^2) / d                  two passes, never E[x^2] - E[x]^2
+               rstd  = 1 / sqrt(var + eps)
+               y     = (x - mean) * rstd * weight + bias
+    backward   g     = dy * weight,   x_hat = (x - mean) * rstd
+               dx    = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
+               dweight = sum over rows of dy * x_hat,   dbias = sum over rows of dy
+
+The mean(g) term is the gradient through the mean; sum(x_hat) = 0 is why the
+two paths through the statistics fold into one line (layernorm.py). The sums
+are float64 (stats.py); dweight and dbias are summed per fixed chunk of rows
+and the chunks added in order, so the bits do not depend on the thread count.
+
+Precision. For float32 x, the elementwise loops run in float32 from the
+float64 row scalars rounded once (float32.py says when a row may; a row that
+may not runs in float64). The mean is split as mean = hi + lo, both float32, and
+x - mean computed as (x - hi) - lo: x - hi is exact when x is near hi (Sterbenz),
+so a large mean costs no precision. Then y is within about 7 roundings of
+x_hat * weight plus 2 of bias: |y - y_exact| <= 3.5 eps32 (|x_hat * weight| + |bias|),
+and dx within about 7 roundings of its terms: |dx - dx_exact| <= 3.5 eps32 rstd
+(|g| + |mean(g)| + |x_hat * mean(g * x_hat)|) (eps32 = 2^-23). float64 and float16 input
+run in float64. The tests check both bounds row by row against the float64 reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._op_checks import layer_norm_args
+from .rowwise_api import layer_norm_backward as general_backward
+from .rowwise_api import layer_norm_forward as general_forward
+from .rowwise_api import stream_choice
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
+from ._jit import jit_inline, n_chunks, rows_kernel
+from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
+from .float32 import bounded, fits, quarter_of_largest
+from .stats import MEAN, RSTD, add_chunks, sum_dev, sum_sq_dev, sums_for_layer_norm_backward
+
+
+@rows_kernel
+def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
+    """x, y: (N, d); weight, bias: (d,); mean, rstd: (N,) float64, kept for the backward. ``stream``: each
+    row of y goes through a scratch row and out with non-temporal stores (_stream.py)."""
+    N, d = x.shape
+    in_x_dtype = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat * w + b cannot overflow
+    chunks = n_chunks(N)
+    for c in prange(chunks):                       # fixed chunks of rows
+        scratch = np.empty(d if stream else 0, y.dtype)
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            y_i = scratch if stream else y[i]
+            shift = np.float64(x[i, 0])
+            mean[i] = shift + sum_dev(x[i], shift) / d
+            var = sum_sq_dev(x[i], mean[i]) / d
+            rstd[i] = 1.0 / np.sqrt(var + eps)
+            T = x.dtype.type
+            hi = T(mean[i])                        # mean = hi + lo
+            lo = mean[i] - np.float64(hi)
+            if in_x_dtype and fits(rstd[i], x) and fits(lo, x) and quarter_of_largest(np.sqrt(d * var), x):
+                affine_row(x[i], hi, T(lo), T(rstd[i]), weight, bias, y_i)      # in x's dtype (float32.py)
+            else:
+                affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y_i)
+            if stream:
+                stream_row(y[i], scratch)
+        if stream:
+            store_fence()                          # this chunk's streamed rows are visible
+
+
+@jit_inline
+def affine_row(x, hi, lo, rstd, weight, bias, y):
+    for j in range(x.shape[0]):
+        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
+
+
+@rows_kernel
+def layer_norm_backward_kernel(dy, x, weight, mean, rstd, dx, dwb, dwb_parts):
+    """dy, x, dx: (N, d); weight: (d,); mean, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
+    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows."""
+    N, d = x.shape
+    chunks = dwb_parts.shape[0]
+    for c in prange(chunks):                       # fixed chunks, whatever the thread count
+        dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
+        dwb_c[:] = 0.0
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            sg, sgx, sgg = sums_for_layer_norm_backward(dy[i], x[i], weight, mean[i])
+            mean_g = sg / d
+            mean_gx = sgx * rstd[i] / d            # mean(g * x_hat)
+            T = x.dtype.type
+            hi = T(mean[i])
+            lo = mean[i] - np.float64(hi)
+            if (fits(rstd[i], x) and fits(lo, x) and fits(mean_g, x) and fits(mean_gx, x)
+                    and quarter_of_largest(np.sqrt(sgg), x)):
+                dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c)
+            else:
+                dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c)
+    add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))
+
+
+@jit_inline
+def dx_row(dy, x, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb):
+    for j in range(x.shape[0]):
+        x_hat = ((x[j] - hi) - lo) * rstd
+        dx[j] = rstd * (dy[j] * weight[j] - mean_g - x_hat * mean_gx)
+        dwb[0, j] += np.float64(dy[j]) * np.float64(x_hat)
+        dwb[1, j] += np.float64(dy[j])
+
+
+def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
+    """LayerNorm over the last axis, numba kernels. Same arguments and result as
+    ``scratchnorm.layer_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
+    arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
+    x, eps = layer_norm_args(x, weight, bias, eps)
+    d = x.shape[-1]
+    if x.size == 0:
+        return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
+    xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
+    stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN and RSTD are used
+    stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    layer_norm_forward_kernel(xk, affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype),
+                              eps, y, stats[MEAN], stats[RSTD], stream)
+    cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
+             "dtype": x.dtype, "shape": x.shape}
+    return finish_rows(y, y_new, x.shape, x.dtype, out), cache
+
+
+def layer_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
+    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the general kernel's forward
+        return general_backward(dy, cache, dx_out=dx_out)
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "layernorm", "layer_norm_forward")
+    N, d = xk.shape
+    stats = cache["stats"]
+    dwb = np.empty((2, d))
+    layer_norm_backward_kernel(dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[RSTD],
+                               dx, dwb, np.empty((n_chunks(N), 2, d)))
+    grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
+    for i, name in enumerate(("weight", "bias")):
+        if cache[name] is not None:
+            grads[name] = dwb[i].astype(cache[name].dtype)
+    return grads

@@ -1,0 +1,135 @@
+r"""RMSNorm's numba kernels: what ``scratchnorm.RMSNorm(d)`` runs by default.
+
+For each row x of d features (rmsnorm.py derives the backward; the names are its):
+
+    forward    rstd  = 1 / sqrt(sum(x^2) / d + eps)            float64 sum (stats.sum_sq)
+               y     = x * rstd * weight
+    backward   g     = dy * weight,   x_hat = x * rstd
+               mean_gx = mean(g * x_hat) = rstd * sum(g * x) / d   float64 sum (stats.py)
+               dx    = rstd * (g - x_hat * mean_gx)
+               dweight = sum over rows of dy * x_hat             float64, per fixed chunk of rows
+
+No mean is subtracted, so LayerNorm's mean(g) term is absent. ``mean_gx`` is a
+mean of g * x_hat, not of g * x * rstd^3: x_hat stays of order one however large or
+small rstd is, so nothing overflows (rmsnorm.py). The backward also returns
+d loss / d eps = sum over rows of sum(g * x_hat) * d log(rstd) / d eps, as the
+reference does.
+
+Precision. Sums are float64. For float32 x, the elementwise loops run in
+float32 from the float64 row scalars rounded once (float32.py says when a row
+may; a row that may not runs in float64). Then y is within 3 roundings of the
+exact x * rstd * weight: |y - y_exact| <= 1.5 eps32 |y_exact|. dx is within about
+5 roundings of the terms it is the difference of: |dx - dx_exact| <= 2.5 eps32 *
+rstd * (|g| + |x_hat * mean_gx|) (eps32 = 2^-23). float64 and float16 input run in
+float64 (float16 is widened on entry and rounded once at the end). The tests
+check both bounds row by row against the float64 reference.
+
+The other RMSNorms (eps outside or clamped, pRMSNorm's k, a bias, a learnable
+eps, GroupRMSNorm) have knobs these kernels do not: ``rms_norm_forward`` hands
+them to the general row-wise kernel (rowwise.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._op_checks import rms_norm_args
+from .rowwise_api import rms_norm_backward as general_backward
+from .rowwise_api import rms_norm_forward as general_forward
+from .rowwise_api import stream_choice
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
+from ._jit import jit_inline, n_chunks, rows_kernel
+from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
+from .float32 import fits, quarter_of_largest
+from .stats import RSTD, add_chunks, sum_of, sum_sq, sums_for_rms_backward
+
+
+@rows_kernel
+def rms_norm_forward_kernel(x, weight, eps, y, rstd, stream):
+    """x, y: (N, d); weight: (d,); rstd: (N,) float64, kept for the backward. ``stream``: each row of y
+    goes through a scratch row and out with non-temporal stores (_stream.py)."""
+    N, d = x.shape
+    chunks = n_chunks(N)
+    for c in prange(chunks):                       # fixed chunks of rows
+        scratch = np.empty(d if stream else 0, y.dtype)
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            y_i = scratch if stream else y[i]
+            rstd[i] = 1.0 / np.sqrt(sum_sq(x[i]) / d + eps)
+            if fits(rstd[i], x):                   # the row in x's dtype (float32.py)
+                scale_row(x[i], x.dtype.type(rstd[i]), weight, y_i)
+            else:
+                scale_row(x[i], rstd[i], weight, y_i)
+            if stream:
+                stream_row(y[i], scratch)
+        if stream:
+            store_fence()                          # this chunk's streamed rows are visible
+
+
+@jit_inline
+def scale_row(x, rstd, weight, y):
+    for j in range(x.shape[0]):
+        y[j] = x[j] * rstd * weight[j]
+
+
+@rows_kernel
+def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, deps_rows):
+    """dy, x, dx: (N, d); weight: (d,); rstd: (N,); dweight: (d,) float64; dweight_parts: (chunks, d)
+    float64, the sum of dy * x_hat over each chunk of rows; deps_rows: (N,). Returns d loss / d eps."""
+    N, d = x.shape
+    chunks = dweight_parts.shape[0]
+    for c in prange(chunks):                       # fixed chunks, whatever the thread count
+        dweight_c = dweight_parts[c]               # this chunk's share of dweight
+        dweight_c[:] = 0.0
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            sgx, sgg = sums_for_rms_backward(dy[i], x[i], weight)
+            mean_gx = rstd[i] * sgx / d            # mean(g * x_hat)
+            deps_rows[i] = -0.5 * d * mean_gx * rstd[i] * rstd[i]   # sum(g x_hat) * d log(rstd)/d eps
+            if fits(rstd[i], x) and fits(mean_gx, x) and quarter_of_largest(np.sqrt(sgg), x):   # float32.py
+                T = x.dtype.type
+                dx_row(dy[i], x[i], weight, T(rstd[i]), T(mean_gx), dx[i], dweight_c)
+            else:
+                dx_row(dy[i], x[i], weight, rstd[i], mean_gx, dx[i], dweight_c)
+    add_chunks(dweight_parts, dweight)
+    return sum_of(deps_rows)
+
+
+@jit_inline
+def dx_row(dy, x, weight, rstd, mean_gx, dx, dweight):
+    for j in range(x.shape[0]):
+        x_hat = x[j] * rstd
+        dx[j] = rstd * (dy[j] * weight[j] - x_hat * mean_gx)
+        dweight[j] += np.float64(dy[j]) * np.float64(x_hat)
+
+
+def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
+    """RMSNorm over the last axis, numba kernels. Same arguments and result as
+    ``scratchnorm.rms_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
+    arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
+    x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
+    d = x.shape[-1]
+    if eps_mode != "inside" or k != d or bias is not None or x.size == 0:
+        return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
+    xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
+    stats = np.empty((3, xk.shape[0]))                               # (3, N): only RSTD is used
+    stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    rms_norm_forward_kernel(xk, affine_vector(weight, d, 1.0, xk.dtype), eps, y, stats[RSTD], stream)
+    cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
+             "dtype": x.dtype, "shape": x.shape}
+    return finish_rows(y, y_new, x.shape, x.dtype, out), cache
+
+
+def rms_norm_backward(dy, cache, *, dx_out=None):
+    """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
+    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # a variant's forward
+        return general_backward(dy, cache, dx_out=dx_out)
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "rmsnorm", "rms_norm_forward")
+    N, d = xk.shape
+    weight = cache["weight"]
+    dweight = np.empty(d)
+    deps = rms_norm_backward_kernel(dyk, xk, affine_vector(weight, d, 1.0, xk.dtype), cache["stats"][RSTD], dx,
+                                    dweight, np.empty((n_chunks(N), d)), np.empty(N))
+    grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
+    if weight is not None:
+        grads["weight"] = dweight.astype(weight.dtype)
+    grads["eps"] = deps
+    return grads
