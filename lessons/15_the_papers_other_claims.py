@@ -66,7 +66,7 @@ def layer(seed, n, d_in=48, d=64):
     return h, W0, r, t, rng.standard_normal((n, 1))
 
 
-def gradient_noise(forward, backward, a, h, r, t, batch=32):
+def noise_to_signal(forward, backward, a, h, r, t, batch=32):
     """Lesson 04's noise-to-signal of dL/dW (a = hW + shift noise) over the minibatches of ``batch`` rows."""
     G = []
     for s in range(0, len(h) - batch + 1, batch):
@@ -97,7 +97,7 @@ for case, (c, noise) in CASES.items():
         mean_over_std = a.mean(axis=1) / a.std(axis=1)                 # per example
         a_ratio[case].append((np.mean(mean_over_std), np.std(mean_over_std)))
         measured = {name: (float(np.mean(forward(a, eps=1e-5)[0].var(axis=0))),   # the hidden states' variance
-                           gradient_noise(forward, backward, a, h, r, t))          # the gradients' noise
+                           noise_to_signal(forward, backward, a, h, r, t))         # the gradients' noise
                     for name, (forward, backward) in NORMS.items()}
         for k, what in enumerate(measures):
             hypothesis[what, case].append(measured["LayerNorm"][k] / measured["RMSNorm"][k])

@@ -31,7 +31,7 @@ PLUMBING = {
 ON_THE_PAGE = {
     "04_backward_by_hand": ({"layer", "noise_to_signal", "mean_over_std"}, {40, 4}),
     "07_batch_statistics": ({"sample", "normalize_over", "channel_affine_residual"}, {7}),
-    "15_the_papers_other_claims": ({"layer", "gradient_noise", "eq8_change", "train_norm"}, {15, 1}),
+    "15_the_papers_other_claims": ({"layer", "noise_to_signal", "eq8_change", "train_norm"}, {15, 1}),
 }
 
 
