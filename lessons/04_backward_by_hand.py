@@ -9,17 +9,14 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
-
 import scratchnorm as sn
+from lessons._backward_plots import plot_grad_noise, plot_gradcheck, plot_jacobians
 from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, start
 from lessons._differences import vjp_by_differences
-from lessons._gradnoise import gradient_noise, plot_grad_noise
 from lessons._grading import below
 from lessons._stats import mean_interval
-from lessons._style import color
 from lessons._training import report
 from scratchnorm.gradcheck.cases import all_cases
 
@@ -150,43 +147,20 @@ staged_vs_closed(lesson, rng, d)
 # %% [markdown]
 # ## The Jacobians
 #
-# `jacobians` builds both Jacobians at one input with $\epsilon = 0$. The figure: $J - \mathrm{rstd}\,I$ for
-# $d = 12$ (what each Jacobian removes: $\hat{x}\hat{x}^\top/d$, and for LayerNorm also
-# $\mathbf{1}\mathbf{1}^\top/d$) and the singular values: one (RMSNorm) or two (LayerNorm) are zero to
-# round-off.
+# The cell builds both Jacobians at one input of $d = 12$ features with $\epsilon = 0$, and what each sends the
+# directions it should remove to. The figure (`lessons/_backward_plots.py`): $J - \mathrm{rstd}\,I$ (what each
+# Jacobian removes: $\hat{x}\hat{x}^\top/d$, and for LayerNorm also $\mathbf{1}\mathbf{1}^\top/d$) and the
+# singular values: one (RMSNorm) or two (LayerNorm) are zero to round-off.
 
 # %%
-def jacobians(lesson, rng):
-    d = 12
-    a = np.sort(rng.standard_normal(d)) + 0.8       # sorted: x_hat x_hat^T shows as a smooth pattern
-    J_rms, J_ln = sn.rms_norm_jacobian(a), sn.layer_norm_jacobian(a)
-    s_rms, s_ln = np.linalg.svd(J_rms, compute_uv=False), np.linalg.svd(J_ln, compute_uv=False)
-    x_hat = (a - a.mean()) / a.std()
-    null_rms = np.linalg.norm(J_rms @ a) / np.linalg.norm(a)
-    null_ln = max(np.linalg.norm(J_ln @ np.ones(d)), np.linalg.norm(J_ln @ x_hat)) / np.sqrt(d)
-    check(np.allclose(J_rms, J_rms.T) and np.allclose(J_ln, J_ln.T), "both Jacobians are symmetric")
-    check(s_rms[-2] > 1e-3 * s_rms[0] and s_ln[-3] > 1e-3 * s_ln[0], "no other direction is removed")
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.3), constrained_layout=True)
-    off = {"RMSNorm": J_rms - np.eye(d) / np.sqrt(np.mean(a**2)), "LayerNorm": J_ln - np.eye(d) / a.std()}
-    formula = {"RMSNorm": "−rstd·x̂x̂ᵀ/d", "LayerNorm": "−rstd·(11ᵀ + x̂x̂ᵀ)/d"}
-    for ax, (name, M) in zip(axes, off.items()):
-        lim = np.abs(M).max()
-        im = ax.imshow(M, cmap="RdBu_r", vmin=-lim, vmax=lim)
-        ax.set(title=f"{name}: J − rstd·I = {formula[name]}", xlabel="input index j (x sorted)",
-               ylabel="output index i")
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    k = np.arange(1, d + 1)
-    axes[2].semilogy(k, s_rms, "o-", color=color("RMSNorm"), label="RMSNorm: 1 zero (direction x)")
-    axes[2].semilogy(k, np.maximum(s_ln, 1e-18), "s-", color=color("LayerNorm"), label="LayerNorm: 2 zeros (1 and x̂)")
-    axes[2].set(title="singular values", xlabel="index", ylabel="singular value (log)", ylim=(1e-18, 10))
-    axes[2].legend(loc="center left")
-    fig.suptitle(f"Jacobians at one input (d = {d}, mean(x) = {a.mean():.2f}, eps = 0)")
-    lesson.save(fig, "jacobians")
-    return s_rms, s_ln, null_rms, null_ln
-
-
-s_rms, s_ln, null_rms, null_ln = jacobians(lesson, rng)
+a = np.sort(rng.standard_normal(12)) + 0.8          # (12,); sorted: x_hat x_hat^T shows as a smooth pattern
+J_rms, J_ln = sn.rms_norm_jacobian(a), sn.layer_norm_jacobian(a)      # (12, 12) each, eps = 0
+s_rms, s_ln = np.linalg.svd(J_rms, compute_uv=False), np.linalg.svd(J_ln, compute_uv=False)
+null_rms = np.linalg.norm(J_rms @ a) / np.linalg.norm(a)                                   # |R x| / |x|
+null_ln = max(np.linalg.norm(J_ln @ np.ones(12)), np.linalg.norm(J_ln @ ((a - a.mean()) / a.std()))) / np.sqrt(12)
+check(np.allclose(J_rms, J_rms.T) and np.allclose(J_ln, J_ln.T), "both Jacobians are symmetric")
+check(s_rms[-2] > 1e-3 * s_rms[0] and s_ln[-3] > 1e-3 * s_ln[0], "no other direction is removed")
+plot_jacobians(lesson, a, J_rms, J_ln, s_rms, s_ln)
 
 # %% [markdown]
 # The ranks are graded with those singular values, and the directions removed with the library's backward on
@@ -243,39 +217,98 @@ check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx 
 check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
 
 # %% [markdown]
-# What the claim can mean is the noise an optimizer sees: the variance of the weight gradient
-# $\partial L/\partial W$ across minibatches, for a layer $a = hW$ normalized by LayerNorm or RMSNorm
-# (`lessons/_gradnoise.py` has the model). The hidden states $h$ are ReLU features, positive, but that mean does
-# not reach the vector the norm sees: with zero-mean random weights each unit of $a$ gets its own offset, and
-# $a$'s row mean is small against its row spread. So the lesson gives $a$ a real row mean the way the paper's
-# "shift of the weight matrix" does: every weight is raised by a common amount $c$ (in units of the weights'
-# std), which adds $c \sum_i h_i / \sqrt{d_{in}}$ to every unit of a row. The row mean over the row std of $a$
-# itself is measured and printed with each claim. The lesson measures the noise-to-signal ratio on the same
-# minibatches, weights and targets for both norms, over many seeds, and grades the paired ratio
-# RMSNorm/LayerNorm (its geometric mean and 95% interval): "holds" needs the whole interval at or below 0.9
-# (10% less noise), "approximately" at or below 1; an interval that straddles a bound is inconclusive, and one
-# wholly above 1 would say RMSNorm is the noisier. It is graded twice: with zero-mean weights (a row mean near
-# 0, where the two norms nearly coincide) and with the largest common weight (a row mean several times the
-# spread). The figure: the noise-to-signal ratio of each norm against $a$'s row mean/std (the geometric mean
-# over seeds, its 95% interval shaded), and the paired ratio (below 1: RMSNorm less noisy). LayerNorm's line is
-# flat by construction: it removes the common shift, output and gradient alike. The seeds differ more from each
-# other than the norms do within a seed, which is why the comparison is paired: the right panel is the evidence.
+# What the claim can mean is the noise an optimizer sees: how much the weight gradient $\partial L/\partial W$
+# changes from minibatch to minibatch, for one layer normalized by LayerNorm or RMSNorm. The model, in the next
+# cell: hidden states $h = \mathrm{ReLU}(uA)$, the features of a ReLU layer ($n$ examples of $d_{in} = 48$,
+# positive), then
+#
+# $$a = hW \;(B, d), \qquad y = \mathrm{Norm}(a) \;(B, d), \qquad
+#   L = \frac{1}{B}\sum_b \tfrac{1}{2}\,(y_b \cdot r - t_b)^2 ,$$
+#
+# with $d = 64$, no affine, a fixed readout $r$ and targets $t$ from a fixed teacher ($\tanh$ of a random
+# projection of $u$). At fixed parameters each minibatch $b$ of $B = 32$ consecutive rows gives a gradient
+# $G_b = \partial L/\partial W = h_b^\top\, \partial L/\partial a$, and its noise is measured as
+#
+# $$\mathrm{NSR} = \frac{\overline{\lVert G_b - G\rVert^2}}{\lVert G\rVert^2}, \qquad G = \overline{G_b}
+#   \quad\text{(means over the minibatches)},$$
+#
+# the quantity that decides how much an SGD step wanders. Both norms see the same minibatches, $W$, $r$ and
+# $t$: the comparison is paired.
 
 # %%
-# What "more stable" can mean: the noise of dL/dW across minibatches, paired (same data, same weights).
-seeds, shifts = range(lesson.pick(3, 24)), (0.0, 0.1, 0.25, 0.5, 1.0)
-nsr = [gradient_noise(seed, n=lesson.pick(1024, 4096), shifts=shifts) for seed in seeds]
-a_ratio = np.mean([r["a mean/std"] for r in nsr], axis=0)            # the normalized vector's row mean/std
+NORMS = {"LayerNorm": (sn.layer_norm_forward, sn.layer_norm_backward),
+         "RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward)}
+
+
+def layer(seed, n, d_in=48, d=64):
+    """One seed's data and zero-mean weights: h (n, d_in), W0 (d_in, d), readout r (d,), targets t (n,)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((n, d_in))
+    h = np.maximum(u @ rng.standard_normal((d_in, d_in)) / np.sqrt(d_in), 0.0)   # ReLU features, mean > 0
+    W0 = rng.standard_normal((d_in, d)) / np.sqrt(d_in)                           # entries N(0, 1/d_in)
+    r = rng.standard_normal(d) / np.sqrt(d)
+    t = np.tanh(u @ rng.standard_normal(d_in) / np.sqrt(d_in))                    # a teacher's targets
+    return h, W0, r, t
+
+
+def noise_to_signal(forward, backward, h, W, r, t, batch=32):
+    """NSR of dL/dW over the consecutive minibatches of ``batch`` rows of h."""
+    G = []
+    for s in range(0, len(h) - batch + 1, batch):
+        hb, tb = h[s:s + batch], t[s:s + batch]                  # (B, d_in), (B,)
+        y, cache = forward(hb @ W, eps=1e-5)                     # y = Norm(a), a = h W: (B, d)
+        dy = np.outer(y @ r - tb, r) / batch                     # dL/dy, (B, d)
+        G.append(hb.T @ backward(dy, cache)["x"])                # dL/dW = h^T dL/da, (d_in, d)
+    G = np.array(G)                                              # (minibatches, d_in, d)
+    return float(np.mean(np.sum((G - G.mean(axis=0)) ** 2, axis=(1, 2))) / np.sum(G.mean(axis=0) ** 2))
+
+
+def mean_over_std(a):
+    """The row mean over the row std of a (n, d), averaged over the rows."""
+    return float(np.mean(a.mean(axis=1) / a.std(axis=1)))
+
+
+# %% [markdown]
+# The hidden states $h$ are positive, but that mean does not reach the vector the norm sees: with zero-mean
+# random weights ($W_0$, entries $\mathcal{N}(0, 1/d_{in})$) each unit of $a$ gets its own offset, and $a$'s row
+# mean is small against its row spread. So the lesson gives $a$ a real row mean the way the paper's "shift of
+# the weight matrix" does: every weight is raised by a common amount $c$ in units of the weights' std,
+# $W = W_0 + c/\sqrt{d_{in}}$, which adds $c \sum_i h_i / \sqrt{d_{in}}$ to every unit of a row. The row mean
+# over the row std of $a$ itself is measured and printed with each claim. The cell measures the
+# noise-to-signal ratio of both norms at five values of $c$, for many seeds (a seed draws $u$, $A$, $W_0$, $r$
+# and the teacher), and grades the paired ratio RMSNorm/LayerNorm (its geometric mean and 95% interval over
+# the seeds): "holds" needs the whole interval at or below 0.9 (10% less noise), "approximately" at or below
+# 1; an interval that straddles a bound is inconclusive, and one wholly above 1 would say RMSNorm is the
+# noisier. It is graded twice: with zero-mean weights (a row mean near 0, where the two norms nearly coincide)
+# and with the largest common weight (a row mean several times the spread). The figure: the noise-to-signal
+# ratio of each norm against $a$'s row mean/std (the geometric mean over seeds, its 95% interval shaded), and
+# the paired ratio (below 1: RMSNorm less noisy). LayerNorm's line is flat by construction: it removes the
+# common shift, output and gradient alike. The seeds differ more from each other than the norms do within a
+# seed, which is why the comparison is paired: the right panel is the evidence.
+
+# %%
+seeds, shifts, n = range(lesson.pick(3, 24)), (0.0, 0.1, 0.25, 0.5, 1.0), lesson.pick(1024, 4096)
+nsr = {name: np.zeros((len(seeds), len(shifts))) for name in NORMS}      # (seeds, shifts) per norm
+a_ratio, h_ratio = np.zeros((len(seeds), len(shifts))), np.zeros(len(seeds))
+for i, seed in enumerate(seeds):
+    h, W0, r, t = layer(seed, n)
+    h_ratio[i] = mean_over_std(h)
+    for k, c in enumerate(shifts):
+        W = W0 + c / np.sqrt(W0.shape[0])                                # every weight raised by c stds
+        a_ratio[i, k] = mean_over_std(h @ W)                             # the normalized vector's row mean/std
+        for name, (forward, backward) in NORMS.items():
+            nsr[name][i, k] = noise_to_signal(forward, backward, h, W, r, t)
+a_ratio = a_ratio.mean(axis=0)                                           # (shifts,), averaged over the seeds
 check(abs(a_ratio[0]) < 0.5 < 2 < a_ratio[-1], "a = hW has a small row mean at zero-mean weights, a large one after")
-log_ratio = np.log([np.array(r["RMSNorm"]) / np.array(r["LayerNorm"]) for r in nsr])   # (seeds, shifts)
-paired_ratio = np.exp([mean_interval(log_ratio[:, i]) for i in range(len(shifts))])  # (shifts, 3)
+log_ratio = np.log(nsr["RMSNorm"] / nsr["LayerNorm"])                    # (seeds, shifts), paired per seed
+paired_ratio = np.exp([mean_interval(log_ratio[:, k]) for k in range(len(shifts))])  # (shifts, 3)
 for at, label in ((0, "zero-mean weights"), (len(shifts) - 1, "weights with a common mean")):
     mean, lo, hi = paired_ratio[at]
     lesson.claim(f"RMSNorm's gradients are more stable: free of the noise the mean brings ({label})",
                  source=explainer("000", "§8.1"),
                  measured=f"noise-to-signal ratio of dL/dW over minibatches of 32; the normalized vector a = hW has "
                           f"row mean/std {a_ratio[at]:.2f} (common weight {shifts[at]:g} std; the ReLU features h "
-                          f"themselves {np.mean([r['h mean/std'] for r in nsr]):.2f}); paired over "
+                          f"themselves {h_ratio.mean():.2f}); paired over "
                           f"{len(seeds)} seeds: RMSNorm/LayerNorm = {mean:.3f} (geometric mean), 95% interval "
                           f"[{lo:.3f}, {hi:.3f}]",
                  value=mean, interval=(lo, hi), **below(0.9, approx=1.0), expect=VERDICTS)
@@ -296,25 +329,13 @@ FAMILY = ("RMSNorm", "LayerNorm", "PartialRMSNorm", "SimpleRMSNorm")
 cases = [c for c in all_cases() if c.label.startswith(FAMILY)]
 rows = []
 for case in cases:
-    layer, xc = case.build("numpy")
-    report = sn.gradcheck(layer, xc)
-    check(report.ok, f"gradcheck failed for {case.label}:\n{report}")
-    worst = max(report.checks, key=lambda c: c.err_over_res)              # the tensor closest to failing
-    rows.append([case.label, str(xc.shape), f"{report.max_rel_err:.1e}", f"{worst.resolution:.0e}",
+    module, x_case = case.build("numpy")
+    checked = sn.gradcheck(module, x_case)
+    check(checked.ok, f"gradcheck failed for {case.label}:\n{checked}")
+    worst = max(checked.checks, key=lambda c: c.err_over_res)             # the tensor closest to failing
+    rows.append([case.label, str(x_case.shape), f"{checked.max_rel_err:.1e}", f"{worst.resolution:.0e}",
                  f"{worst.err_over_res:.2f}", "ok"])
-if lesson.verbose:
-    print("\n".join(f"  {r[0]:<38} {r[1]:<13} {r[2]:>8} {r[3]:>7} {r[4]:>6}  {r[5]}" for r in rows))
-fig, ax = plt.subplots(figsize=(9.5, 0.24 * (len(rows) + 1)))
-ax.axis("off")
-table = ax.table(cellText=rows, colLabels=["case (numpy backend)", "input shape", "max rel err", "resolution",
-                                          "err / res", "status"],
-                 cellLoc="left", bbox=[0, 0, 1, 1], colWidths=[0.42, 0.14, 0.13, 0.12, 0.11, 0.08])
-table.auto_set_font_size(False)
-table.set_fontsize(9)
-ax.set_title(f"gradcheck against central differences: float64, random dy; fails above tolerance "
-             f"{report.checks[0].tol:g} or 10 x the differences' own resolution; {len(rows)} cases",
-             fontsize=10)
-lesson.save(fig, "gradcheck")
+plot_gradcheck(lesson, rows, checked.checks[0].tol)
 
 # %% [markdown]
 # ## Exercise: LayerNorm's backward, yourself

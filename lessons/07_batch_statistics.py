@@ -31,41 +31,62 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
-
 import scratchnorm as sn
-
-from lessons._grading import below
-from lessons._common import FAILS, HOLDS, check, explainer, start, ticks_at
-from lessons._batch import D, Data, batch_dependence, groupnorm_one_group_affine, groupnorm_spectrum, train_eval_gap
-from lessons._stats import fit_slope, rms
+from lessons._batch_plots import plot_batch_size, plot_groupnorm
+from lessons._common import FAILS, HOLDS, check, explainer, start
 from lessons._differences import vjp_by_differences
-from lessons._style import color
+from lessons._grading import below
+from lessons._stats import fit_slope, rms
 from lessons._training import report
+from scratchnorm import BatchNorm, GroupNorm, LayerNorm, RMSNorm, batch_norm_forward
 
 lesson = start(__name__, "07_batch_statistics")
 
 # %% [markdown]
 # ## One fixed example in random batches
 #
-# The data: `D` features, feature $j$ drawn from $\mathcal{N}(m_j, s_j^2)$ with its own mean and standard
-# deviation. The lesson puts one fixed example $x_0$ into many random batches of every size $B$ and records
-# its BatchNorm output in training mode (the batch's statistics), and the largest change of its LayerNorm,
-# RMSNorm and GroupNorm outputs between batches. The spread of the BatchNorm output over batches (RMS over
-# the features) is fitted as a power of $B$, from $B = 8$ on, and compared with the prediction above.
+# The data: $D = 16$ features, feature $j$ drawn from $\mathcal{N}(\mathrm{mean}_j, \mathrm{std}_j^2)$ with its
+# own mean (uniform in $[-2, 2]$) and standard deviation (uniform in $[0.5, 2]$), and one fixed example $x_0$
+# drawn from them. The lesson puts $x_0$ at a random place in many random batches of every size $B$ and records its
+# BatchNorm output in training mode (the batch's statistics), and the largest change of its LayerNorm, RMSNorm
+# and GroupNorm outputs between batches (GroupNorm with 2 groups sees the 16 features as 4 channels of 4
+# positions). The spread of the BatchNorm output over batches (its std over the batches, RMS over the features)
+# is fitted as a power of $B$, from $B = 8$ on, and compared with the prediction above. Every layer runs on the
+# NumPy backend.
 
 # %%
+D, KW = 16, dict(backend="numpy")
 rng = np.random.default_rng(7)
-data = Data(rng)
+mean, std = rng.uniform(-2, 2, D), rng.uniform(0.5, 2, D)            # feature j ~ N(mean_j, std_j^2)
+
+
+def sample(n):
+    """n fresh examples, (n, D)."""
+    return mean + std * rng.standard_normal((n, D))
+
+
+x0 = sample(1)[0]                                                    # the fixed example, (D,)
 sizes = np.array(lesson.pick([2, 4, 8, 16, 32, 64], [2, 4, 8, 16, 32, 64, 128, 256, 512]))
-bn_out, other_change = batch_dependence(data, sizes, lesson.pick(60, 400))
+others = {"LayerNorm": LayerNorm(D, **KW), "RMSNorm": RMSNorm(D, **KW), "GroupNorm": GroupNorm(2, 4, **KW)}
+bn_out, other_change = {}, dict.fromkeys(others, 0.0)   # B -> x0's BatchNorm outputs; name -> largest change
+for B in sizes:
+    ys, first = [], {}
+    for _ in range(lesson.pick(60, 400)):
+        xb, i = sample(B), rng.integers(B)
+        xb[i] = x0                                                   # x0 among B - 1 fresh examples
+        ys.append(batch_norm_forward(xb)[0][i])                      # training mode: the batch's statistics
+        for name, layer in others.items():
+            y0 = layer.forward(xb.reshape(B, 4, 4) if name == "GroupNorm" else xb).reshape(B, D)[i]
+            first.setdefault(name, y0)
+            other_change[name] = max(other_change[name], float(np.max(np.abs(y0 - first[name]))))
+    bn_out[B] = np.array(ys)                                         # (batches, D)
 spread = np.array([rms(bn_out[B].std(axis=0)) for B in sizes])       # std over batches, RMS over features
 at2 = np.abs(bn_out[2])                                              # sqrt(var / (var + eps)) <= 1
 check(np.all(at2 <= 1) and np.median(1 - at2) < 1e-3, "at B = 2 BatchNorm outputs are +-1 (up to eps)")
 slope, amp = fit_slope(sizes, spread, 8)
-x0_hat = (data.x0 - data.mean) / data.std
+x0_hat = (x0 - mean) / std                                          # x0 in population units
 predicted = rms(np.sqrt(1 + x0_hat**2 / 2))                          # spread * sqrt(B) for large B
 noise = (f"one fixed example, same BatchNorm: its output (RMS over {D} features) changes between batches by "
          f"{spread[0]:.2f} at B = 2, {spread[-1]:.3f} at B = {sizes[-1]}, fitted ∝ B^{slope:.2f} (B ≥ 8; "
@@ -84,7 +105,15 @@ lesson.claim("BatchNorm does badly at small batch sizes: an example's output dep
 # output (running statistics) for the same batch.
 
 # %%
-gap = train_eval_gap(data, sizes, lesson.pick(60, 200), lesson.pick(10, 40))
+gap = []                                       # RMS of training-mode minus eval-mode output, per B
+for B in sizes:
+    bn = BatchNorm(D, **KW)
+    for _ in range(lesson.pick(60, 200)):
+        bn.forward(sample(B))                                        # updates running_mean / running_var
+    bn.eval()
+    test = [sample(B) for _ in range(lesson.pick(10, 40))]
+    gap.append(rms(np.array([batch_norm_forward(xb, eps=bn.eps)[0] - bn.forward(xb) for xb in test])))
+gap = np.array(gap)
 gap_slope = fit_slope(sizes, gap, 8)[0]
 mode_gap = (f"train/eval gap on the same batch {gap[0]:.2f} at B = 2, {gap[-1]:.3f} at B = {sizes[-1]}, "
             f"∝ B^{gap_slope:.2f}")
@@ -116,8 +145,18 @@ lesson.claim("LayerNorm, RMSNorm and GroupNorm do not depend on the batch", sour
 # $C$ and $L$). The two ends should match, and every $G$ in between should differ from both.
 
 # %%
+def normalize_over(x, axes, eps=1e-5):
+    """The definition, written out: (x - mean) / sqrt(var + eps) with the statistics over `axes`."""
+    xm = x - x.mean(axis=axes, keepdims=True)
+    return xm / np.sqrt((xm * xm).mean(axis=axes, keepdims=True) + eps)
+
+
 n, C, L = lesson.pick(16, 64), 16, 8
-x, groups, to_in, to_ln = groupnorm_spectrum(rng, n, C, L)
+x = rng.standard_normal((n, C, L)) * rng.uniform(0.5, 3, (1, C, 1)) + rng.uniform(-2, 2, (1, C, 1))   # (n, C, L)
+ref_in, ref_ln = normalize_over(x, 2), normalize_over(x, (1, 2))    # InstanceNorm; LayerNorm over (C, L)
+groups = np.array([G for G in range(1, C + 1) if C % G == 0])
+y_gn = {G: GroupNorm(G, C, **KW).forward(x) for G in groups}         # weight 1, bias 0
+to_in, to_ln = np.array([rms(y_gn[G] - ref_in) for G in groups]), np.array([rms(y_gn[G] - ref_ln) for G in groups])
 check(to_in[-1] < 1e-14 and to_ln[0] < 1e-14, "G = C is InstanceNorm and G = 1 normalizes like LayerNorm")
 check(min(to_in[:-1].min(), to_ln[1:].min()) > 0.05, "the other G differ from both")
 lesson.claim("GroupNorm with G = 1 normalizes like LayerNorm over (C, *), and G = C like InstanceNorm",
@@ -133,7 +172,27 @@ lesson.claim("GroupNorm with G = 1 normalizes like LayerNorm over (C, *), and G 
 # its output: the relative residual says how much of LayerNorm's affine GroupNorm cannot express.
 
 # %%
-same, resid = groupnorm_one_group_affine(rng, x)
+def channel_affine_residual(x_hat, y):
+    """How far y (N, C, L) is from the closest per-channel affine map of x_hat, a_c x_hat + b_c (least squares
+    per channel): the RMS of the residual over the RMS of y."""
+    n, C, L = x_hat.shape
+    resid = []
+    for c in range(C):
+        A = np.c_[x_hat[:, c].ravel(), np.ones(n * L)]                 # (n L, 2): x_hat and 1
+        coef = np.linalg.lstsq(A, y[:, c].ravel(), rcond=None)[0]       # (a_c, b_c)
+        resid.append(y[:, c].ravel() - A @ coef)
+    return rms(np.array(resid)) / rms(y)
+
+
+gn, ln = GroupNorm(1, C, **KW), LayerNorm(C * L, **KW)
+gn.params["weight"], gn.params["bias"] = rng.uniform(0.5, 2, C), rng.normal(0, 1, C)
+y_gn = gn.forward(x)
+ln.params["weight"] = np.repeat(gn.params["weight"], L)             # the per-channel affine, spread out
+ln.params["bias"] = np.repeat(gn.params["bias"], L)
+same = rms(ln.forward(x.reshape(n, -1)).reshape(x.shape) - y_gn) / rms(y_gn)
+ln.params["weight"], ln.params["bias"] = rng.uniform(0.5, 2, C * L), rng.normal(0, 1, C * L)   # per element
+y_ln = ln.forward(x.reshape(n, -1)).reshape(x.shape)
+resid = channel_affine_residual(GroupNorm(1, C, affine=False, **KW).forward(x), y_ln)   # both share x_hat
 check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
 lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine parameters included",
              source=explainer("002", "§1.3.1 (4), point 6"),
@@ -145,31 +204,13 @@ lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine paramete
 # %% [markdown]
 # ## The figures
 #
-# The batch-size figure. Left: the BatchNorm outputs of one fixed example (one feature, the one furthest
-# from its mean) in many random batches, against $B$. Right: the spread of that output over batches and the
-# train/eval gap, against $B$, on log-log axes with the fitted slopes (about $-1/2$).
+# The figures are drawn by `lessons/_batch_plots.py` from the numbers above. The batch-size figure. Left: the
+# BatchNorm outputs of one fixed example (one feature, the one furthest from its mean) in many random batches,
+# against $B$. Right: the spread of that output over batches and the train/eval gap, against $B$, on log-log
+# axes with the fitted slopes (about $-1/2$).
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
-j = int(np.argmax(np.abs(x0_hat)))                                   # the feature furthest from its mean
-for B in sizes:
-    jitter = np.exp(rng.uniform(-0.12, 0.12, len(bn_out[B])))
-    ax1.scatter(B * jitter, bn_out[B][:, j], s=4, alpha=0.35, color=color("BatchNorm"))
-ax1.axhline(x0_hat[j], color="k", linestyle="--", linewidth=1,
-            label=f"population-normalized value {x0_hat[j]:.2f}")
-ax1.set(xscale="log", xlabel="batch size B", ylabel=f"BatchNorm output of x0, feature {j}",
-        title="The same example in random batches (training mode)")
-ax1.legend(loc="lower right")
-ax2.loglog(sizes, spread, "o-", color=color("BatchNorm"), label=f"spread over batches, slope {slope:.2f}")
-ax2.loglog(sizes, gap, "s--", color=color("BatchNorm"), mfc="none", label=f"train/eval gap, slope {gap_slope:.2f}")
-ax2.loglog(sizes, predicted / np.sqrt(sizes), "k--", linewidth=1, label="predicted spread √((1 + x̂²/2)/B)")
-for ax in (ax1, ax2):
-    ticks_at(ax, sizes)
-ax2.set(xlabel="batch size B", ylabel="RMS over features",
-        title="Both shrink like 1/√B; LayerNorm, RMSNorm, GroupNorm: exactly 0")
-ax2.legend()
-fig.suptitle(f"BatchNorm's dependence on the batch ({D} features, x ~ N(mean_j, std_j²), eps = 1e-5)")
-lesson.save(fig, "batch_size")
+plot_batch_size(lesson, rng, sizes, bn_out, x0_hat, spread, gap, slope, gap_slope, predicted)
 
 # %% [markdown]
 # The GroupNorm figure: GroupNorm$(G, C)$ for every divisor $G$ of $C$, compared with InstanceNorm and with
@@ -178,22 +219,7 @@ lesson.save(fig, "batch_size")
 # units of float64's machine epsilon, where round-off can be read.
 
 # %%
-fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained", gridspec_kw={"width_ratios": [3, 1]})
-ulp = np.finfo(np.float64).eps                                       # 2^-52, float64's machine epsilon
-ax.plot(groups, to_in, "o-", color=color("InstanceNorm"), label="GroupNorm(G, C) − InstanceNorm (statistics over L)")
-ax.plot(groups, to_ln, "s-", color=color("LayerNorm"), label="GroupNorm(G, C) − LayerNorm (statistics over C and L)")
-ax.set_xscale("log", base=2)
-ax.set_xticks(groups, [str(g) for g in groups])
-ax.minorticks_off()
-ax.set(xlabel="number of groups G", ylabel="RMS difference of the outputs",
-       title=f"The GroupNorm spectrum, C = {C}, L = {L}, weight 1, bias 0")
-ax.legend(loc="center left")
-ends = {"G = 1 against\nLayerNorm": (to_ln[0], color("LayerNorm")),
-        f"G = {C} against\nInstanceNorm": (to_in[-1], color("InstanceNorm"))}
-ax_r.bar(range(2), [v / ulp for v, _ in ends.values()], color=[c for _, c in ends.values()])
-ax_r.set_xticks(range(2), list(ends), fontsize=9)
-ax_r.set(ylabel="RMS difference / float64 epsilon (2⁻⁵²)", title="the zeros on the left: round-off")
-lesson.save(fig, "groupnorm")
+plot_groupnorm(lesson, groups, to_in, to_ln, C, L)
 
 # %% [markdown]
 # ## BatchNorm's backward, node by node

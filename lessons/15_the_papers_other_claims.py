@@ -12,7 +12,6 @@ import numpy as np
 
 import scratchnorm as sn
 from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, paper, start
-from lessons._gradnoise import gradient_noise, hidden_variance
 from lessons._grading import above, below
 from lessons._stats import geometric_interval
 from lessons._style import color
@@ -26,20 +25,23 @@ lesson = start(__name__, "15_the_papers_other_claims")
 # LayerNorm's re-centring is dispensable: it does not reduce the variance of hidden states or of gradients,
 # and re-scaling alone gives the benefit. §1 puts it beside the usual reason for re-centring: LayerNorm's
 # output does not change when the inputs or the weights are shifted by noise. The lesson measures both
-# variances on one layer $a = hW$ normalized by LayerNorm or by RMSNorm (`lessons/_gradnoise.py`, lesson 04's
-# model), on the same data and weights for both: the variance across examples of each unit of the normalized
-# output, and the noise of $\partial L/\partial W$ across minibatches (lesson 04's measure).
+# variances on lesson 04's layer, normalized by LayerNorm or by RMSNorm, on the same data and weights for both:
+# ReLU features $h$ ($n$ examples of $d_{in} = 48$), $a = hW$ ($d = 64$), $y = \mathrm{Norm}(a)$ without affine,
+# and $L = \frac{1}{B}\sum_b \tfrac{1}{2}(y_b \cdot r - t_b)^2$ with a fixed readout $r$ and a teacher's
+# targets $t$. The two measures: the variance across examples of each unit of $y$, averaged over the units,
+# and the noise of $\partial L/\partial W$ across minibatches of $B = 32$ (lesson 04's measure,
+# $\overline{\lVert G_b - G\rVert^2}/\lVert G\rVert^2$ with $G_b$ a minibatch's gradient and $G$ their mean).
 #
 # Re-centring can only matter where the vector normalized, $a$, has a row mean; with zero-mean random weights
 # it has almost none, even on positive ReLU features (lesson 04), and the two norms then coincide. So the
 # lesson gives $a$ a row mean in two ways, and prints its row mean/std with each claim:
 #
 # * **a steady mean**: every weight raised by one std of the weights (the paper's shift of the weight matrix),
-#   which adds $\sum_i h_i/\sqrt{d_{in}}$ to every unit of a row: a mean several times the row's spread, that
-#   moves only a little from example to example;
-# * **shift noise**: zero-mean weights, and a random amount added to every unit of each example's $a$ (a normal
-#   draw per example, twice $a$'s row std): a row mean that is 0 on average and changes from example to
-#   example.
+#   $W = W_0 + 1/\sqrt{d_{in}}$, which adds $\sum_i h_i/\sqrt{d_{in}}$ to every unit of a row: a mean several
+#   times the row's spread, that moves only a little from example to example;
+# * **shift noise**: zero-mean weights $W_0$, and a random amount added to every unit of each example's $a$ (a
+#   normal draw $z_n$ per example, times twice $a$'s row std under $W_0$): a row mean that is 0 on average and
+#   changes from example to example.
 #
 # RMSNorm keeps whatever the mean does and LayerNorm removes it, so the two cases can come out either way: a
 # steady mean is a common component that RMSNorm's outputs share, shrinking their variance; a mean that changes
@@ -48,25 +50,69 @@ lesson = start(__name__, "15_the_papers_other_claims")
 # wholly below 0.8 means re-centring does reduce it.
 
 # %%
+NORMS = {"LayerNorm": (sn.layer_norm_forward, sn.layer_norm_backward),
+         "RMSNorm": (sn.rms_norm_forward, sn.rms_norm_backward)}
+
+
+def layer(seed, n, d_in=48, d=64):
+    """Lesson 04's data and zero-mean weights, and a shift-noise draw per example: h (n, d_in), W0 (d_in, d),
+    readout r (d,), targets t (n,), z (n, 1)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((n, d_in))
+    h = np.maximum(u @ rng.standard_normal((d_in, d_in)) / np.sqrt(d_in), 0.0)   # ReLU features, mean > 0
+    W0 = rng.standard_normal((d_in, d)) / np.sqrt(d_in)                           # entries N(0, 1/d_in)
+    r = rng.standard_normal(d) / np.sqrt(d)
+    t = np.tanh(u @ rng.standard_normal(d_in) / np.sqrt(d_in))                    # a teacher's targets
+    return h, W0, r, t, rng.standard_normal((n, 1))
+
+
+def noise_to_signal(forward, backward, a, h, r, t, batch=32):
+    """Lesson 04's noise-to-signal of dL/dW (a = hW + shift noise) over the minibatches of ``batch`` rows."""
+    G = []
+    for s in range(0, len(h) - batch + 1, batch):
+        y, cache = forward(a[s:s + batch], eps=1e-5)                   # (B, d)
+        dy = np.outer(y @ r - t[s:s + batch], r) / batch               # dL/dy, (B, d)
+        G.append(h[s:s + batch].T @ backward(dy, cache)["x"])          # dL/dW = h^T dL/da, (d_in, d)
+    G = np.array(G)                                                    # (minibatches, d_in, d)
+    return float(np.mean(np.sum((G - G.mean(axis=0)) ** 2, axis=(1, 2))) / np.sum(G.mean(axis=0) ** 2))
+
+
+# %% [markdown]
+# The measurement: for each case and each seed (a seed draws the data, $W_0$, $r$, the teacher and $z$), the
+# vector normalized $a$, its row mean/std, and both measures for both norms on that same $a$; the ratio
+# LayerNorm/RMSNorm is taken per seed, and graded by its geometric mean over the seeds.
+
+# %%
 rng = np.random.default_rng(15)
 seeds, n = range(lesson.pick(3, 24)), lesson.pick(1024, 4096)
-CASES = {"a steady row mean": dict(shifts=(1.0,)), "shift noise": dict(noise=2.0)}
-measures = {"hidden states": ("variance across examples of each unit of Norm(a)", hidden_variance),
-            "gradients": ("noise-to-signal of dL/dW over minibatches of 32", gradient_noise)}
-hypothesis = {}                                  # (measure, case) -> LayerNorm / RMSNorm per seed
-for what, (how, measure) in measures.items():
-    for case, kw in CASES.items():
-        data = [measure(s, n=n, **kw) for s in seeds]
-        hypothesis[what, case] = np.array([r["LayerNorm"][0] / r["RMSNorm"][0] for r in data])
-        check(max(abs(np.mean([r["a mean/std"][0] for r in data])), np.mean([r["a mean/std spread"][0] for r in data]))
-              > 1, f"{case}: a's row mean is several times its row std, or varies that much between examples")
+CASES = {"a steady row mean": (1.0, 0.0), "shift noise": (0.0, 2.0)}   # (common weight c in stds, noise)
+measures = {"hidden states": "variance across examples of each unit of Norm(a)",
+            "gradients": "noise-to-signal of dL/dW over minibatches of 32"}
+hypothesis = {(what, case): [] for what in measures for case in CASES}   # LayerNorm / RMSNorm, one per seed
+a_ratio = {case: [] for case in CASES}                                 # a's row mean/std and its spread, per seed
+for case, (c, noise) in CASES.items():
+    for seed in seeds:
+        h, W0, r, t, z = layer(seed, n)
+        a = h @ (W0 + c / np.sqrt(W0.shape[0])) + z * noise * float(np.mean((h @ W0).std(axis=1)))   # (n, d)
+        mean_over_std = a.mean(axis=1) / a.std(axis=1)                 # per example
+        a_ratio[case].append((np.mean(mean_over_std), np.std(mean_over_std)))
+        measured = {name: (float(np.mean(forward(a, eps=1e-5)[0].var(axis=0))),   # the hidden states' variance
+                           noise_to_signal(forward, backward, a, h, r, t))         # the gradients' noise
+                    for name, (forward, backward) in NORMS.items()}
+        for k, what in enumerate(measures):
+            hypothesis[what, case].append(measured["LayerNorm"][k] / measured["RMSNorm"][k])
+hypothesis = {key: np.array(ratios) for key, ratios in hypothesis.items()}
+for what, how in measures.items():
+    for case in CASES:
+        a_mean, a_spread = (np.mean(v) for v in zip(*a_ratio[case]))      # averaged over the seeds
+        check(max(abs(a_mean), a_spread) > 1,
+              f"{case}: a's row mean is several times its row std, or varies that much between examples")
         mean, lo, hi = geometric_interval(hypothesis[what, case])
         lesson.claim(f"Re-centring does not reduce the variance of {what} ({case})", source=paper("§1"),
                      measured=f"{how}; a = hW on ReLU features, {case}: the row mean/std of a is "
-                              f"{np.mean([r['a mean/std'][0] for r in data]):.2f} on average, with a std of "
-                              f"{np.mean([r['a mean/std spread'][0] for r in data]):.2f} between examples; "
+                              f"{a_mean:.2f} on average, with a std of {a_spread:.2f} between examples; "
                               f"LayerNorm / RMSNorm = "
-                              f"{interval(mean, lo, hi, n=len(data))} (geometric mean, paired per seed)",
+                              f"{interval(mean, lo, hi, n=len(seeds))} (geometric mean, paired per seed)",
                      value=mean, interval=(lo, hi), **above(0.9, approx=0.8), expect=VERDICTS)
 
 # %% [markdown]
