@@ -121,8 +121,8 @@ don't count; tests/lessons/test_budget.py enforces it). The limit was 150; it is
 since the lessons show their experiments and their interval grading on the page. Helpers that more than one lesson
 could use, or that would push a lesson over its budget, go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
-``_placement.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
-``_corpus.py``, ``_dyt.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
+``_placement_plots.py``, ``_gradnoise.py``, ``_batch.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
+``_corpus.py``, ``_training_plots.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
 ``_ledger.py``; the runner's: ``_runner.py``, ``_path.py``),
 never in a lesson; a helper module stays under
 400 lines. An appendix lesson takes what its main lesson cannot hold
