@@ -164,11 +164,11 @@ plot_norm_map(lesson, maps, slopes)
 # $d = 32$ and a few blocks and trains for a few hundred steps. So a verdict here is about this setting:
 # "holds" would say that DyT's claim carries down to a tiny, briefly trained model; "does not hold", that it
 # does not carry down to it (which says nothing about the paper's models: a short run favours whichever layer
-# starts fastest, and DyT's $lpha$ has to be learned); "inconclusive", that the seeds cannot tell. The text
+# starts fastest, and DyT's $\alpha$ has to be learned); "inconclusive", that the seeds cannot tell. The text
 # does not know the outcome before the run.
 #
 # The comparison is the final validation loss, DyT(0.5) minus each norm, paired per seed, with a 95%
-# interval; and for $lpha_0$, the worst of the three minus the best (chosen by their means, which makes
+# interval; and for $\alpha_0$, the worst of the three minus the best (chosen by their means, which makes
 # the difference slightly larger than a fair draw), paired per seed.
 
 # %%
