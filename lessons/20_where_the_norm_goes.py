@@ -132,7 +132,7 @@ for key, v in below_unigram.items():
 # happen, which a typical run neither confirms nor refutes. What a run can show is its typical behaviour, and
 # the second row is labelled so: exponential growth multiplies the variance by the same factor every block,
 # so it compares the factor per block over the second half of the blocks with the first half's. The variance
-# is taken over every token and feature of the stream, in eval mode, on the batch of 16 windows above.
+# is taken over every token and feature of the stream, on the batch of 16 windows above.
 
 # %%
 def stream_variances(model, ids):

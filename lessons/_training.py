@@ -1,6 +1,6 @@
 """The plumbing of the training lessons (10, 11, 12, 16, 19, 20): the training step, a fair race, timing, one BLAS
-thread, intervals and printing. Each lesson writes its own model, data, seeds and measured quantity on its page;
-their figures are in ``_training_plots.py`` and ``_placement_plots.py``.
+thread, intervals and printing (other lessons use the last four too). Each lesson writes its own model, data,
+seeds and measured quantity on its page; their figures are in ``_training_plots.py`` and ``_placement_plots.py``.
 
 The training step is the one from ``scratchnorm.nn``'s docstring::
 
