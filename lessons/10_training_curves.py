@@ -9,15 +9,13 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import COMMON, VERDICTS, check, paper, start
 from lessons._grading import above, below
-from lessons._stats import mean_interval
-from lessons._training import (STYLE, accuracy, interleaved_medians, interval, one_blas_thread, paired,
-                               paired_time_ratio, plot_costs, plot_race, plot_regions, pm, race, report, seed_mean,
-                               spirals, warm_up)
+from lessons._stats import geometric_interval, mean_interval
+from lessons._training import interleaved_medians, interval, one_blas_thread, paired, pm, race, report, warm_up
+from lessons._training_plots import STYLE, plot_chance_race, plot_costs, plot_regions, seed_mean
 from scratchnorm import Linear, nn
 
 lesson = start(__name__, "10_training_curves")
@@ -25,7 +23,9 @@ lesson = start(__name__, "10_training_curves")
 # %% [markdown]
 # ## The task
 #
-# Three interleaved spirals of three turns in the plane (4000 training points, 2000 test points, seeded). A
+# Three interleaved spirals of three turns in the plane (4000 training points, 2000 test points, seeded): a
+# point's arm is its label, its radius $r$ is drawn uniformly over the disc, its angle is
+# $2\pi(\text{turns} \cdot r + \text{arm}/3)$, and Gaussian noise of 0.03 blurs it. A
 # boundary that winds three times needs many pieces, which is what depth buys; a LayerNorm MLP with 2 hidden
 # layers (dotted in the figures) trains beside the 10-layer ones as the yardstick of depth. The task is chosen
 # so that the budget below (600 steps) does not bring every model to its ceiling: a comparison of two norms
@@ -38,9 +38,18 @@ DEPTH, WIDTH, CLASSES, TURNS = 10, 64, 3, 3.0
 BATCH, LR, STEPS = 128, 1e-3, 600
 K = int(np.ceil(WIDTH * 0.0625))             # the features pRMSNorm's RMS is estimated from
 
+
+def spirals(n, rng, noise=0.03):
+    """n points (n, 2) on CLASSES interleaved spirals of TURNS turns, and their labels (n,): the arm."""
+    arm = rng.integers(0, CLASSES, n)
+    r = np.sqrt(rng.uniform(0.02, 1.0, n))                    # uniform over the disc
+    theta = 2 * np.pi * (TURNS * r + arm / CLASSES)
+    return 2 * (r[:, None] * np.c_[np.cos(theta), np.sin(theta)] + noise * rng.standard_normal((n, 2))), arm
+
+
 rng = np.random.default_rng(10)
-xtr, ytr = spirals(4000, rng, CLASSES, turns=TURNS)
-xte, yte = spirals(2000, rng, CLASSES, turns=TURNS)
+xtr, ytr = spirals(4000, rng)
+xte, yte = spirals(2000, rng)
 
 # %% [markdown]
 # ## The model
@@ -65,13 +74,20 @@ def models(seed):
 # ## The race
 #
 # Adam (learning rate $10^{-3}$), batches of 128, 600 steps, the same batches for every model of a seed. The
-# models train in turn, one step each (`lessons/_training.py`), and every step is timed, so a noisy second
-# of the machine slows all of them alike. The test loss is evaluated every few steps.
+# models train in turn, one step each (`race`, the training loop of `lessons/_training.py`), and every step is
+# timed, so a noisy second of the machine slows all of them alike. The test loss (cross-entropy on the test
+# points) is evaluated every few steps; what is graded is the test accuracy at the end, the share of test
+# points whose largest logit is their own arm's, measured in eval mode (BatchNorm uses its running statistics).
 #
 # `python -m lessons --seeds N` trains $N$ independent seeds (default 5; 1 with `--quick`, which trains too
 # briefly to compare).
 
 # %%
+def accuracy(model, x, y):
+    model.eval()                                   # BatchNorm: its running statistics
+    return float(np.mean(model.forward(x).argmax(axis=1) == y))
+
+
 def train_all(lesson, xtr, ytr, xte, yte):
     steps, every, n_eval = lesson.pick(40, STEPS), lesson.pick(20, 25), lesson.pick(500, len(xte))
     ce = nn.SoftmaxCrossEntropy()
@@ -111,17 +127,8 @@ if not lesson.quick:
 # spent training. The dashed line is chance, $\ln 3$.
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
-plot_race(ax1, ax2, curves, "test loss (cross-entropy)")
-for ax in (ax1, ax2):
-    ax.axhline(np.log(CLASSES), color="k", lw=0.8, ls="--")
-    ax.set_yscale("log")
-ax2.text(ax2.get_xlim()[1], np.log(CLASSES) * 1.04, "chance: ln 3 ", fontsize=9, ha="right")
-ax1.legend(loc="lower left", ncol=2)
-ax1.set_title(f"Against steps (mean of {len(acc['none'])} seeds; band: min–max)")
-ax2.set_title("Against the seconds each model spent training")
-fig.suptitle(f"Spirals, MLP of {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, batch {BATCH}")
-lesson.save(fig, "loss")
+plot_chance_race(lesson, curves, np.log(CLASSES), f"Spirals, MLP of {DEPTH} hidden layers of {WIDTH}, Adam lr {LR:g}, "
+                 f"batch {BATCH}")
 
 # %% [markdown]
 # ## Seeds and intervals
@@ -246,10 +253,35 @@ plot_costs(lesson, list(NORMS), step_t, update_t, layer_t, DEPTH, (BATCH, WIDTH)
 #
 # The claim that counts: the seconds of training RMSNorm needs to reach a few test losses, over LayerNorm's
 # (four losses from 90% of the starting loss down to just above the worse of the two models' best losses; the
-# median ratio over the losses per seed, then the geometric mean over seeds).
+# median ratio over the losses per seed, then the geometric mean over seeds). A run reaches a loss where its
+# curve first crosses it, linearly between two evaluations; a run that never reaches it is counted as
+# reaching it at the end of its training (censored: its true time is longer).
 
 # %%
-ratio, targets = paired_time_ratio(curves, "rmsnorm", "layernorm", "seconds")
+def time_to(curve, target, axis):
+    """The steps or seconds (``axis``) at which ``curve`` first reaches the test loss ``target``."""
+    t, loss = getattr(curve, axis), np.array(curve.loss)
+    hit = np.flatnonzero(loss <= target)
+    if hit.size == 0:
+        return t[-1]                                                  # never: censored at the end
+    i = hit[0]
+    if i == 0:
+        return float(t[0])
+    f = (loss[i - 1] - target) / (loss[i - 1] - loss[i])              # linear between two evaluations
+    return float(t[i - 1] + f * (t[i] - t[i - 1]))
+
+
+def time_ratio(a, b, axis):
+    """a's steps or seconds to four test losses over b's: per seed the median over the losses, then the geometric
+    mean over seeds and its 95% interval (mean, low, high); and the losses."""
+    start = min(c.loss[0] for n in (a, b) for c in curves[n])          # no run starts below a target
+    worst = max(min(c.loss) for n in (a, b) for c in curves[n])        # the worse best loss of the two
+    targets = np.geomspace(0.9 * start, max(1.05 * worst, 0.3 * start), 4)
+    times = {n: np.array([[time_to(c, t, axis) for t in targets] for c in curves[n]]) for n in (a, b)}
+    return np.array(geometric_interval(np.median(times[a] / times[b], axis=1))), targets
+
+
+ratio, targets = time_ratio("rmsnorm", "layernorm", "seconds")
 bounds = below(0.95, approx=1.05)
 lesson.claim("RMSNorm reaches a given loss sooner in wall-clock time than LayerNorm",
              source=paper("abstract, §1"),
@@ -266,7 +298,7 @@ lesson.claim("RMSNorm reaches a given loss sooner in wall-clock time than LayerN
 # than its gain in steps.
 
 # %%
-fewer, targets = paired_time_ratio(curves, "layernorm", "none", "steps")
+fewer, targets = time_ratio("layernorm", "none", "steps")
 bounds = below(0.8, approx=1.0)
 lesson.claim("A network with LayerNorm reaches a loss in fewer steps than without normalization",
              source=paper("§1, Figure 1"),

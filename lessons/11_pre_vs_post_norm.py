@@ -15,53 +15,74 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import COMMON, FAILS, VERDICTS, check, explainer, start, ticks_at
+from lessons._common import COMMON, FAILS, VERDICTS, check, explainer, start
 from lessons._grading import above, within
 from lessons._stats import mean_interval, geometric_interval
 from lessons._corpus import char_data
-from lessons._placement import (BATCH, DEEP_LAYERS, NORMS, PLACEMENTS, SWEEP_LAYERS, SWEEP_STEPS, T, sweep,
-                                transformer)
-from lessons._training import STYLE, gradient_profile, interval, one_blas_thread, report, top_over_bottom, warm_up
+from lessons._placement_plots import plot_gradients, plot_sweep
+from lessons._training import interval, one_blas_thread, race, report, warm_up
+from lessons._training_plots import STYLE
+from scratchnorm import nn
 
 lesson = start(__name__, "11_pre_vs_post_norm")
 
 # %% [markdown]
 # ## Gradients at initialization
 #
-# A stack of Transformer blocks ($d = 32$, 2 heads, contexts of 16 characters of Python's docstrings,
-# `lessons/_corpus.py`), one forward and backward, and the norm of the gradient of each block's two
-# feed-forward weight matrices, block 1 at the input, for each of several initializations (`--seeds`). The
-# profile's shape is summed up by one ratio, the mean gradient norm of the top quarter of the blocks over that
-# of the bottom quarter, measured at several depths; its geometric mean over the initializations comes with a
-# 95% interval.
+# A stack of Transformer blocks (`nn.Transformer`: $d = 32$, 2 heads, a feed-forward of $4d$ with GELU),
+# reading contexts of 16 characters of Python's docstrings (`lessons/_corpus.py`; one batch of 16 windows,
+# seeded), one forward and backward of the next-character cross-entropy, and the norm of the gradient of each
+# block's two feed-forward weight matrices, $\sqrt{\lVert \partial L/\partial W_1\rVert^2 +
+# \lVert \partial L/\partial W_2\rVert^2}$, block 1 at the input, for each of several initializations
+# (`--seeds`: initialization $s$ is `seed=s`). The profile's shape is summed up by one ratio, the mean gradient
+# norm of the top quarter of the blocks over that of the bottom quarter, measured at several depths; its
+# geometric mean over the initializations comes with a 95% interval.
 
 # %%
-LINE = {"pre": "-", "post": "--"}
+NORMS, PLACEMENTS = ("layernorm", "rmsnorm"), ("pre", "post")
+D, HEADS, T, BATCH = 32, 2, 16, 16
 LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there uses the context
 SIGNED = "{:+.3f}"
 XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
+
+
+def transformer(norm, placement, layers, seed):
+    return nn.Transformer(data.vocab_size, D, HEADS, layers, T, norm=norm, placement=placement, seed=seed)
+
+
+def ffn_gradients(model, windows):
+    """Per block (input first), the norm of the gradient of its two feed-forward weight matrices after one
+    forward and backward of the next-character loss on ``windows``."""
+    ce = nn.SoftmaxCrossEntropy()
+    ce.forward(model.forward(windows[:, :-1]), windows[:, 1:])
+    model.backward(ce.backward())
+    return np.array([np.sqrt(sum(np.sum(np.square(model.grads[f"blocks.{i}.mlp.f.{j}.weight"])) for j in (0, 2)))
+                     for i in range(model.n_layers)])
+
+
+def top_over_bottom(g):
+    q = max(1, len(g) // 4)                                          # a quarter of the blocks, at least one
+    return float(np.mean(g[-q:]) / np.mean(g[:q]))
+
 
 data, rng = char_data(), np.random.default_rng(11)
 unigram, batch = data.unigram_loss(), data.windows("train", BATCH, T + 1, rng)
 depths, inits = lesson.pick((2, 4), (2, 4, 8, 16)), range(lesson.seeds)
 depth = depths[-1]                                                  # the left panel's profile
 with one_blas_thread():
-    warm_up([transformer(data.vocab_size, n, "pre", 1) for n in NORMS], batch[:, :-1], batch[:, 1:])
-    per_init = {(n, p, L): [gradient_profile(lambda s, n=n, p=p, L=L: transformer(data.vocab_size, n, p, L, s), L,
-                                             batch, (s,)) for s in inits] for n in NORMS for p in PLACEMENTS
-                for L in depths}
+    warm_up([transformer(n, "pre", 1, 0) for n in NORMS], batch[:, :-1], batch[:, 1:])
+    per_init = {(n, p, L): [ffn_gradients(transformer(n, p, L, s), batch) for s in inits]
+                for n in NORMS for p in PLACEMENTS for L in depths}
 profiles = {(n, p): np.mean(per_init[n, p, depth], axis=0) for n in NORMS for p in PLACEMENTS}
 # top quarter over bottom quarter: geometric mean over the initializations and its 95% interval
 spreads = {key: geometric_interval([top_over_bottom(g) for g in gs]) for key, gs in per_init.items()}
-ratios = {(n, p): [spreads[n, p, L][0] for L in depths] for n in NORMS for p in PLACEMENTS}
 for key, prof in profiles.items():
     check(np.all(np.isfinite(prof)) and np.all(prof > 0), f"{key}: gradients are finite and nonzero")
     report(lesson, f"  {key[1]:>4}-{STYLE[key[0]][1]:<10} FFN gradient norm per block (input -> output): "
                    + " ".join(f"{g:.2f}" for g in prof) + f"; top/bottom quarter for {depths} blocks: "
-                   + " ".join(f"{r:.2f}" for r in ratios[key]))
+                   + " ".join(f"{spreads[key + (L,)][0]:.2f}" for L in depths))
 
 # %% [markdown]
 # In Post-Norm the gradient of block $i$ passes through the norms of every block above it, which can make
@@ -99,38 +120,16 @@ for L in depths:
 # blocks' gradient to the bottom blocks' against depth.
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
-for (norm, placement), prof in profiles.items():
-    name = "x + F(Norm(x))" if placement == "pre" else "Norm(x + F(x))"
-    ax1.plot(np.arange(1, len(prof) + 1), prof, LINE[placement], marker="o", ms=3, color=STYLE[norm][0],
-             label=f"{placement}-norm {name}, {STYLE[norm][1]}")
-    shift = 1.04 if norm == "rmsnorm" else 1 / 1.04                   # side by side, so both bars show
-    ends = np.array([spreads[norm, placement, L][1:] for L in depths]).T  # (2, depths): the 95% intervals
-    ax2.errorbar(np.array(depths) * shift, ratios[norm, placement], yerr=np.abs(ends - ratios[norm, placement]),
-                 fmt=LINE[placement], marker="o", capsize=3, color=STYLE[norm][0],
-                 label=f"{placement}-norm, {STYLE[norm][1]}")
-ax1.set(yscale="log", xlabel="block (1 = next to the input)", ylabel="‖gradient‖ of the block's parameters",
-        title=f"At initialization, {len(next(iter(profiles.values())))} blocks (mean of initializations)")
-ax1.legend(fontsize=8)
-ax2.axhline(1, color="k", lw=0.8)
-ax2.set(xscale="log", yscale="log", xlabel="number of blocks", ylabel="top quarter / bottom quarter",
-        title=f"How uneven the profile gets with depth (95% intervals, {len(inits)} initializations)")
-ticks_at(ax2, depths)
-for ax, values in ((ax1, list(profiles.values())), (ax2, [v[1:] for v in spreads.values()])):
-    lo, hi = min(np.min(v) for v in values), max(np.max(v) for v in values)
-    ticks = [t for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10) if lo / 1.15 <= t <= hi * 1.15]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    ax.minorticks_off()
-ax2.legend(fontsize=8)
-fig.suptitle("Gradient per block at initialization: where it is larger, and how that changes with depth")
-lesson.save(fig, "gradients")
+plot_gradients(lesson, profiles, spreads, depths)
 
 # %% [markdown]
 # ## Short runs against the learning rate
 #
-# Short runs (80 steps, all on the same batches) of a 4-block model at three learning rates of Adam without
-# warm-up, Post-Norm also with a linear warm-up over the first 30% of the steps at the middle rate, and an
-# 8-block model of each placement at the smallest rate, repeated for every seed (`--seeds N`, default 5).
+# Short runs (80 steps, all on the same batches of 16 windows) of a 4-block model at three learning rates of
+# Adam without warm-up, Post-Norm also with a linear warm-up over the first 30% of the steps at the middle rate,
+# and an 8-block model of each placement at the smallest rate, repeated for every seed (`--seeds N`, default
+# 5: seed $s$ initializes the models with `seed=s` and draws the batches and 128 validation windows from
+# `default_rng(110 + s)`). What is recorded is the validation loss at the end.
 #
 # What 80 steps can measure is how fast a model leaves the plateau of the unigram baseline (below), not
 # stability: instability shows as divergence or loss spikes over a long run at a high rate, which would take
@@ -139,10 +138,32 @@ lesson.save(fig, "gradients")
 # such a comparison, not what it shows.
 
 # %%
+SWEEP_LAYERS, DEEP_LAYERS, BETAS, WARMUP = 4, 8, (0.9, 0.99), 0.3
+final_steps, lrs = lesson.pick(20, 80), lesson.pick((3e-3, 3e-2), (3e-3, 1e-2, 3e-2))
+
+
+def sweep(seed):
+    """The validation loss at the end of every run, all on the same batches: {(norm, placement, blocks, lr,
+    warm-up): loss}."""
+    rng, warm = np.random.default_rng(110 + seed), max(1, round(WARMUP * final_steps))
+    keys = [(n, p, SWEEP_LAYERS, lr, False) for n in NORMS for p in PLACEMENTS for lr in lrs]
+    keys += [(n, "post", SWEEP_LAYERS, lrs[1], True) for n in NORMS]            # Post-Norm with warm-up
+    keys += [("layernorm", p, DEEP_LAYERS, lrs[0], False) for p in PLACEMENTS]  # deeper, at the smallest rate
+    runs, schedules = {}, {}
+    for key in keys:
+        norm, placement, layers, lr, warmup = key
+        model = transformer(norm, placement, layers, seed)
+        runs[key] = (model, nn.Adam(model, lr=lr, betas=BETAS))
+        schedules[key] = (lambda s, lr=lr: lr * min(1.0, s / warm)) if warmup else (lambda s, lr=lr: lr)
+    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(final_steps))]
+    val, ce = data.windows("val", 128, T + 1, rng), nn.SoftmaxCrossEntropy()
+    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), final_steps,
+                  schedules)
+    return {key: c.loss[-1] for key, c in curves.items()}
+
+
 with one_blas_thread():
-    sweeps = [sweep(lesson, data, np.random.default_rng(110 + seed), seed) for seed in range(lesson.seeds)]
-    lrs, final = sweeps[0][0], [f for _, f in sweeps]              # final: one {key: loss} per seed
-final_steps = lesson.pick(*SWEEP_STEPS)
+    final = [sweep(seed) for seed in range(lesson.seeds)]          # one {key: loss} per seed
 for (norm, placement, layers, lr, warmup) in final[0]:
     report(lesson, f"  sweep {placement:>4}-{STYLE[norm][1]:<10} {layers:2d} blocks, lr {lr:<6g} "
                    f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss per seed "
@@ -219,31 +240,7 @@ lesson.claim("RMSNorm's advantage over LayerNorm shows more in Pre-Norm", source
 # warm-up, for LayerNorm and RMSNorm; the grey band is the plateau a run has not yet left.
 
 # %%
-mean_final = {key: float(np.mean([f[key] for f in final])) for key in final[0]}
-fig, axes = plt.subplots(1, len(NORMS), figsize=(13, 5.4), layout="constrained", sharey=True)
-for ax, norm in zip(axes, NORMS):
-    for placement, warmup in (("pre", False), ("post", False), ("post", True)):
-        xs = [lr for lr in lrs if (norm, placement, SWEEP_LAYERS, lr, warmup) in mean_final]
-        ax.plot(xs, [mean_final[norm, placement, SWEEP_LAYERS, lr, warmup] for lr in xs], LINE[placement],
-                marker="s" if warmup else "o", color="k" if warmup else STYLE[norm][0],
-                label=f"{placement}-norm, {'with' if warmup else 'no'} warm-up")
-    if norm == "layernorm":
-        for placement, marker in (("pre", "*"), ("post", "X")):
-            ax.plot(lrs[0], mean_final[norm, placement, deep, lrs[0], False], marker, ms=11, color="0.4",
-                    label=f"{placement}-norm, {deep} blocks, no warm-up")
-    ax.axhspan(unigram - LEFT_PLATEAU, max(mean_final.values()) + 0.02, color="0.92", zorder=0,
-               label=f"on the plateau: less than {LEFT_PLATEAU} nats below the baseline")
-    ax.axhline(unigram, color="k", lw=0.8, ls=":")
-    ax.annotate("unigram baseline: the plateau\nof a model that ignores the context", xy=(lrs[0], unigram),
-                xytext=(0.02, 0.97), textcoords="axes fraction", fontsize=8, va="top",
-                arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6))
-    ax.set(xscale="log", xlabel="Adam learning rate", title=f"{STYLE[norm][1]}, {SWEEP_LAYERS} blocks")
-    ticks_at(ax, lrs)
-axes[0].set_ylabel("validation loss at the end (nats)")
-fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=9)
-fig.suptitle(f"Short runs ({final_steps} steps) on the same batches (mean of {k} seed{'s' * (k > 1)}): how far "
-             "below the unigram plateau they end")
-lesson.save(fig, "stability")
+plot_sweep(lesson, final, lrs, NORMS, SWEEP_LAYERS, deep, unigram, LEFT_PLATEAU, final_steps)
 
 # %% [markdown]
 # ## Questions
@@ -263,7 +260,7 @@ lesson.answer("In Post-Norm a lower block's gradient reaches it only through the
 # **2.** Why is the unigram baseline the yardstick of the sweep?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
-end = [mean_final["layernorm", p, SWEEP_LAYERS, mid, False] for p in PLACEMENTS]
+end = [np.mean([f["layernorm", p, SWEEP_LAYERS, mid, False] for f in final]) for p in PLACEMENTS]
 lesson.answer(f"It is the loss of a model that ignores the context, {unigram:.3f} nats: a run that ends on it has "
               f"not yet learned to use the context. At lr {mid:g} the {SWEEP_LAYERS}-block LayerNorm models end at "
               f"{end[0]:.3f} (Pre-Norm) and {end[1]:.3f} (Post-Norm) nats, mean over seeds.")

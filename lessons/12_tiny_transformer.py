@@ -21,8 +21,8 @@ from lessons._common import FAILS, VERDICTS, check, explainer, paper, start
 from lessons._grading import above, below
 from lessons._corpus import char_data
 from lessons._stats import mean_interval
-from lessons._training import (STYLE, interleaved_medians, interval, one_blas_thread, paired, plot_race, race, report,
-                               warm_up)
+from lessons._training import interleaved_medians, interval, one_blas_thread, paired, race, report, warm_up
+from lessons._training_plots import STYLE, plot_race
 from scratchnorm import nn
 
 lesson = start(__name__, "12_tiny_transformer")
@@ -48,7 +48,7 @@ report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training 
 # Model: $d = 48$, 4 heads, 2 blocks, contexts of 16 characters, batches of 32, Adam (learning rate
 # $3 \cdot 10^{-3}$, betas 0.9 / 0.99), the numba kernels of the norms. The three models start from the same
 # weights (the norms' weights are all 1), see the same batches and train in turn, one step each, every step
-# timed (`lessons/_training.py`). pRMSNorm at $d = 48$ estimates the RMS from
+# timed (`race`, the training loop of `lessons/_training.py`). pRMSNorm at $d = 48$ estimates the RMS from
 # $k = \lceil 48 \cdot 6.25\% \rceil = 3$ features, where the paper's $p = 6.25\%$ of $d = 1024$ gives
 # $k = 64$. The estimate's quality is set by $k$: its relative error is about $1/\sqrt{2k}$, some 40% here
 # against 9% at $k = 64$. A model wide enough for a representative $k$ would not train in this lesson's

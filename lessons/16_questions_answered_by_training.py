@@ -16,7 +16,8 @@ from lessons._common import COMMON, VERDICTS, explainer, paper, start
 from lessons._grading import above, within
 from lessons._stats import mean_interval
 from lessons._style import color
-from lessons._training import STYLE, accuracy, interval, one_blas_thread, paired, race, spirals
+from lessons._training import interval, one_blas_thread, paired, race
+from lessons._training_plots import STYLE
 from scratchnorm import nn
 
 lesson = start(__name__, "16_questions_answered_by_training")
@@ -29,9 +30,9 @@ lesson = start(__name__, "16_questions_answered_by_training")
 # differs from $x / \mathrm{RMS}(x)$ only by the factor $\sqrt d$, which a weight $g$ could absorb. The paper
 # reports that it does not work, and guesses that the scale should follow the vector's size. Here it is a
 # layer, $y = x / \lVert x\rVert \odot g$ with $g$ starting at 1 (the lesson calls it L2Norm), in place of
-# RMSNorm in the spirals MLP of lesson 10 (4 hidden layers of 64, Adam): the same function family, a
-# different starting scale and a different step for Adam, which moves $g$ by about the learning rate per step
-# whatever its size.
+# RMSNorm in an MLP like lesson 10's (4 hidden layers of 64, Adam) on lesson 10's spirals, with two turns
+# instead of three: the same function family, a different starting scale and a different step for Adam, which
+# moves $g$ by about the learning rate per step whatever its size.
 
 # %%
 WIDTH, DEPTH, BATCH, LR = 64, 4, 128, 3e-3
@@ -52,7 +53,9 @@ class L2Norm(sn.RMSNorm):
 #
 # Five versions of that MLP train on the same batches, seed by seed: RMSNorm, L2Norm, RMSNorm with a bias,
 # RMSNorm with a learnable $\epsilon$ (the next two sections) and LayerNorm. At every evaluation the race also
-# records the learnable $\lvert\epsilon\rvert$ of each layer.
+# records the learnable $\lvert\epsilon\rvert$ of each layer. Each seed draws its own spirals (three arms of two
+# turns, 4000 training and 2000 test points, as in lesson 10), its own initial weights and batches; what is
+# graded is the test accuracy at the end, in eval mode.
 
 # %%
 MODELS = {"rmsnorm": "rmsnorm", "l2norm": lambda d: L2Norm(d, eps=1e-12), "rmsnorm_bias": "rmsnorm_bias",
@@ -61,6 +64,19 @@ COLORS = {"rmsnorm": color("RMSNorm"), "l2norm": color("L2Norm"), "rmsnorm_bias"
           "learnable_eps": color("RMSNorm"), "layernorm": color("LayerNorm")}     # the variants: RMSNorm's blue
 LABELS = {"rmsnorm": "RMSNorm", "l2norm": "L2Norm x/‖x‖·g", "rmsnorm_bias": "RMSNorm + bias",
           "learnable_eps": "RMSNorm, learnable eps", "layernorm": "LayerNorm"}
+
+
+def spirals(n, rng, classes=3, turns=2.0, noise=0.03):
+    """n points (n, 2) on ``classes`` interleaved spirals (lesson 10's) and their labels (n,): the arm."""
+    arm = rng.integers(0, classes, n)
+    r = np.sqrt(rng.uniform(0.02, 1.0, n))                    # uniform over the disc
+    theta = 2 * np.pi * (turns * r + arm / classes)
+    return 2 * (r[:, None] * np.c_[np.cos(theta), np.sin(theta)] + noise * rng.standard_normal((n, 2))), arm
+
+
+def accuracy(model, x, y):
+    model.eval()
+    return float(np.mean(model.forward(x).argmax(axis=1) == y))
 
 
 def spirals_race(lesson, seed, steps):

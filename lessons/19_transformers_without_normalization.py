@@ -15,41 +15,61 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
 import scratchnorm as sn
 from lessons._common import APPROX, HOLDS, VERDICTS, check, start, work
 from lessons._corpus import char_data
-from lessons._dyt import BATCH, D, LAYERS, T, captured_inputs, input_output, tail_slope, train, transformer
 from lessons._grading import below
 from lessons._stats import mean_interval
-from lessons._style import color
-from lessons._training import interleaved_medians, interval, one_blas_thread, plot_race, report
+from lessons._training import interleaved_medians, interval, one_blas_thread, race, report, warm_up
+from lessons._training_plots import plot_dyt_race, plot_norm_map
+from scratchnorm import nn
 
 lesson = start(__name__, "19_transformers_without_normalization")
 
 # %% [markdown]
 # ## Training the five models
 #
-# The tiny Transformer of lesson 12's data (Python's docstrings, characters), pre-norm, with LayerNorm,
-# RMSNorm and DyT ($\alpha_0$ = 0.1, 0.5 and 2), trained on the same batches, Adam at the rate lesson 12 uses,
-# for each seed (`--seeds`, default 5). The cell prints each model's final validation loss (the mean of the
-# last two evaluations) per seed.
+# A tiny Transformer on lesson 12's data (Python's docstrings, characters): $d = 32$, 2 heads, 2 pre-norm
+# blocks, contexts of 16 characters, with LayerNorm, RMSNorm and DyT ($\alpha_0$ = 0.1, 0.5 and 2) as its
+# norms. The five models of a seed start from the same weights (`seed=s`), train on the same batches of 16
+# windows (drawn from `default_rng(190 + s)`), Adam at the rate lesson 12 uses, and are evaluated on the same
+# 256 validation windows, for each seed (`--seeds`, default 5). The cell prints each model's final validation
+# loss (the mean of the last two evaluations) per seed.
 
 # %%
-KEYS = ("layernorm", "rmsnorm", ("dyt", 0.5), ("dyt", 0.1), ("dyt", 2.0))
+KEYS = ("layernorm", "rmsnorm", ("dyt", 0.5), ("dyt", 0.1), ("dyt", 2.0))     # a norm, or DyT with its alpha0
+D, HEADS, LAYERS, T, BATCH = 32, 2, 2, 16, 16
+LR, BETAS = 3e-3, (0.9, 0.99)
+
+
+def transformer(key, seed):
+    name, alpha0 = key if isinstance(key, tuple) else (key, 0.5)
+    norm = (lambda d: sn.DyT(d, alpha0=alpha0)) if name == "dyt" else name
+    return nn.Transformer(data.vocab_size, D, HEADS, LAYERS, T, norm=norm, seed=seed)
+
+
+def train(seed):
+    """The five models raced on the same batches: ({key: model}, {key: Curve})."""
+    rng = np.random.default_rng(190 + seed)
+    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
+    models = {key: transformer(key, seed) for key in KEYS}
+    warm_up([transformer(key, 99) for key in KEYS[:3]], *batches[0])     # compile before the clock runs
+    runs = {key: (m, nn.Adam(m, lr=LR, betas=BETAS)) for key, m in models.items()}
+    return models, race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])),
+                        lesson.pick(20, 25))
 
 
 def final(curve):
     return float(np.mean(curve.loss[-2:]))          # the last two evaluations
 
 
-data = char_data()
-unigram = data.unigram_loss()
-steps = lesson.pick(60, 250)
+data, ce = char_data(), nn.SoftmaxCrossEntropy()
+unigram, steps = data.unigram_loss(), lesson.pick(60, 250)
+val = data.windows("val", 256, T + 1, np.random.default_rng(191))
 with one_blas_thread():
-    runs = [train(data, KEYS, steps, seed, lesson.pick(20, 25)) for seed in range(lesson.seeds)]
+    runs = [train(seed) for seed in range(lesson.seeds)]
 curves = {key: [r[1][key] for r in runs] for key in KEYS}
 for key, cs in curves.items():
     check(all(np.all(np.isfinite(c.loss)) for c in cs), f"{key}: the validation loss stays finite")
@@ -68,17 +88,54 @@ for key, cs in curves.items():
 # $$
 #
 # A straight line gives 1; a curve that squashes the extremes, less. The same number is taken on the
-# untrained model, which has the division too.
+# untrained model, which has the division too. The inputs are those each LayerNorm receives in one forward
+# pass on 64 validation windows (each norm's `forward` is wrapped for that pass, then restored).
 
 # %%
-models, _, val = runs[0]
-ids = val[:64, :-1]
-maps = {}
+TAIL, CENTER = 0.95, 0.50       # quantiles of |x - median| per channel: the tails, the middle
+
+
+def layer_norms(layer):
+    """Every LayerNorm inside ``layer``, depth first."""
+    if isinstance(layer, sn.LayerNorm):
+        return [layer]
+    return [n for child in getattr(layer, "children", {}).values() for n in layer_norms(child)]
+
+
+def normalized(model, ids):
+    """Per LayerNorm, in forward order: its input x (tokens, d) in one forward on ``ids``, and x_hat."""
+    seen = {}
+    for norm in layer_norms(model):
+        def forward(x, norm=norm, original=norm.forward):
+            seen[norm] = np.array(x)
+            return original(x)
+        norm.forward = forward
+    try:
+        model.forward(ids)
+    finally:
+        for norm in layer_norms(model):
+            del norm.forward                      # back to the class's method
+    xs = {norm: x.reshape(-1, x.shape[-1]).astype(np.float64) for norm, x in seen.items()}
+    return [(x, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + norm.eps))
+            for norm, x in xs.items()]
+
+
+def tail_slope(x, y):
+    """Per channel (d,): the least-squares slope of y on x in the tails of x over the slope in the middle."""
+    out = []
+    for j in range(x.shape[1]):
+        dev = np.abs(x[:, j] - np.median(x[:, j]))
+        slopes = []
+        for mask in (dev >= np.quantile(dev, TAIL), dev <= np.quantile(dev, CENTER)):
+            xs, ys = x[mask, j], y[mask, j]
+            slopes.append(np.polyfit(xs, ys, 1)[0] if np.ptp(xs) > 0 else np.nan)
+        out.append(slopes[0] / slopes[1])
+    return np.array(out)
+
+
 with one_blas_thread():
-    for label, model in (("trained", models["layernorm"]), ("untrained", transformer(data.vocab_size, "layernorm",
-                                                                                   seed=5))):
-        seen = captured_inputs(model, ids)
-        maps[label] = [input_output(norm, x) for norm, x in seen.items()]
+    maps = {"trained": normalized(runs[0][0]["layernorm"], val[:64, :-1]),
+            "untrained": normalized(transformer("layernorm", 5), val[:64, :-1])}
 slopes = {label: [float(np.nanmedian(tail_slope(xi, y))) for xi, y in m] for label, m in maps.items()}
 trained = float(np.median(slopes["trained"]))
 lesson.claim("A trained Transformer's LayerNorm maps its input to an S-shaped, tanh-like curve (the extremes "
@@ -96,21 +153,7 @@ lesson.claim("A trained Transformer's LayerNorm maps its input to an S-shaped, t
 # untrained.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-x, y = maps["trained"][len(maps["trained"]) // 2]
-for j, shade in zip(np.argsort(-np.abs(x).max(0))[:4], plt.cm.viridis([0.0, 0.35, 0.65, 0.9])):  # channels
-    axes[0].plot(x[:, j], y[:, j], ".", ms=2, color=shade, alpha=0.5, label=f"channel {j}")
-axes[0].set(xlabel="LayerNorm input", ylabel="output (before the affine)",
-            title=f"a trained LayerNorm: four channels, {len(x)} tokens")
-axes[0].legend(fontsize=8, markerscale=4)
-for label, marker in (("trained", "o-"), ("untrained", "s--")):
-    axes[1].plot(range(1, len(slopes[label]) + 1), slopes[label], marker, color=color("layernorm"),
-                 mfc="w" if label == "untrained" else None, label=f"LayerNorm, {label}")
-axes[1].axhline(1.0, color="k", lw=1, ls=":", label="a straight line")
-axes[1].set(xlabel="LayerNorm, input to output", ylabel="tail slope / middle slope (median over channels)",
-            title="how much the extremes are squashed", ylim=(0, 1.2))
-axes[1].legend(fontsize=8)
-lesson.save(fig, "map")
+plot_norm_map(lesson, maps, slopes)
 
 # %% [markdown]
 # ## DyT against the norms, and its $\alpha_0$
@@ -121,11 +164,11 @@ lesson.save(fig, "map")
 # $d = 32$ and a few blocks and trains for a few hundred steps. So a verdict here is about this setting:
 # "holds" would say that DyT's claim carries down to a tiny, briefly trained model; "does not hold", that it
 # does not carry down to it (which says nothing about the paper's models: a short run favours whichever layer
-# starts fastest, and DyT's $lpha$ has to be learned); "inconclusive", that the seeds cannot tell. The text
+# starts fastest, and DyT's $\alpha$ has to be learned); "inconclusive", that the seeds cannot tell. The text
 # does not know the outcome before the run.
 #
 # The comparison is the final validation loss, DyT(0.5) minus each norm, paired per seed, with a 95%
-# interval; and for $lpha_0$, the worst of the three minus the best (chosen by their means, which makes
+# interval; and for $\alpha_0$, the worst of the three minus the best (chosen by their means, which makes
 # the difference slightly larger than a fair draw), paired per seed.
 
 # %%
@@ -158,23 +201,8 @@ lesson.claim("Outside large language models, training with DyT is insensitive to
 # line is the unigram baseline.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
-plot_race(axes[0], axes[1], {"layernorm": curves["layernorm"], "rmsnorm": curves["rmsnorm"],
-                             "dyt": curves["dyt", 0.5]}, "validation loss (nats)")
-axes[0].set_title(f"Against steps (mean of {k} seeds; band: min–max)")
-axes[1].set(title="Against the seconds each model spent training", xlabel="seconds of training (the model's steps)")
-for a, ls in ((0.1, ":"), (0.5, "-"), (2.0, "--")):
-    dyt_runs = curves["dyt", a]
-    axes[2].plot(dyt_runs[0].steps, np.mean([c.loss for c in dyt_runs], axis=0), ls, color=color("DyT"),
-                 label=f"DyT, alpha0 = {a:g}")
-axes[2].plot(curves["layernorm"][0].steps, np.mean([c.loss for c in curves["layernorm"]], axis=0),
-             color=color("LayerNorm"), label="LayerNorm")
-axes[2].set(xlabel="training step", ylabel="validation loss (nats)", title="DyT's alpha0 (mean over seeds)")
-for ax in axes:
-    ax.axhline(unigram, color="0.5", lw=1, ls=":", label="unigram baseline")
-    ax.legend(fontsize=8)
-fig.suptitle(f"Tiny Transformer (d = {D}, {LAYERS} pre-norm blocks) on Python's docstrings, {steps} steps")
-lesson.save(fig, "training")
+plot_dyt_race(lesson, curves, unigram, f"Tiny Transformer (d = {D}, {LAYERS} pre-norm blocks) on Python's docstrings, "
+                                       f"{steps} steps")
 
 # %% [markdown]
 # ## The layers timed alone

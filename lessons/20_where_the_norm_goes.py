@@ -20,17 +20,14 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numpy as np
 
-from lessons._common import COMMON, HOLDS, VERDICTS, check, start, ticks_at, work
+from lessons._common import COMMON, HOLDS, VERDICTS, check, start, work
 from lessons._corpus import char_data
 from lessons._grading import above, below
-from lessons._placement import (ALL_PLACEMENTS, D, HEADS, PLACEMENT_STYLE, T, max_logit, placement_race,
-                                stream_variances)
+from lessons._placement_plots import plot_depth, plot_logits_and_sweep
 from lessons._stats import mean_interval, geometric_interval
-from lessons._style import color
-from lessons._training import expect, gradient_profile, interval, one_blas_thread, report, top_over_bottom
+from lessons._training import expect, interval, one_blas_thread, race, report
 from scratchnorm import nn
 
 lesson = start(__name__, "20_where_the_norm_goes")
@@ -39,21 +36,24 @@ lesson = start(__name__, "20_where_the_norm_goes")
 # ## The setup
 #
 # Everything is measured on the tiny Transformer of lesson 11 (RMSNorm, $d = 32$, 2 heads, contexts of 16
-# characters), each for every seed (`--seeds`, default 5). The runs are short and the models small: the
+# characters of Python's docstrings), each for every seed (`--seeds`, default 5: seed $s$ initializes the
+# models with `seed=s`). The runs are short and the models small: the
 # ledger records what they show, and the verdicts that the text below does not announce are recorded, not
 # expected. Comparisons over seeds are paired and graded on their whole 95% interval ("inconclusive" when it
 # straddles a bound).
 
 # %%
+PLACEMENTS = ("pre", "post", "peri", "reordered", "deepnorm")
+D, HEADS, T, BETAS = 32, 2, 16, (0.9, 0.99)
 LRS, SWEEP, DEEP, STEPS = (3e-3, 1e-2, 3e-2), 4, 8, 80
 DEEP_LR, QK_LR, PLATEAU = 1e-2, 3e-2, 0.05      # PLATEAU: nats below the unigram baseline, as in lesson 11
 DEEPNET = f"{COMMON} (Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers, arXiv 2203.00555)"
 QKNORM = f"{COMMON} (Dehghani et al. 2023, ViT-22B; adopted by Qwen3, Gemma 3 and OLMo 2)"
 
 
-def max_logit_after(model, val):
-    model.forward(val[:32, :-1])
-    return max_logit(model)
+def transformer(placement, layers, seed, qk_norm=None):
+    return nn.Transformer(data.vocab_size, D, HEADS, layers, T, norm="rmsnorm", placement=placement,
+                          qk_norm=qk_norm, seed=seed)
 
 
 data = char_data()
@@ -65,13 +65,22 @@ batch = data.windows("train", 16, T + 1, np.random.default_rng(20))
 # ## Gradient norms at initialization
 #
 # For every placement, 8-block models at initialization (one per seed): the gradient norm of the two
-# feed-forward weights of each block, after one forward and backward on a batch.
+# feed-forward weights of each block, $\sqrt{\lVert \partial L/\partial W_1\rVert^2 +
+# \lVert \partial L/\partial W_2\rVert^2}$, after one forward and backward of the next-character loss on a
+# batch of 16 windows (lesson 11's measure).
 
 # %%
+def ffn_gradients(model, windows):
+    """Per block (input first), the norm of the gradient of its two feed-forward weight matrices."""
+    ce = nn.SoftmaxCrossEntropy()
+    ce.forward(model.forward(windows[:, :-1]), windows[:, 1:])
+    model.backward(ce.backward())
+    return np.array([np.sqrt(sum(np.sum(np.square(model.grads[f"blocks.{i}.mlp.f.{j}.weight"])) for j in (0, 2)))
+                     for i in range(model.n_layers)])
+
+
 with one_blas_thread():
-    per_init = {p: [gradient_profile(lambda s, p=p: nn.Transformer(data.vocab_size, D, HEADS, DEEP, T,
-                                                                   norm="rmsnorm", placement=p, seed=s),
-                                     DEEP, batch, (s,)) for s in range(lesson.seeds)] for p in ALL_PLACEMENTS}
+    per_init = {p: [ffn_gradients(transformer(p, DEEP, s), batch) for s in range(lesson.seeds)] for p in PLACEMENTS}
 grads = {p: np.mean(g, axis=0) for p, g in per_init.items()}
 
 # %% [markdown]
@@ -85,17 +94,30 @@ grads = {p: np.mean(g, axis=0) for p, g in per_init.items()}
 # * depth: 8-block models, Pre and Peri, at lr $10^{-2}$, for the hidden states;
 # * attention logits: 4-block Pre-Norm models with and without QK-Norm, at lr $3 \cdot 10^{-2}$.
 #
-# The cell prints, per placement and rate, the nats below the unigram baseline per seed.
+# Seed $s$ draws the batches (16 windows each) from `default_rng(200 + s)`; every race is evaluated on the same
+# 128 validation windows. The cell prints, per placement and rate, the nats below the unigram baseline per seed.
 
 # %%
+def placement_race(keys, lr, seed, layers):
+    """Models of each key (placement, qk_norm) trained on the same batches: ({key: model}, {key: final
+    validation loss})."""
+    rng, ce = np.random.default_rng(200 + seed), nn.SoftmaxCrossEntropy()
+    batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", 16, T + 1, rng) for _ in range(steps))]
+    models = {key: transformer(key[0], layers, seed, qk_norm=key[1]) for key in keys}
+    runs = {key: (m, nn.Adam(m, lr=lr, betas=BETAS)) for key, m in models.items()}
+    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), steps)
+    for model in models.values():          # a layer keeps its last forward's cache: shrink the evaluation's to one
+        model.forward(val[:1, :-1])        # window (this lesson keeps about a hundred models; gigabytes otherwise)
+    return models, {key: curves[key].loss[-1] for key in keys}
+
+
+val = data.windows("val", 128, T + 1, np.random.default_rng(201))
 with one_blas_thread():
     seeds = range(lesson.seeds)
-    sweep = [{lr: placement_race(data, [(p, None) for p in ALL_PLACEMENTS], steps, lr, s, SWEEP) for lr in LRS}
-             for s in seeds]
-    deep = [placement_race(data, [("pre", None), ("peri", None)], steps, DEEP_LR, s, DEEP)[0] for s in seeds]
-    qk = [placement_race(data, [("pre", None), ("pre", "rmsnorm")], steps, QK_LR, s, SWEEP) for s in seeds]
-below_unigram = {(p, lr): np.array([unigram - sw[lr][0][p, None][1].loss[-1] for sw in sweep])
-                 for p in ALL_PLACEMENTS for lr in LRS}
+    sweep = [{lr: placement_race([(p, None) for p in PLACEMENTS], lr, s, SWEEP) for lr in LRS} for s in seeds]
+    deep = [placement_race([("pre", None), ("peri", None)], DEEP_LR, s, DEEP)[0] for s in seeds]
+    qk = [placement_race([("pre", None), ("pre", "rmsnorm")], QK_LR, s, SWEEP)[0] for s in seeds]
+below_unigram = {(p, lr): np.array([unigram - sw[lr][1][p, None] for sw in sweep]) for p in PLACEMENTS for lr in LRS}
 for key, v in below_unigram.items():
     check(np.all(np.isfinite(v)), f"{key}: finite losses")
     report(lesson, f"  {key[0]:>9} lr {key[1]:g}: nats below the unigram baseline per seed "
@@ -109,10 +131,21 @@ for key, v in below_unigram.items():
 # normalizes what each block adds. Its "exponentially" is a worst case of its analysis: a bound on what can
 # happen, which a typical run neither confirms nor refutes. What a run can show is its typical behaviour, and
 # the second row is labelled so: exponential growth multiplies the variance by the same factor every block,
-# so it compares the factor per block over the second half of the blocks with the first half's.
+# so it compares the factor per block over the second half of the blocks with the first half's. The variance
+# is taken over every token and feature of the stream, on the batch of 16 windows above.
 
 # %%
-variances = {p: np.array([stream_variances(d[p, None][0], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
+def stream_variances(model, ids):
+    """The variance of the residual stream after the embedding and after each block."""
+    h = model.tok_emb.forward(ids) + model.pos_emb.forward(np.arange(ids.shape[1]))
+    out = [float(h.var())]
+    for block in model.blocks.children.values():
+        h = block.forward(h)
+        out.append(float(h.var()))
+    return np.array(out)
+
+
+variances = {p: np.array([stream_variances(d[p, None], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
 last = {p: np.exp(np.mean(np.log(v[:, -1]))) for p, v in variances.items()}      # geometric mean over seeds
 apart = geometric_interval(variances["pre"][:, -1] / variances["peri"][:, -1])
 lesson.claim("Peri-LN keeps the hidden states' variance from growing with depth as Pre-LN's does",
@@ -143,6 +176,11 @@ lesson.claim("Typical behaviour, not the Peri-LN paper's worst case: in this sho
 # ratio for Peri with Pre's.
 
 # %%
+def top_over_bottom(g):
+    q = max(1, len(g) // 4)                                          # a quarter of the blocks, at least one
+    return float(np.mean(g[-q:]) / np.mean(g[:q]))
+
+
 spread = {p: np.array([abs(np.log(top_over_bottom(g))) for g in gs]) for p, gs in per_init.items()}
 even = geometric_interval(spread["peri"] / spread["pre"])
 lesson.claim("Peri-LN's gradient norms are more even across layers than Pre-LN's",
@@ -159,33 +197,30 @@ lesson.claim("Peri-LN's gradient norms are more even across layers than Pre-LN's
 # at 4 blocks), and the gradient norm per block at initialization.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
-for p in ("pre", "peri"):
-    axes[0].semilogy(range(DEEP + 1), variances[p].mean(0), marker="o", **PLACEMENT_STYLE[p],
-                     label=f"{p}, {DEEP} blocks")
-for p in ALL_PLACEMENTS:
-    v = np.mean([stream_variances(sw[DEEP_LR][0][p, None][0], sw[DEEP_LR][1][:32, :-1]) for sw in sweep], axis=0)
-    axes[1].semilogy(range(SWEEP + 1), v, marker="o", **PLACEMENT_STYLE[p], label=p)
-    axes[2].plot(range(1, DEEP + 1), grads[p], marker="o", **PLACEMENT_STYLE[p], label=p)
-axes[0].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
-            title=f"after {steps} steps at lr {DEEP_LR:g}")
-axes[1].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
-            title=f"{SWEEP} blocks, every placement, lr {DEEP_LR:g}")
-axes[2].set(xlabel="block (1: at the input)", ylabel=f"FFN gradient norm (mean of {lesson.seeds} inits)",
-            title="gradient norms at initialization", yscale="log")
-for ax, last_block in zip(axes, (DEEP, SWEEP, DEEP)):
-    ax.set_xticks(range(0 if ax is not axes[2] else 1, last_block + 1))
-    ax.legend(fontsize=8)
-lesson.save(fig, "depth")
+sweep_variances = {p: np.mean([stream_variances(sw[DEEP_LR][0][p, None], val[:32, :-1]) for sw in sweep], axis=0)
+                   for p in PLACEMENTS}
+plot_depth(lesson, variances, sweep_variances, grads, steps, DEEP_LR)
 
 # %% [markdown]
 # ## Attention logits
 #
 # The largest $|\text{score}|$ over every block, head and pair of positions, after the short training at the
-# high rate, Pre-Norm with and without QK-Norm.
+# high rate, Pre-Norm with and without QK-Norm, on 32 validation windows: a score is
+# $q \cdot k / \sqrt{d_h}$, read from each attention layer's cache of that forward.
 
 # %%
-logits = {q: np.array([max_logit_after(run_[0][("pre", q)][0], run_[1]) for run_ in qk]) for q in (None, "rmsnorm")}
+def max_logit(model, ids):
+    """The largest |attention score| of a forward on ``ids``, over every block, head and pair of positions."""
+    model.forward(ids)
+    top = 0.0
+    for block in model.blocks.children.values():
+        cache = block.children["attn"].f._cache
+        S = cache["q"] @ np.swapaxes(cache["k"], -1, -2) * cache["scale"]     # (batch, heads, T, T)
+        top = max(top, float(np.abs(S).max()))
+    return top
+
+
+logits = {q: np.array([max_logit(models["pre", q], val[:32, :-1]) for models in qk]) for q in (None, "rmsnorm")}
 ratio = geometric_interval(logits[None] / logits["rmsnorm"])
 lesson.claim("QK-Norm keeps attention logits from growing in training", source=QKNORM,
              measured=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}, the largest |attention score| at the end, per "
@@ -229,24 +264,7 @@ for lr in LRS:
 # placement (higher is better; the grey band: still on the plateau).
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True)
-for i, (q, name) in enumerate(((None, "none"), ("rmsnorm", "RMSNorm"))):
-    axes[0].plot(np.full(len(logits[q]), i) + np.linspace(-0.08, 0.08, len(logits[q])), logits[q], "o",
-                 color=color(name), alpha=0.7)
-    axes[0].plot([i - 0.2, i + 0.2], [np.exp(np.mean(np.log(logits[q])))] * 2, color=color(name), lw=2.5)
-axes[0].set_xticks([0, 1], ["without QK-Norm", "with QK-Norm (RMSNorm)"])
-axes[0].set(xlim=(-0.6, 1.6), ylabel="largest |attention score|", yscale="log",
-            title=f"Pre-Norm, {SWEEP} blocks, lr {QK_LR:g}\n(points: seeds; bar: their geometric mean)")
-for p in ALL_PLACEMENTS:
-    axes[1].plot(LRS, [below_unigram[p, lr].mean() for lr in LRS], marker="o", **PLACEMENT_STYLE[p], label=p)
-axes[1].axhspan(min(0.0, min(v.mean() for v in below_unigram.values())) - 0.01, PLATEAU, color="0.92", zorder=0,
-                label=f"on the plateau (less than {PLATEAU} nats below)")
-axes[1].axhline(0, color="0.5", lw=1, ls=":", label="the unigram baseline")
-axes[1].set(xscale="log", xlabel="learning rate (Adam, no warm-up)", ylabel="nats below the unigram baseline",
-            title=f"{SWEEP} blocks, {steps} steps (mean of {n_seeds} seeds)\nhigher is better")
-ticks_at(axes[1], LRS)
-axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-lesson.save(fig, "training")
+plot_logits_and_sweep(lesson, logits, below_unigram, LRS, PLATEAU, SWEEP, steps, QK_LR)
 
 # %% [markdown]
 # ## Questions

@@ -118,11 +118,13 @@ runner); and as a notebook, where ``--quick`` is the environment variable
 Size: a lesson is prose in its markdown cells plus about 100, at most 200, lines of
 code (``_common.code_lines``: blank lines, comments (so markdown cells) and docstrings
 don't count; tests/lessons/test_budget.py enforces it). The limit was 150; it is 200
-since the lessons show their experiments and their interval grading on the page. Helpers that more than one lesson
-could use, or that would push a lesson over its budget, go in a helper module
+since the lessons show their experiments and their interval grading on the page.
+What defines an experiment (the model, the data, the quantity measured, the seeds)
+is written in the lesson's cells; only plotting and plumbing (figures, printing,
+timing, interval arithmetic, the seed loop) go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
-``_placement.py``, ``_backward_plots.py``, ``_batch_plots.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
-``_corpus.py``, ``_dyt.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
+``_placement_plots.py``, ``_backward_plots.py``, ``_batch_plots.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
+``_corpus.py``, ``_training_plots.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
 ``_ledger.py``; the runner's: ``_runner.py``, ``_path.py``),
 never in a lesson; a helper module stays under
 400 lines. An appendix lesson takes what its main lesson cannot hold

@@ -37,7 +37,8 @@ def test_editing_a_file_a_kernel_uses_recompiles_the_kernel(tmp_path):
     assert list((tmp_path / "scratchnorm" / "fast" / "__pycache__").glob("rmsnorm.*.nbc")), "nothing was cached"
     stats = tmp_path / "scratchnorm" / "fast" / "stats.py"
     text = stats.read_text()
-    edited = text.replace("        v = np.float64(x[j])\n        s += v * v\n", "        v = np.float64(x[j])\n        s += 2 * v * v\n")
+    square = "        v = np.float64(x[j])\n        s += v * v\n"
+    edited = text.replace(square, square.replace("s += v * v", "s += 2 * v * v"))
     assert edited != text
     stats.write_text(edited)
     assert _run(tmp_path) == pytest.approx(3.0 / 25.0 ** 0.5)              # the edited sum: ms doubled
