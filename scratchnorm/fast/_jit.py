@@ -5,14 +5,14 @@
   of raising). No fastmath: NaN and Inf propagate as in the reference.
 * ``jit_sum``: the same plus ``fastmath={"reassoc"}``, for the loops that sum
   a row and nothing else. Reassociation lets LLVM keep several partial sums in
-  SIMD lanes (about 4x faster than one running sum). It is the only fast-math
+  SIMD lanes (NOTES.md has what it buys). It is the only fast-math
   flag used: without "nnan"/"ninf" a NaN or Inf still reaches the sum, and
   the order of the partial sums is fixed by the compiled code, not by the data
   or the thread count, so the results stay bitwise reproducible.
 * ``serial_and_parallel``: one driver, compiled twice. The parallel twin runs
   its ``prange`` loops on numba's threads; the serial twin runs them as plain
-  loops, for small inputs where starting the threads costs more (~3 us) than
-  the work. Both twins split the rows into the same chunks, so they give the
+  loops, for small inputs where starting the threads costs more than the work
+  (NOTES.md). Both twins split the rows into the same chunks, so they give the
   same bits.
 * ``n_chunks``: the row chunks of a reduction over rows depend only on the
   number of rows, never on the thread count, so the per-chunk partial sums and
@@ -96,7 +96,7 @@ OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
 ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
 MAX_CHUNKS = 64         # ... and there are at most this many chunks
-PARALLEL_MIN = 1 << 14  # elements from which the parallel twin is used (NOTES.md: measured on 2 cores)
+PARALLEL_MIN = 1 << 14  # elements from which the parallel twin is used (NOTES.md)
 
 
 def jit(fn):

@@ -13,15 +13,14 @@ result that the next layer would find in cache is written normally. The forward
 also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's partial
 first and last lines are written plainly, which costs more than streaming saves
 on shorter rows. Rows the forward computes in float64 are written plainly too.
-The backward streams only when asked: with two rows a pass (rowwise_tuned) it
-measured slower streamed at every size (NOTES.md). The row-wise functions take
+The backward streams only when asked (NOTES.md: it did not pay). The row-wise functions take
 ``stream=True`` / ``False`` to force the choice (benchmark, lessons).
 
-The usable cache is the last-level cache that Linux's sysfs reports (32 MiB when
-it cannot be read), capped at CACHE_PER_CPU_BYTES for each CPU this process may
-run on. The cap is for virtual machines: they report their host's whole
-cache (480 MiB on this project's 2-CPU machine), of which they hold a share; there
-a copy falls to memory speed between 32 and 64 MiB an array (NOTES.md).
+The usable cache is the last-level cache that Linux's sysfs reports
+(DEFAULT_CACHE_BYTES when it cannot be read), capped at CACHE_PER_CPU_BYTES for
+each CPU this process may run on. The cap is for virtual machines: they report
+their host's whole cache, of which they hold a share (NOTES.md has this
+project's machine).
 
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain

@@ -93,17 +93,18 @@ def layer_norm_backward_kernel(dy, x, weight, mean, rstd, dx, dwb, dwb_parts):
             lo = mean[i] - np.float64(hi)
             if (fits(rstd[i], x) and fits(lo, x) and fits(mean_g, x) and fits(mean_gx, x)
                     and quarter_of_largest(np.sqrt(sgg), x)):
-                dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c)
+                dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c, T)
             else:
-                dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c)
+                dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c, np.float64)
     add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))
 
 
 @jit_inline
-def dx_row(dy, x, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb):
+def dx_row(dy, x, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb, T):
+    """dx of one row, computed in the type T (x's dtype, or float64)."""
     for j in range(x.shape[0]):
-        x_hat = ((x[j] - hi) - lo) * rstd
-        dx[j] = rstd * (dy[j] * weight[j] - mean_g - x_hat * mean_gx)
+        x_hat = ((T(x[j]) - hi) - lo) * rstd
+        dx[j] = rstd * (T(dy[j]) * T(weight[j]) - mean_g - x_hat * mean_gx)
         dwb[0, j] += np.float64(dy[j]) * np.float64(x_hat)
         dwb[1, j] += np.float64(dy[j])
 

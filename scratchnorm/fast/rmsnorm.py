@@ -86,18 +86,19 @@ def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, de
             deps_rows[i] = -0.5 * d * mean_gx * rstd[i] * rstd[i]   # sum(g x_hat) * d log(rstd)/d eps
             if fits(rstd[i], x) and fits(mean_gx, x) and quarter_of_largest(np.sqrt(sgg), x):   # float32.py
                 T = x.dtype.type
-                dx_row(dy[i], x[i], weight, T(rstd[i]), T(mean_gx), dx[i], dweight_c)
+                dx_row(dy[i], x[i], weight, T(rstd[i]), T(mean_gx), dx[i], dweight_c, T)
             else:
-                dx_row(dy[i], x[i], weight, rstd[i], mean_gx, dx[i], dweight_c)
+                dx_row(dy[i], x[i], weight, rstd[i], mean_gx, dx[i], dweight_c, np.float64)
     add_chunks(dweight_parts, dweight)
     return sum_of(deps_rows)
 
 
 @jit_inline
-def dx_row(dy, x, weight, rstd, mean_gx, dx, dweight):
+def dx_row(dy, x, weight, rstd, mean_gx, dx, dweight, T):
+    """dx of one row, computed in the type T (x's dtype, or float64)."""
     for j in range(x.shape[0]):
-        x_hat = x[j] * rstd
-        dx[j] = rstd * (dy[j] * weight[j] - x_hat * mean_gx)
+        x_hat = T(x[j]) * rstd
+        dx[j] = rstd * (T(dy[j]) * T(weight[j]) - x_hat * mean_gx)
         dweight[j] += np.float64(dy[j]) * np.float64(x_hat)
 
 

@@ -32,8 +32,8 @@ COLUMN_BLOCK = 512                  # columns per task when the partial sums are
 def _drivers(center, f32_affine, paired_rows, stream):
     def _forward_rows(x, w, b, y, stats, k, eps, mode):
         """``stream`` (with ``f32_affine`` only): the rows go in the backward's chunks, so that each
-        worker fences once a chunk (a fence waits until the streamed lines have reached memory:
-        once a row, it cost 1.3x at 4096x1024)."""
+        worker fences once a chunk (a fence waits until the streamed lines have reached memory;
+        NOTES.md has what a fence a row cost)."""
         rows = x.shape[0]
         G = w.shape[0]
         if stream:

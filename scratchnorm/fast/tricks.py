@@ -11,7 +11,9 @@ tricks run. ``kernel`` turns them off, for a ``with`` block in the calling threa
         ...
 
 ``python -m scratchnorm.bench --kernel readable`` (or ``--kernel f32_affine,stream``)
-times the kernels so. The tricks, and what each buys (NOTES.md has the measurements):
+times the kernels so. The tricks belong to the general row-wise kernel (rowwise.py), which the
+variants run; LayerNorm's and RMSNorm's own kernels (layernorm.py, rmsnorm.py) have none. What
+each does (NOTES.md has what each measured):
 """
 from __future__ import annotations
 
@@ -21,13 +23,11 @@ from contextvars import ContextVar
 from .._checks import fail
 
 TRICKS = {
-    "f32_affine": "row-wise forward: y = x_hat * w + b in float32 for float32 x (twice the SIMD lanes, "
-                  "no conversions; within 3.5 float32 epsilons of the float64 loop): about 1.2x on the "
-                  "forward",
-    "paired_rows": "row-wise backward: two rows per pass, dweight and dbias read and written once for "
-                   "both (same bits): 15-25% on the backward",
-    "stream": "forward outputs beyond the usable cache written with non-temporal stores (same bits): "
-              "0.65-0.86 of the forward's time from 2048x4096 to 8192x4096 float32 with out=",
+    "f32_affine": "the forward's y = x_hat * w + b in float32 for float32 x, from the float64 statistics "
+                  "(twice the SIMD lanes, no conversions; within 3.5 float32 epsilons of the float64 loop)",
+    "paired_rows": "the backward two rows per pass, dweight and dbias read and written once for both "
+                   "(same bits)",
+    "stream": "forward outputs beyond the usable cache written with non-temporal stores (same bits)",
 }
 __doc__ += "".join(f"\n* ``{name}``: {what}." for name, what in TRICKS.items())
 

@@ -461,6 +461,32 @@ def test_float32_forward_falls_back_to_float64_where_rstd_does_not_fit():
         assert np.all(np.abs(got[1].astype(np.float64) - want[1]) <= np.spacing(np.abs(want[1])) + F32_TERMS * xh)
 
 
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_float32_backward_falls_back_to_float64_where_g_would_overflow(name):
+    """Row 0: g = dy * weight reaches 1e39, beyond float32, while dx (~ rstd * g ~ 1e29, rstd ~ 1e-10)
+    does not; g is orthogonal to x_hat (and to the ones), so mean(g) and mean(g x_hat) are small and
+    fit float32: only the bound on sum(g^2) sends that row to float64. It must match the reference
+    within one rounding. Row 1, an ordinary row beside it, keeps the float32 bound (float32_terms)."""
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    x[0] *= np.float32(1e10)
+    w = (10.0 * (1.0 + 0.1 * rng.standard_normal(64))).astype(np.float32)
+    x_hat = sn.layer_norm_forward(x.astype(np.float64))[0][0] if name == "layer_norm" else x[0] / np.abs(x[0]).max()
+    basis = np.stack([x_hat, np.ones(64)]) if name == "layer_norm" else x_hat[None]
+    g = rng.standard_normal(64)
+    g -= basis.T @ np.linalg.lstsq(basis.T, g, rcond=None)[0]          # orthogonal to x_hat (and the ones)
+    dy = rng.standard_normal((2, 64)).astype(np.float32)
+    dy[0] = (1e39 * g / np.abs(g).max() / w).astype(np.float32)
+    got, _ = run("numba", name, x, dy, w, None, {})
+    want, cache = run("numpy", name, x, dy, w, None, {})
+    dx, ref = got["x"].astype(np.float64), want["x"].astype(np.float64)
+    assert np.all(np.isfinite(dx[0])) and np.max(np.abs(ref[0])) > 1e29
+    scale = np.max(np.abs(direct_term(name, dy, w, cache)[0]))
+    assert np.all(np.abs(dx[0] - ref[0]) <= np.spacing(np.abs(want["x"][0])) + 1e-12 * scale)
+    assert_matches({"x": got["x"][1:]}, {"x": want["x"][1:]}, name, direct_term(name, dy, w, cache)[1:],
+                   {"x": float32_terms(name, x, dy, w, None, cache, {})["x"][1:]})
+
+
 def test_float32_forward_recomputes_a_row_that_overflows_in_float32():
     """A row spanning +-3.4e38: x - mean overflows float32 while rstd fits; the row is computed
     again in float64 and matches the reference (found by review: it gave inf)."""
