@@ -580,6 +580,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
     w, b = rng.standard_normal(96), rng.standard_normal(96)
     h = hashlib.sha256()
     for fwd, bwd, args, kw in ((fast.layer_norm_forward, fast.layer_norm_backward, (w, b), {}),
+                               (fast.rms_norm_forward, fast.rms_norm_backward, (w,), {}),
                                (fast.rms_norm_forward, fast.rms_norm_backward, (w, b), {"k": 7}),
                                (fast.group_rms_norm_forward, fast.group_rms_norm_backward, (w,), {"num_groups": 4})):
         y, cache = fwd(x, *args, **kw)
