@@ -9,7 +9,7 @@ Every case runs the same inputs through both backends and compares:
   output dtype: each backend rounds a float64 value once, and the two float64
   values differ by round-off only.
 
-Shapes cover both BatchNorm layouts of channels.py (slabs for a spatial size
+Shapes cover both BatchNorm layouts (batchnorm_slabs.py, batchnorm_columns.py) (slabs for a spatial size
 S >= SLAB_MIN, columns below it) and both GroupNorm paths. The default run
 keeps inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` finishes in seconds; tests
 marked slow use inputs large enough for the parallel kernels, and subprocesses.
@@ -25,7 +25,8 @@ from layer_helpers import outputs_per_thread_count, run_jitted
 import scratchnorm as sn
 from scratchnorm import fast
 from scratchnorm.fast import _jit
-from scratchnorm.fast.channels import SLAB_MIN
+from scratchnorm.fast.channel_slabs import SLAB_MIN
+from scratchnorm.fast.stats import MEAN, RSTD
 
 F64 = np.dtype(np.float64)
 
@@ -333,7 +334,7 @@ def exact_moments(values):
 @pytest.mark.parametrize("shape", [(600, 2), (40, 2, 5), (6, 2, 40)], ids=str)
 def test_statistics_keep_their_digits_far_from_zero(shape):
     """x = 1e8 + N(0, 1): mean and variance as exact as the float64 data allow. Merging pieces
-    whose means are rounded at 1e8 (no shift, channels.py) loses ~6 digits of the variance."""
+    whose means are rounded at 1e8 (no shift, batchnorm_slabs.py) loses ~6 digits of the variance."""
     x = 1e8 + np.random.default_rng(19).standard_normal(shape)
     _, cache = fast.batch_norm_forward(x)
     _, gcache = fast.group_norm_forward(x, num_groups=2)
@@ -342,8 +343,8 @@ def test_statistics_keep_their_digits_far_from_zero(shape):
         assert abs(cache["mean"][c] - mean) <= 1e-15 * abs(mean)
         assert abs(cache["var"][c] - var) <= 1e-14 * var
         mean, var = exact_moments(x[0, c])                       # GroupNorm, G = C: sample 0, channel c
-        rstd = gcache["stats"][0, c, 1]
-        assert abs(gcache["stats"][0, c, 0] - mean) <= 1e-15 * abs(mean)
+        rstd = gcache["stats"][RSTD, c]                           # column n * G + g = c for n = 0
+        assert abs(gcache["stats"][MEAN, c] - mean) <= 1e-15 * abs(mean)
         assert abs(rstd - 1.0 / np.sqrt(var + 1e-5)) <= 1e-14 * rstd
 
 
@@ -438,9 +439,11 @@ def test_bits_do_not_depend_on_the_thread_count():
 def test_importing_compiles_none_of_these_kernels():
     code = textwrap.dedent("""
         import scratchnorm.fast
-        from scratchnorm.fast import channels
-        twins = [getattr(channels, n) for n in dir(channels) if n.startswith(("bn_", "gn_"))]
-        assert len(twins) == 6 and all(len(t) == 2 for t in twins)
+        from scratchnorm.fast import batchnorm_columns, batchnorm_slabs, groupnorm_kernels
+        twins = [batchnorm_columns.bn_forward_columns, batchnorm_columns.bn_backward_columns,
+                 batchnorm_slabs.bn_forward_slabs, batchnorm_slabs.bn_backward_slabs,
+                 groupnorm_kernels.gn_forward, groupnorm_kernels.gn_backward]
+        assert all(len(t) == 2 for t in twins)
         compiled = [f for pair in twins for f in pair if f.signatures]
         assert not compiled, compiled
         print("ok")
