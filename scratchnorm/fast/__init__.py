@@ -10,8 +10,12 @@ Where things are: rowwise.py (the readable row-wise kernel: LayerNorm, RMSNorm
 and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by
 tricks.py), rowwise_drivers.py (rows on threads) and rowwise_api.py (the
 functions); add_rmsnorm.py (the residual add fused into the row-wise kernel);
-channels.py (the BatchNorm and GroupNorm kernels) with batchnorm.py and
-groupnorm.py; dyt.py (DyT); gated_rmsnorm.py (RMSNorm with a SiLU gate);
+the (N, C, *) family: batchnorm.py (BatchNorm's functions) on
+batchnorm_columns.py ((N, C) inputs, short slabs) and batchnorm_slabs.py
+(images; the formulas), groupnorm.py (GroupNorm's and InstanceNorm's) on
+groupnorm_kernels.py, both on channel_slabs.py (the layout and the shared
+elementwise bodies); stats.py (every float64 sum, the (3, n) stats);
+dyt.py (DyT); gated_rmsnorm.py (RMSNorm with a SiLU gate);
 _buffers.py (arrays in the kernels' layout); _jit.py
 (how kernels compile and split work); _stream.py (non-temporal stores);
 NOTES.md (measurements).
@@ -55,7 +59,8 @@ KERNELS = {
     "rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward,
     # GroupRMSNorm: the general row-wise kernel (rowwise.py, rowwise_api.py)
     "group_rms_norm_forward": group_rms_norm_forward, "group_rms_norm_backward": group_rms_norm_backward,
-    # (N, C, *) inputs: channels.py (kernels), batchnorm.py and groupnorm.py (wrappers; InstanceNorm uses group_norm_*)
+    # (N, C, *) inputs: batchnorm_columns.py, batchnorm_slabs.py, groupnorm_kernels.py (kernels),
+    # batchnorm.py and groupnorm.py (wrappers; InstanceNorm uses group_norm_*)
     "batch_norm_forward": batch_norm_forward, "batch_norm_backward": batch_norm_backward,
     "batch_norm_eval_forward": batch_norm_eval_forward, "batch_norm_eval_backward": batch_norm_eval_backward,
     "group_norm_forward": group_norm_forward, "group_norm_backward": group_norm_backward,

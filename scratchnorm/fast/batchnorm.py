@@ -1,12 +1,12 @@
-"""BatchNorm on the numba kernels of channels.py: the reference's names, signatures and checks.
+"""BatchNorm on numba kernels: the reference's names, signatures and checks.
 
 Each function checks its arguments with the helpers its NumPy reference
 (batchnorm.py) uses, in the same order, so a bad argument raises the same
-error. Then x is viewed as (N, C * S) and one driver of channels.py does the
-work: the "slabs" driver for spatial sizes S >= SLAB_MIN, the "columns" driver
-for smaller ones, such as (N, C) inputs (channels.py explains both). Training and eval mode share the drivers:
-in eval mode the statistics are given and backward drops the two terms that
-come through them.
+error. Then x is viewed as (N, C * S) and one pair of drivers does the work:
+batchnorm_slabs.py for spatial sizes S >= SLAB_MIN (images; its docstring has
+the formulas), batchnorm_columns.py for smaller ones, such as (N, C) inputs.
+Training and eval mode share the drivers: in eval mode the statistics are
+given and backward drops the two terms that come through them.
 
 Cache (this backend's; the reference's has other keys):
     "x"      the input as the kernels read it, (N, C * S), float32 or float64: x
@@ -25,18 +25,10 @@ import numpy as np
 from .._op_checks import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, run_twin
-from .channels import (
-    MEAN,
-    RSTD,
-    SLAB_MIN,
-    VAR,
-    bn_backward_columns,
-    bn_backward_slabs,
-    bn_forward_columns,
-    bn_forward_slabs,
-    channel_block,
-    layout,
-)
+from .batchnorm_columns import bn_backward_columns, bn_forward_columns
+from .batchnorm_slabs import bn_backward_slabs, bn_forward_slabs, channel_block
+from .channel_slabs import SLAB_MIN, layout
+from .stats import MEAN, RSTD, VAR
 
 _TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
 BN_MIN_FACTOR = 8          # BatchNorm gains from a second thread only from 8x the row-wise size (NOTES.md)
@@ -70,7 +62,7 @@ def _backward(dy, cache, dx_out, kind, fn):
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N, C = xk.shape[0], w.shape[0]
     dwb = np.empty((2, C))                                # dweight, dbias
-    coef = np.empty((3, C))                               # dx coefficients (channels.py)
+    coef = np.empty((3, C))                               # dx coefficients a, cc, e (batchnorm_slabs.py)
     run = (dyk, xk, w, stats, dx2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy

@@ -1,15 +1,15 @@
-"""GroupNorm on the numba kernels of channels.py: the reference's names, signatures and checks.
+"""GroupNorm on the numba kernels of groupnorm_kernels.py: the reference's names, signatures and checks.
 
 InstanceNorm calls these with num_groups = C, so it runs on them too.
 
 Each function checks its arguments with the helpers its NumPy reference
 (groupnorm.py, then layernorm.py for eps) uses, in the same order. x is viewed
 as (N, C * S); the forward's tasks are the (sample, group) pairs, the
-backward's the (sample chunk, group) pairs (channels.py).
+backward's the (sample chunk, group) pairs (groupnorm_kernels.py).
 
 Cache (this backend's): "x" the input as the kernels read it (x itself, no copy:
-see batchnorm.py), "stats" (N, G, 2) float64 mean and rstd per sample and
-group, "w" the weight as a float64 vector (per channel, or per column for spatial
+see batchnorm.py), "stats" (3, N * G) float64: rows MEAN, VAR, RSTD (stats.py),
+column n * G + g for sample n and group g; "w" the weight as a float64 vector (per channel, or per column for spatial
 sizes below SLAB_MIN), "S" the spatial size, "weight", "bias" as given.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from .._op_checks import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, run_twin
-from .channels import SLAB_MIN, gn_backward, gn_forward, layout
+from .channel_slabs import SLAB_MIN, layout
+from .groupnorm_kernels import gn_backward, gn_forward
 
 _KIND = "groupnorm"
 
@@ -47,7 +48,7 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     N, C, S = layout(x.shape)
     xk, y2, y_new = forward_rows(x, out, N)
     w, b = _affine(weight, bias, C, S)
-    stats = np.empty((N, G, 2))                                  # mean, rstd
+    stats = np.empty((3, N * G))                                 # mean, var, rstd per (sample, group)
     run_twin(gn_forward, x.size, N * G, xk, w, b, y2, stats, eps, S)
     cache = {"fast": _KIND, "x": xk, "stats": stats, "w": w, "weight": weight,
              "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
@@ -58,7 +59,8 @@ def group_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.group_norm_backward``."""
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, "group_norm_forward")
     w, stats, S = cache["w"], cache["stats"], cache["S"]
-    N, G = stats.shape[:2]
+    N = xk.shape[0]
+    G = stats.shape[1] // N
     chunks = sample_chunks(N, S)
     part = np.empty((chunks, 2, w.shape[0]))                     # per-chunk dweight, dbias
     dwb = np.empty((2, cache["shape"][1]))

@@ -12,6 +12,14 @@ the loop vectorizes (NOTES.md).
 A function that returns two sums returns the plain one first:
 (sum of g, sum of g (x - c)), (sum of dy, sum of dy (x - c)).
 
+Column sums (BatchNorm on (N, C), the columns layout): one float64 sum per
+column of a tile, rows [r0, r1) and columns [lo, lo + n) of a C-contiguous
+(N, D) array, added row after row in order (a column's sum is sequential, so
+no reassociation is needed: the lanes run across columns). They write into
+caller arrays of n accumulators, the plain sum first as above. Each loop reads
+four rows per sweep over the accumulators, which are then loaded and stored
+once per four rows.
+
 Layout. Kernels that keep statistics keep them as one float64 array of shape
 (3, n), one row per statistic, one column per normalized group (a row of a
 LayerNorm, a channel of a BatchNorm, a (sample, group) pair of a GroupNorm):
@@ -124,3 +132,87 @@ def add_chunks(parts, total):
     for c in range(1, parts.shape[0]):
         for j in range(total.shape[0]):
             total[j] += parts[c, j]
+
+
+@jit_sum
+def sum_dy(dy, x, c):
+    """(sum of dy_j, sum of dy_j (x_j - c)): dbias and, times rstd, dweight of one run."""
+    s = 0.0
+    sx = 0.0
+    for j in range(x.shape[0]):
+        d = np.float64(dy[j])
+        s += d
+        sx += d * (np.float64(x[j]) - c)
+    return s, sx
+
+
+# -- column sums over a tile: rows [r0, r1), columns [lo, lo + n) -----------------------------
+@jit_inline
+def four_rows(a, i, r1, lo, n):
+    """Columns [lo, lo + n) of rows i .. i + 3 of a; rows past r1 - 1 are row r1 - 1 again
+    (harmless where the rows are only written with values that do not depend on the row)."""
+    return (a[i, lo:lo + n], a[min(i + 1, r1 - 1), lo:lo + n], a[min(i + 2, r1 - 1), lo:lo + n],
+            a[min(i + 3, r1 - 1), lo:lo + n])
+
+
+@jit_inline
+def column_sum_dev(x, lo, r0, r1, c, acc):
+    """acc[j] = sum over rows i of (x[i, lo + j] - c[j]): a first pass about shifts c (n,)."""
+    n = acc.shape[0]
+    acc[:] = 0.0
+    tail = r0 + (r1 - r0) // 4 * 4                  # rows [tail, r1) one at a time
+    for i in range(r0, tail, 4):
+        x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
+        for j in range(n):
+            k = c[j]
+            acc[j] = (((acc[j] + (np.float64(x0[j]) - k)) + (np.float64(x1[j]) - k))
+                      + (np.float64(x2[j]) - k)) + (np.float64(x3[j]) - k)
+    for i in range(tail, r1):
+        xi = x[i, lo:lo + n]
+        for j in range(n):
+            acc[j] += np.float64(xi[j]) - c[j]
+
+
+@jit_inline
+def column_sum_sq_dev(x, lo, r0, r1, c, mean, acc):
+    """acc[j] = sum over rows i of ((x[i, lo + j] - c[j]) - mean[j])^2: the second pass of a
+    two-pass M2, mean (n,) being the mean of x - c."""
+    n = acc.shape[0]
+    acc[:] = 0.0
+    tail = r0 + (r1 - r0) // 4 * 4                  # rows [tail, r1) one at a time
+    for i in range(r0, tail, 4):
+        x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
+        for j in range(n):
+            k, m = c[j], mean[j]
+            v0, v1 = (np.float64(x0[j]) - k) - m, (np.float64(x1[j]) - k) - m
+            v2, v3 = (np.float64(x2[j]) - k) - m, (np.float64(x3[j]) - k) - m
+            acc[j] = (((acc[j] + v0 * v0) + v1 * v1) + v2 * v2) + v3 * v3
+    for i in range(tail, r1):
+        xi = x[i, lo:lo + n]
+        for j in range(n):
+            v = (np.float64(xi[j]) - c[j]) - mean[j]
+            acc[j] += v * v
+
+
+@jit_inline
+def column_sum_dy(dy, x, lo, r0, r1, c, s, sx):
+    """s[j] = sum over rows i of dy[i, lo + j], sx[j] = that of dy[i, lo + j] (x[i, lo + j] - c[j])."""
+    n = s.shape[0]
+    s[:] = 0.0
+    sx[:] = 0.0
+    tail = r0 + (r1 - r0) // 4 * 4                  # rows [tail, r1) one at a time
+    for i in range(r0, tail, 4):
+        d0, d1, d2, d3 = four_rows(dy, i, r1, lo, n)
+        x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
+        for j in range(n):
+            m = c[j]
+            a0, a1, a2, a3 = np.float64(d0[j]), np.float64(d1[j]), np.float64(d2[j]), np.float64(d3[j])
+            s[j] = (((s[j] + a0) + a1) + a2) + a3
+            sx[j] = (((sx[j] + a0 * (np.float64(x0[j]) - m)) + a1 * (np.float64(x1[j]) - m))
+                     + a2 * (np.float64(x2[j]) - m)) + a3 * (np.float64(x3[j]) - m)
+    for i in range(tail, r1):
+        di, xi = dy[i, lo:lo + n], x[i, lo:lo + n]
+        for j in range(n):
+            a0 = np.float64(di[j])
+            s[j] += a0
+            sx[j] += a0 * (np.float64(xi[j]) - c[j])

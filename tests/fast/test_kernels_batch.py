@@ -1,15 +1,20 @@
 """The numba kernels of BatchNorm and GroupNorm / InstanceNorm (scratchnorm.fast) against the NumPy reference.
 
-Every case runs the same inputs through both backends and compares:
+Every case runs the same inputs through both backends and compares, each
+normalized set on its own scale: a channel for BatchNorm, a (sample, group) pair
+for GroupNorm (never the largest value of the whole tensor, which would let a
+wrong small channel pass):
 
-* float64 results: within 1e-12 of the scale of the result, where the scale of
-  dx is that of its largest term |rstd * dy * weight| (dx is a difference of
-  such terms and can be far smaller than they are);
+* float64 results: within 1e-12 of the scale, which is the set's largest |y|
+  for y; the set's largest |dx| or largest term |rstd * dy * weight| for dx (dx
+  is a difference of such terms and can be far smaller than they are); and for
+  dweight[c], dbias[c] the sum of the absolute terms of their channel,
+  sum |dy * x_hat| and sum |dy| (a sum can cancel far below its terms);
 * float32 / float16 results: the same plus one unit in the last place of the
   output dtype: each backend rounds a float64 value once, and the two float64
   values differ by round-off only.
 
-Shapes cover both BatchNorm layouts of channels.py (slabs for a spatial size
+Shapes cover both BatchNorm layouts (batchnorm_slabs.py, batchnorm_columns.py) (slabs for a spatial size
 S >= SLAB_MIN, columns below it) and both GroupNorm paths. The default run
 keeps inputs tiny, so that ``NUMBA_DISABLE_JIT=1`` finishes in seconds; tests
 marked slow use inputs large enough for the parallel kernels, and subprocesses.
@@ -25,7 +30,8 @@ from layer_helpers import outputs_per_thread_count, run_jitted
 import scratchnorm as sn
 from scratchnorm import fast
 from scratchnorm.fast import _jit
-from scratchnorm.fast.channels import SLAB_MIN
+from scratchnorm.fast.channel_slabs import SLAB_MIN
+from scratchnorm.fast.stats import MEAN, RSTD
 
 F64 = np.dtype(np.float64)
 
@@ -61,40 +67,57 @@ def run(backend, stem, x, dy, w, b, kw, out=None, dx_out=None):
     return {"y": y, **grads}, cache
 
 
-def dx_scale(stem, ref_cache, dy, w):
-    """max |rstd * dy * weight|: the largest term of dx, from the reference's cache."""
-    shape = dy.shape
+def per_case_max(a, stem, G=None):
+    """max |a| over each normalized set, broadcast back to a's shape: the channel (BatchNorm) or the
+    (sample, group) pair (GroupNorm, G groups) that each element belongs to."""
+    a = np.abs(np.asarray(a, F64))
     if stem == "group_norm":
-        rstd = ref_cache["inner"]["rstd"]                                 # (N, G, 1)
-        rstd = np.broadcast_to(rstd, rstd.shape[:2] + (int(np.prod(shape[1:])) // rstd.shape[1],)).reshape(shape)
+        sets = a.reshape(a.shape[0], G, -1)                                   # (N, G, C / G * S)
+        return np.broadcast_to(sets.max(axis=-1, keepdims=True), sets.shape).reshape(a.shape)
+    return np.broadcast_to(a.max(axis=(0, *range(2, a.ndim)), keepdims=True), a.shape)
+
+
+def case_scales(stem, want, ref_cache, dy, w, G=None):
+    """{key: scale of each element} (module docstring), from the reference's results and cache."""
+    shape, x_hat = dy.shape, ref_cache["x_hat"].reshape(dy.shape)
+    per_c = (1, -1) + (1,) * (len(shape) - 2)
+    if stem == "group_norm":
+        rstd = np.repeat(ref_cache["inner"]["rstd"].reshape(shape[0], G), shape[1] // G, axis=1)   # (N, C)
+        rstd = rstd.reshape(shape[:2] + (1,) * (len(shape) - 2))
     else:
-        rstd = ref_cache["rstd"].reshape((1, -1) + (1,) * (len(shape) - 2))
-    weight = 1.0 if w is None else np.asarray(w, F64).reshape((1, -1) + (1,) * (len(shape) - 2))
-    return np.max(np.abs(dy.astype(F64) * rstd * weight))
+        rstd = ref_cache["rstd"].reshape(per_c)
+    weight = 1.0 if w is None else np.asarray(w, F64).reshape(per_c)
+    terms = dy.astype(F64) * rstd * weight                                   # the largest terms of dx
+    channel_sum = (0, *range(2, len(shape)))
+    return {"y": per_case_max(want["y"], stem, G),
+            "x": np.maximum(per_case_max(want["x"], stem, G), per_case_max(terms, stem, G)),
+            "weight": np.abs(dy.astype(F64) * x_hat).sum(axis=channel_sum),
+            "bias": np.abs(dy.astype(F64)).sum(axis=channel_sum)}
 
 
-def assert_matches(got, want, label, dx_scale):
-    """got (numba) against want (NumPy), as the module docstring says."""
+def assert_matches(got, want, label, scales):
+    """got (numba) against want (NumPy), each element on its set's scale (module docstring)."""
     assert got.keys() == want.keys(), label
     for key in want:
         g, r = np.asarray(got[key]), np.asarray(want[key])
         assert g.dtype == r.dtype and g.shape == r.shape, f"{label} {key}: {g.dtype}{g.shape} vs {r.dtype}{r.shape}"
         g64, r64 = g.astype(F64), r.astype(F64)
-        finite = np.isfinite(r64)
-        scale = max(np.max(np.abs(r64[finite]), initial=0.0), dx_scale if key == "x" else 0.0)
-        tol = 1e-12 * scale
+        tol = 1e-12 * scales[key]
         if r.dtype != F64:
             tol = tol + np.spacing(np.abs(r)).astype(F64)
         same = (g64 == r64) | (np.isnan(g64) & np.isnan(r64))           # equal Infs, both NaN
         err = np.where(same, 0.0, np.abs(g64 - r64))
-        assert np.all(same | (err <= tol)), f"{label} {key}: max error {np.nanmax(err):.3g}, scale {scale:.3g}"
+        tol = np.broadcast_to(tol, err.shape)
+        bad = ~(same | (err <= tol))
+        assert not bad.any(), (f"{label} {key}: {bad.sum()} of {bad.size} beyond tolerance, first at "
+                               f"{np.argwhere(bad)[0]}: error {err[bad][0]:.3g}, tolerance {tol[bad][0]:.3g}")
 
 
 def compare(stem, x, dy, w, b, kw, label="", **buffers):
     """Both backends on the same inputs; asserts they match; returns (numba results, numba cache)."""
     want, ref_cache = run("numpy", stem, x, dy, w, b, kw)
     got, cache = run("numba", stem, x, dy, w, b, kw, **buffers)
-    assert_matches(got, want, label or stem, dx_scale(stem, ref_cache, dy, w))
+    assert_matches(got, want, label or stem, case_scales(stem, want, ref_cache, dy, w, kw.get("num_groups")))
     if stem == "batch_norm":                         # what BatchNorm's layer reads to update running stats
         assert cache["count"] == ref_cache["count"]
         for key in ("mean", "var"):
@@ -169,7 +192,22 @@ def test_instance_norm_layer_runs_on_the_group_kernels():
         layer.params.update({"weight": w, "bias": b})
         got[backend] = {"y": layer.forward(x), "x": layer.backward(dy), **layer.grads}
     _, ref_cache = sn.group_norm_forward(x, w, b, num_groups=4)
-    assert_matches(got["numba"], got["numpy"], "InstanceNorm", dx_scale("group_norm", ref_cache, dy, w))
+    scales = case_scales("group_norm", got["numpy"], ref_cache, dy, w, 4)
+    assert_matches(got["numba"], got["numpy"], "InstanceNorm", scales)
+
+
+@pytest.mark.parametrize("shape", [(40, 3), (6, 3, 5), (4, 3, 16)], ids=str)
+def test_each_channel_is_judged_on_its_own_scale(shape):
+    """Channel 1 sits at 1 with a spread of 1e-3 (mean / std = 1e3), and its dy, weight and bias
+    are 1e-4 of the others': its y, dx, dweight and dbias are 1e-4 of theirs. Its statistics must
+    still keep their digits: an error of 1e-10 of its own size is beyond its tolerance, though
+    below 1e-12 of the tensor's largest value (a whole-tensor scale would pass it)."""
+    x, dy, w, b = make_inputs(shape, seed=20)
+    x[:, 1] = 1.0 + 1e-3 * x[:, 1] / x[:, 1].std()
+    dy[:, 1] *= 1e-4
+    w[1], b[1] = 1e-4 * w[1], 1e-4 * b[1]
+    for stem, kw in (("batch_norm", {}), ("group_norm", {"num_groups": 3})):
+        compare(stem, x, dy, w, b, kw, f"{stem} {shape}")
 
 
 # -- layouts and buffers --------------------------------------------------------------------
@@ -217,7 +255,7 @@ def test_out_may_be_x_itself(stem, kw):
         x_inplace = x.copy()
         got, _ = run("numba", stem, x_inplace, dy, w, b, kw, out=x_inplace)
         assert got["y"] is x_inplace
-        assert_matches(got, want, f"{stem} {shape}", dx_scale(stem, ref_cache, dy, w))
+        assert_matches(got, want, f"{stem} {shape}", case_scales(stem, want, ref_cache, dy, w, kw.get("num_groups")))
 
 
 @pytest.mark.parametrize("stem,kw", [("batch_norm", {}), ("group_norm", {"num_groups": 2})])
@@ -333,7 +371,7 @@ def exact_moments(values):
 @pytest.mark.parametrize("shape", [(600, 2), (40, 2, 5), (6, 2, 40)], ids=str)
 def test_statistics_keep_their_digits_far_from_zero(shape):
     """x = 1e8 + N(0, 1): mean and variance as exact as the float64 data allow. Merging pieces
-    whose means are rounded at 1e8 (no shift, channels.py) loses ~6 digits of the variance."""
+    whose means are rounded at 1e8 (no shift, batchnorm_slabs.py) loses ~6 digits of the variance."""
     x = 1e8 + np.random.default_rng(19).standard_normal(shape)
     _, cache = fast.batch_norm_forward(x)
     _, gcache = fast.group_norm_forward(x, num_groups=2)
@@ -342,8 +380,8 @@ def test_statistics_keep_their_digits_far_from_zero(shape):
         assert abs(cache["mean"][c] - mean) <= 1e-15 * abs(mean)
         assert abs(cache["var"][c] - var) <= 1e-14 * var
         mean, var = exact_moments(x[0, c])                       # GroupNorm, G = C: sample 0, channel c
-        rstd = gcache["stats"][0, c, 1]
-        assert abs(gcache["stats"][0, c, 0] - mean) <= 1e-15 * abs(mean)
+        rstd = gcache["stats"][RSTD, c]                           # column n * G + g = c for n = 0
+        assert abs(gcache["stats"][MEAN, c] - mean) <= 1e-15 * abs(mean)
         assert abs(rstd - 1.0 / np.sqrt(var + 1e-5)) <= 1e-14 * rstd
 
 
@@ -438,9 +476,11 @@ def test_bits_do_not_depend_on_the_thread_count():
 def test_importing_compiles_none_of_these_kernels():
     code = textwrap.dedent("""
         import scratchnorm.fast
-        from scratchnorm.fast import channels
-        twins = [getattr(channels, n) for n in dir(channels) if n.startswith(("bn_", "gn_"))]
-        assert len(twins) == 6 and all(len(t) == 2 for t in twins)
+        from scratchnorm.fast import batchnorm_columns, batchnorm_slabs, groupnorm_kernels
+        twins = [batchnorm_columns.bn_forward_columns, batchnorm_columns.bn_backward_columns,
+                 batchnorm_slabs.bn_forward_slabs, batchnorm_slabs.bn_backward_slabs,
+                 groupnorm_kernels.gn_forward, groupnorm_kernels.gn_backward]
+        assert all(len(t) == 2 for t in twins)
         compiled = [f for pair in twins for f in pair if f.signatures]
         assert not compiled, compiled
         print("ok")

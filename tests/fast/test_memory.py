@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT,
                                 reason="NUMBA_DISABLE_JIT=1: the kernels run as Python loops, whose "
                                        "temporaries tracemalloc sees; the bound is for compiled kernels")
 
-from scratchnorm.fast import _buffers, channels, groupnorm  # noqa: E402  (imports numba)
+from scratchnorm.fast import _buffers, channel_slabs, groupnorm  # noqa: E402  (imports numba)
 from scratchnorm.fast import layernorm as fast_layernorm  # noqa: E402
 from scratchnorm.fast._jit import n_chunks  # noqa: E402
 
@@ -66,13 +66,13 @@ def rowwise_bytes(shape, groups, n_params):
 def channel_bytes(shape):
     """Per-channel (or, below SLAB_MIN, per-column) width of the channel kernels' arrays."""
     C, S = shape[1], math.prod(shape[2:])
-    return C, S, (C if S >= channels.SLAB_MIN else C * S)
+    return C, S, (C if S >= channel_slabs.SLAB_MIN else C * S)
 
 
 def batch_bytes(shape):
     """{step: documented float64 elements} of BatchNorm (batchnorm.py)."""
     C, S, width = channel_bytes(shape)
-    columns = S < channels.SLAB_MIN
+    columns = S < channel_slabs.SLAB_MIN
     part = n_chunks(shape[0]) * 2 * width                      # per-chunk moments / dy sums
     return {"forward": 3 * C + part + 2 * C                    # stats, partials, float64 weight and bias
                        + (3 * C * S if columns else 0),        # per-column mean, scale, shift
@@ -84,7 +84,7 @@ def group_bytes(shape, groups):
     """{step: documented float64 elements} of GroupNorm (groupnorm.py)."""
     C, S, width = channel_bytes(shape)
     N = shape[0]
-    return {"forward": N * groups * 2 + 2 * width,             # stats: mean, rstd; weight and bias
+    return {"forward": N * groups * 3 + 2 * width,             # stats: mean, var, rstd; weight and bias
             "backward": groupnorm.sample_chunks(N, S) * 2 * width + 2 * C + 2 * C}   # partials, dwb, grads
 
 

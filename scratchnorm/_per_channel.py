@@ -1,4 +1,4 @@
-"""Helpers for inputs laid out (N, C, *): batch, channels, then any spatial axes.
+"""Per-channel helpers for inputs laid out (N, C, *): batch, channels, then any spatial axes.
 
 BatchNorm, GroupNorm and InstanceNorm all read x this way, and all three end
 with the same per-channel affine map, one weight and one bias per channel:

@@ -1,0 +1,133 @@
+r"""BatchNorm's kernels for (N, C) inputs and short slabs (spatial size S < SLAB_MIN): the columns layout.
+
+The formulas, their derivation and the merge of the pieces are batchnorm_slabs.py's.
+Here x is (N, D), D = C * S, and channel c owns columns c*S .. (c+1)*S - 1. A
+slab of fewer than SLAB_MIN values is too short to read alone, so the kernels
+read row after row instead, and keep one number per column:
+
+    forward   tile (rows of chunk k, block of columns): the mean of x - K and the M2
+              of each column, in two passes (column_sum_dev, column_sum_sq_dev; the
+              second from cache), one piece per column and chunk; channel_moments
+              merges them in order into stats (3, C); then y, tile by tile.
+    backward  tile by tile, the column sums of dy and dy * (x - mean) (column_sum_dy);
+              add_pieces adds them in order into dweight, dbias (2, C); then dx.
+
+The per-channel numbers are spread to per-column rows (``spread``: mean, rstd * w,
+b; mean, a, cc, e), so every loop runs over a whole row of the tile. The tiles
+are the fixed chunks of ``_jit.n_chunks(N)`` rows times blocks of COLUMN_BLOCK
+columns, so the bits do not depend on the thread count.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ._jit import jit, jit_inline, serial_and_parallel
+from .batchnorm_slabs import add_pieces, channel_moments, dx_coefficients, first_values
+from .channel_slabs import chunk_rows, dx_value, y_value
+from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
+
+COLUMN_BLOCK = 4096    # columns per task
+
+
+@jit
+def spread(cols, values, S):
+    """cols[j] = values[j // S]: per-channel numbers (C,) as per-column ones (C * S,)."""
+    for c in range(values.shape[0]):
+        cols[c * S:(c + 1) * S] = values[c]
+
+
+@jit_inline
+def _normalize_tile(x, y, lo, r0, r1, mean, scale, b):
+    """y = (x - mean) * scale + b over the tile, with one mean, scale, b per column (n,)."""
+    n = mean.shape[0]
+    for i in range(r0, r1, 4):
+        x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
+        y0, y1, y2, y3 = four_rows(y, i, r1, lo, n)
+        for j in range(n):
+            m, sc, bj = mean[j], scale[j], b[j]
+            y0[j] = y_value(np.float64(x0[j]), m, sc, bj)
+            y1[j] = y_value(np.float64(x1[j]), m, sc, bj)
+            y2[j] = y_value(np.float64(x2[j]), m, sc, bj)
+            y3[j] = y_value(np.float64(x3[j]), m, sc, bj)
+
+
+@jit_inline
+def _dx_tile(dy, x, dx, lo, r0, r1, mean, a, cc, e, center):
+    """dx over the tile with one mean, a, cc, e per column (n,); without ``center`` (eval), dx = a * dy."""
+    n = mean.shape[0]
+    for i in range(r0, r1, 4):
+        d0, d1, d2, d3 = four_rows(dy, i, r1, lo, n)
+        z0, z1, z2, z3 = four_rows(dx, i, r1, lo, n)
+        if center:
+            x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
+            for j in range(n):
+                m, aj, cj, ej = mean[j], a[j], cc[j], e[j]
+                z0[j] = dx_value(np.float64(d0[j]), np.float64(x0[j]), m, aj, cj, ej)
+                z1[j] = dx_value(np.float64(d1[j]), np.float64(x1[j]), m, aj, cj, ej)
+                z2[j] = dx_value(np.float64(d2[j]), np.float64(x2[j]), m, aj, cj, ej)
+                z3[j] = dx_value(np.float64(d3[j]), np.float64(x3[j]), m, aj, cj, ej)
+        else:
+            for j in range(n):
+                aj = a[j]
+                z0[j] = aj * np.float64(d0[j])
+                z1[j] = aj * np.float64(d1[j])
+                z2[j] = aj * np.float64(d2[j])
+                z3[j] = aj * np.float64(d3[j])
+
+
+# -- the drivers: x (N, D); in eval mode (batch_stats False) ``stats`` is given ---------------
+def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
+    """part (chunks, 2, D): per-chunk (mean, M2) of each column; stats (3, C); cols (3, D) scratch."""
+    N, D = x.shape
+    chunks = part.shape[0]
+    blocks = (D + COLUMN_BLOCK - 1) // COLUMN_BLOCK
+    if batch_stats:
+        shift = stats[MEAN]                       # the shift K until channel_moments puts the mean there
+        first_values(x, S, shift)
+        spread(cols[0], shift, S)
+        for t in prange(chunks * blocks):
+            k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
+            hi = min(D, lo + COLUMN_BLOCK)
+            r0, r1 = chunk_rows(k, N, chunks)
+            mean, m2 = part[k, 0, lo:hi], part[k, 1, lo:hi]              # (n,) this tile's piece
+            column_sum_dev(x, lo, r0, r1, cols[0, lo:hi], mean)
+            mean /= r1 - r0
+            column_sum_sq_dev(x, lo, r0, r1, cols[0, lo:hi], mean, m2)
+        channel_moments(part, N, S, eps, shift, stats)
+    spread(cols[0], stats[MEAN], S)
+    spread(cols[1], stats[RSTD] * w, S)
+    spread(cols[2], b, S)
+    for t in prange(chunks * blocks):
+        k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
+        hi = min(D, lo + COLUMN_BLOCK)
+        r0, r1 = chunk_rows(k, N, chunks)
+        _normalize_tile(x, y, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi])
+
+
+def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
+    """part (chunks, 2, D): per-chunk sums of dy * (x - mean) and of dy per column; dwb (2, C) gets
+    dweight, dbias; coef (3, C) and cols (4, D) scratch."""
+    N, D = x.shape
+    chunks = part.shape[0]
+    blocks = (D + COLUMN_BLOCK - 1) // COLUMN_BLOCK
+    spread(cols[0], stats[MEAN], S)
+    for t in prange(chunks * blocks):
+        k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
+        hi = min(D, lo + COLUMN_BLOCK)
+        r0, r1 = chunk_rows(k, N, chunks)
+        column_sum_dy(dy, x, lo, r0, r1, cols[0, lo:hi], part[k, 1, lo:hi], part[k, 0, lo:hi])
+    add_pieces(part, dwb)
+    dwb[0] *= stats[RSTD]                         # dweight = sum dy * x_hat = rstd * sum dy * (x - mean)
+    dx_coefficients(stats, w, dwb, N * S, coef)
+    for r in range(3):
+        spread(cols[r + 1], coef[r], S)
+    for t in prange(chunks * blocks):
+        k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
+        hi = min(D, lo + COLUMN_BLOCK)
+        r0, r1 = chunk_rows(k, N, chunks)
+        _dx_tile(dy, x, dx, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi], cols[3, lo:hi], center)
+
+
+bn_forward_columns = serial_and_parallel(_forward)
+bn_backward_columns = serial_and_parallel(_backward)

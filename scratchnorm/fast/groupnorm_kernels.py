@@ -1,0 +1,108 @@
+r"""GroupNorm's kernels (InstanceNorm is G = C): x (N, D), D = C * S, G groups of m = D / G values.
+
+Group g of sample n is the contiguous run x[n, g*m : (g+1)*m]. Per (sample, group),
+over its m values, in float64:
+
+    forward   mean = sum x / m,  var = sum (x - mean)^2 / m,  rstd = 1 / sqrt(var + eps)
+              y = (x - mean) * (rstd * w) + b                   (w, b per channel)
+    backward  g = dy * w,  x_hat = (x - mean) * rstd
+              dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
+              dweight = sum over samples and positions of dy * x_hat,  dbias = sum of dy
+
+dx simplifies as BatchNorm's does (batchnorm_slabs.py), with the means taken over
+the group; since w varies along the group, mean(g) and mean(g * x_hat) are sums of
+g itself, not dbias and dweight times w. In the channel_slabs.py form:
+a = rstd * w, e = rstd * mean(g), cc = rstd^2 * mean(g * x_hat).
+
+The forward is one task per (sample, group): the mean of x - K (K the group's
+first value, so a constant group has x_hat = 0 exactly), the variance about it,
+the store; stats (3, N * G) gets column n * G + g. The backward's tasks are
+(chunk of samples, group): dx of the group, and the chunk's dweight, dbias
+partial sums, added in chunk order at the end (``add_pieces``): the bits do not
+depend on the thread count.
+
+For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
+per channel (C,); for shorter slabs the group is one run of columns, and they
+are per column (D,) (groupnorm.py spreads the weight and bias).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ._jit import serial_and_parallel
+from .batchnorm_slabs import add_pieces
+from .channel_slabs import SLAB_MIN, chunk_rows, dx_slab, dx_value, normalize_slab, y_value
+from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
+
+
+def _forward(x, w, b, y, stats, eps, S):
+    """stats (3, N * G): mean, var, rstd of every (sample, group)."""
+    N, D = x.shape
+    G = stats.shape[1] // N
+    m = D // G
+    for t in prange(N * G):
+        i, g = t // G, t % G
+        lo = g * m
+        xg = x[i, lo:lo + m]                             # (m,) group g of sample i
+        shift = np.float64(xg[0])                        # K: a constant group gives mean = K exactly
+        mean = shift + sum_dev(xg, shift) / m
+        var = sum_sq_dev(xg, mean) / m
+        rstd = 1.0 / np.sqrt(var + eps)
+        if S >= SLAB_MIN:
+            for c in range(lo // S, (lo + m) // S):
+                s = slice(c * S, (c + 1) * S)
+                normalize_slab(x[i, s], y[i, s], mean, rstd * w[c], b[c])
+        else:
+            yg, wg, bg = y[i, lo:lo + m], w[lo:lo + m], b[lo:lo + m]
+            for j in range(m):
+                yg[j] = y_value(np.float64(xg[j]), mean, rstd * wg[j], bg[j])
+        stats[MEAN, t] = mean
+        stats[VAR, t] = var
+        stats[RSTD, t] = rstd
+
+
+def _backward(dy, x, w, stats, dx, part, dwb, S):
+    """part (chunks, 2, len(w)): per-chunk dweight, dbias of each channel (or column);
+    dwb (2, C) gets their totals in chunk order."""
+    N, D = x.shape
+    G = stats.shape[1] // N
+    m = D // G
+    chunks = part.shape[0]
+    for t in prange(chunks * G):
+        k, g = t // G, t % G
+        r0, r1 = chunk_rows(k, N, chunks)
+        lo = g * m
+        wlo, whi = (lo // S, (lo + m) // S) if S >= SLAB_MIN else (lo, lo + m)
+        pw, pb = part[k, 0, wlo:whi], part[k, 1, wlo:whi]
+        pw[:] = 0.0
+        pb[:] = 0.0
+        for i in range(r0, r1):
+            mean, rstd = stats[MEAN, i * G + g], stats[RSTD, i * G + g]
+            if S >= SLAB_MIN:
+                sg, sgx = 0.0, 0.0                # sums of g and g * (x - mean) over the group
+                for c in range(wlo, whi):
+                    s = slice(c * S, (c + 1) * S)
+                    sd, sx = sum_dy(dy[i, s], x[i, s], mean)
+                    pw[c - wlo] += sx * rstd
+                    pb[c - wlo] += sd
+                    sgx += sx * w[c]
+                    sg += sd * w[c]
+                cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
+                for c in range(wlo, whi):
+                    s = slice(c * S, (c + 1) * S)
+                    dx_slab(dy[i, s], x[i, s], dx[i, s], mean, rstd * w[c], cc, e, True)
+            else:
+                dyg, xg, dxg, wg = dy[i, lo:lo + m], x[i, lo:lo + m], dx[i, lo:lo + m], w[lo:lo + m]
+                sg, sgx = sum_g(dyg, xg, wg, mean)
+                cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
+                for j in range(m):
+                    d, xj = np.float64(dyg[j]), np.float64(xg[j])
+                    dxg[j] = dx_value(d, xj, mean, rstd * wg[j], cc, e)
+                    pw[j] += d * ((xj - mean) * rstd)
+                    pb[j] += d
+    add_pieces(part, dwb)
+
+
+gn_forward = serial_and_parallel(_forward)
+gn_backward = serial_and_parallel(_backward)
