@@ -83,7 +83,9 @@ def parse_args(argv):
                          "(default 5; --quick 2)")
     ap.add_argument("--threads", type=parse_threads, help="numba threads, and torch's (default: numba's default)")
     ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
-                    default=list(COMPARE), help="torch,jax (default, when importable) or none")
+                    default=list(COMPARE), help="torch,torch_compile,jax (default, when importable; torch_compile "
+                                                "needs torch and a C++ compiler, and compiles each shape first) "
+                                                "or none")
     ap.add_argument("--kernel", type=parse_kernel, default="tuned",
                     help="the numba kernels to time: tuned (default), readable (no trick), or the tricks to keep, "
                          "comma-separated (scratchnorm/fast/tricks.py lists them)")

@@ -1,14 +1,20 @@
 """PyTorch and JAX, written from the same formulas, for comparison (only when installed).
 
 torch: the functional forms (``F.layer_norm``, ...), backward by autograd (the forward records
-the graph, as ours keeps its cache). jax: the formulas in ``jax.numpy`` under ``jax.jit``,
+the graph, as ours keeps its cache). torch_compile: the same functions under ``torch.compile``
+(Inductor's generated C++ on the CPU; LayerNorm and RMSNorm only), compiled for each shape
+before the timing starts (``dynamic=False``), so the figures are of the compiled code; buffer
+donation is off (``torch._functorch.config.donated_buffer``), since the "backward" step runs the
+compiled backward again on one graph, as it does eager PyTorch's.
+jax: the formulas in ``jax.numpy`` under ``jax.jit``,
 backward the jitted VJP.
 """
 from __future__ import annotations
 
 from .norms import Inputs, Norm
 
-COMPARE = ("torch", "jax")
+COMPARE = ("torch", "torch_compile", "jax")
+COMPILED = ("layernorm", "rmsnorm")      # the norms timed under torch.compile too
 
 
 def torch_function(norm: Norm, torch):

@@ -20,9 +20,9 @@ from ..backend import implementation
 
 STEPS = ("forward", "backward", "fwd+bwd")
 ARRAYS_MOVED = {"forward": 2, "backward": 3, "fwd+bwd": 5}     # x+y; x+dy+dx; both
-IMPLS = ("numpy", "numba", "numba_out", "naive", "torch", "jax")
+IMPLS = ("numpy", "numba", "numba_out", "naive", "torch", "torch_compile", "jax")
 IMPL_LABELS = {"numpy": "numpy ref", "numba": "numba", "numba_out": "numba out=", "naive": "naive numba",
-               "torch": "torch",
+               "torch": "torch", "torch_compile": "torch.compile",
                "jax": "jax jit", "numba_layer": "numba layer", "torch_layer": "torch layer"}
 CHANNELS = 32          # GroupNorm / InstanceNorm: channels per sample (at most)
 GROUPS = 8             # GroupNorm, GroupRMSNorm: groups (at most)

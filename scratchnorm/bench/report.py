@@ -158,7 +158,7 @@ def print_report(report: dict) -> None:
         if warm.get("scipy_loaded"):
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
-    print("\nTargets (issue \"Performance v2\"; benchmark figures, not tests)")
+    print("\nTargets (issues \"Performance v2\" and \"Plain kernels that win\"; benchmark figures, not tests)")
     print(table(["target", "where", "goal", "measured", "status"],
                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from .compare import jax_steps, torch_steps
+from .compare import COMPILED, jax_steps, torch_function, torch_steps
 from .memory import TRACED_IMPLS, memory_record, torch_memory, traced_peak
 from .naive import NAIVE, naive_steps
 from .norms import (
@@ -49,6 +49,9 @@ class Context:
         self.use_numba_copy = bool(self.numba) and not self.numba.config.DISABLE_JIT
         self.torch = self._optional("torch", args.compare)
         self.jax = self._optional("jax", args.compare)
+        self.torch_compile = bool(self.torch) and "torch_compile" in args.compare
+        if self.torch_compile:      # the "backward" step calls the compiled backward again (retain_graph),
+            importlib.import_module("torch._functorch.config").donated_buffer = False   # donation forbids
         if self.torch:
             self.torch.set_num_threads(self.threads)
         self.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -99,6 +102,9 @@ class Context:
                 out["naive"] = lambda: naive_steps(norm, inp)
         if self.torch:
             out["torch"] = lambda: torch_steps(norm, inp, self.torch)
+            if self.torch_compile and norm.name in COMPILED:
+                out["torch_compile"] = lambda: torch_steps(
+                    norm, inp, self.torch, self.torch.compile(torch_function(norm, self.torch), dynamic=False))
         if self.jax:
             out["jax"] = lambda: jax_steps(norm, inp, self.jax)
         return out
@@ -121,8 +127,14 @@ def bench_norm(ctx: Context, norm: Norm, shape, dtype, copies: list[dict]) -> li
     for impl, build in builders.items():
         try:
             steps_of[impl] = build()
+            if impl == "torch_compile":                 # compile the backward too, before the timing
+                steps_of[impl]["fwd+bwd"]()
         except LookupError as exc:
             ctx.note(f"{norm.name} {impl}: {exc}; skipped")
+        except Exception as exc:                        # noqa: BLE001 - torch.compile's errors are its own
+            if impl != "torch_compile":
+                raise
+            ctx.note(f"{norm.name} torch.compile: {type(exc).__name__}: {str(exc)[:200]}; skipped")
     label = f"{norm.name} {shape_str(shape)} {np.dtype(dtype).name}"
     timed = {(impl, step): steps[step] for impl, steps in steps_of.items() for step in STEPS}
     timings, round_copies = in_rounds(ctx, timed, shape, dtype, label)

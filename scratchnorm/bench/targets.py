@@ -1,4 +1,5 @@
-"""The benchmark's targets (issue "Performance v2"): figures, not tests, graded met / not met / not measured.
+"""The benchmark's targets (issues "Performance v2" and "Plain kernels that win"): figures, not tests, graded
+met / not met / not measured.
 
 Every target is read off one run's report: the copy roofline of the same run, the
 NumPy/numba/torch figures of ``results`` and ``layers``, and the layer-class grid
@@ -83,6 +84,29 @@ def evaluate_targets(report: dict) -> list[dict]:
                  None)
         add(f"{label} forward, torch.nn time / ours", ">=", 1.0, "x", r and r["ratio"],
             f"{shape_str(SMALL)} float32, layer classes")
+    # -- issue "Plain kernels that win" -----------------------------------------------------------
+    t = {(r["norm"], tuple(r["shape"]), r["step"], r["impl"]): r["median_s"] for r in results
+         if r["dtype"] == "float32" and r["step"] in ("forward", "backward")}
+    naive = [t[k[:3] + ("numba_out",)] / t[k] for k in t if k[3] == "naive" and k[:3] + ("numba_out",) in t]
+    add("LayerNorm/RMSNorm points at least as fast as the naive kernel", ">=", len(naive) or 16,
+        f"of {len(naive) or 16}", sum(v <= 1.0 for v in naive) if naive else None,
+        "numba out= / naive numba (bench/naive.py) <= 1, forward and backward, float32, every shape")
+    compiled = [t[k] / t[k[:3] + ("numba",)] for k in t if k[3] == "torch_compile" and k[:3] + ("numba",) in t]
+    add("LayerNorm/RMSNorm points ahead of torch.compile", ">=", len(compiled) or 16, f"of {len(compiled) or 16}",
+        sum(v >= 1.0 for v in compiled) if compiled else None,
+        "torch.compile time / numba time >= 1, forward and backward, float32, both allocating")
+    for op in ("forward", "backward"):
+        r = next((g for g in grid if g["norm"] == "BatchNorm" and tuple(g["shape"]) == IN_CACHE and g["op"] == op),
+                 None)
+        add(f"BatchNorm (N, C) {op}, torch.nn time / ours", ">=", 1.0, "x", r and r["ratio"],
+            f"{mid} float32, layer classes")
+    copy_gbs = {tuple(c["shape"]): c["best_gbs"] for c in report.get("copy", []) if c["dtype"] == "float32"}
+    for norm, label, goal in (("rmsnorm", "RMSNorm", 80), ("layernorm", "LayerNorm", 60)):
+        sec = f32(layers, norm=norm, shape=IN_CACHE, step="forward", impl="numba_layer")
+        gbs = copy_gbs.get(IN_CACHE)
+        add(f"{label} layer forward, % of copy (in cache)", ">=", goal, "%",
+            None if sec is None or not gbs else 100 * 2 * 4 * IN_CACHE[0] * IN_CACHE[1] / sec / 1e9 / gbs,
+            f"{mid} float32, the layer class, x read + y written")
     warm = (report.get("compile") or {}).get("warm") or {}
     add("first call with a warm cache", "<", 0.5, "s", warm.get("first_call_s"),
         "fresh process: import numba + scratchnorm.fast + first forward")

@@ -25,7 +25,7 @@ project's machine).
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
 store where the target has none): ``affine_line`` computes
-y = ((x - hi) - lo) * rs * w + b on a line, in rowwise_tuned._affine's order (so the
+y = ((x - hi) - lo) * rs * w + b on a line, in ``affine_row``'s order (so the
 same bits), and ``store_line`` copies a line. A line store starts on a 64-byte
 boundary: ``line_start`` gives the elements before it, written plainly, as are
 those after the last whole line. The backward computes two rows of dx into a
@@ -153,7 +153,7 @@ else:
     def affine_line(typingctx, x, w, b, y, j, hi, lo, rs):
         """y = ((x - hi) - lo) * rs * w + b on one cache line from element j, in the arrays' dtype
         (the scalars must have it too), y written with a non-temporal store (y + j on a 64-byte
-        boundary). The operations and their order are rowwise_tuned._affine's, so the bits are too."""
+        boundary). The operations and their order are affine_row's, so the bits are too."""
         if not (_rows_of_one_dtype(x, w, b, y) and isinstance(j, types.Integer) and hi == lo == rs == x.dtype):
             return None
 
@@ -193,6 +193,27 @@ def line_start(dst):
     size = dst.itemsize
     addr = dst.ctypes.data
     return n if addr % size else min(n, ((LINE_BYTES - addr % LINE_BYTES) % LINE_BYTES) // size)
+
+
+@jit_inline
+def affine_row(x, hi, lo, rstd, weight, bias, y):
+    """y = ((x - hi) - lo) * rstd * weight + bias for one row, in the scalars' dtype (hi + lo = the mean)."""
+    for j in range(x.shape[0]):
+        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
+
+
+@jit_inline
+def affine_row_streamed(x, hi, lo, rstd, weight, bias, y):
+    """affine_row with y written by non-temporal stores, a cache line at a time; the elements before
+    y's first line boundary and after its last whole line by affine_row itself. Same bits."""
+    m = x.shape[0]
+    lanes = LINE_BYTES // y.itemsize
+    head = line_start(y)
+    body = head + (m - head) // lanes * lanes
+    affine_row(x[:head], hi, lo, rstd, weight[:head], bias[:head], y[:head])
+    for j in range(head, body, lanes):
+        affine_line(x, weight, bias, y, j, hi, lo, rstd)
+    affine_row(x[body:], hi, lo, rstd, weight[body:], bias[body:], y[body:])
 
 
 @jit_inline

@@ -36,22 +36,20 @@ from .rowwise_api import layer_norm_forward as general_forward
 from .rowwise_api import stream_choice
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
-from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, affine_row, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest
 from .stats import MEAN, RSTD, add_chunks, sum_dev, sum_sq_dev, sums_for_layer_norm_backward
 
 
 @rows_kernel
 def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
-    """x, y: (N, d); weight, bias: (d,); mean, rstd: (N,) float64, kept for the backward. ``stream``: each
-    row of y goes through a scratch row and out with non-temporal stores (_stream.py)."""
+    """x, y: (N, d); weight, bias: (d,); mean, rstd: (N,) float64, kept for the backward. ``stream``:
+    y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows."""
     N, d = x.shape
     in_x_dtype = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat * w + b cannot overflow
     chunks = n_chunks(N)
     for c in prange(chunks):                       # fixed chunks of rows
-        scratch = np.empty(d if stream else 0, y.dtype)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            y_i = scratch if stream else y[i]
             shift = np.float64(x[i, 0])
             mean[i] = shift + sum_dev(x[i], shift) / d
             var = sum_sq_dev(x[i], mean[i]) / d
@@ -59,20 +57,16 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
             T = x.dtype.type
             hi = T(mean[i])                        # mean = hi + lo
             lo = mean[i] - np.float64(hi)
+            # y = ((x - hi) - lo) * rstd * weight + bias (_stream.py), in x's dtype (float32.py) ...
             if in_x_dtype and fits(rstd[i], x) and fits(lo, x) and quarter_of_largest(np.sqrt(d * var), x):
-                affine_row(x[i], hi, T(lo), T(rstd[i]), weight, bias, y_i)      # in x's dtype (float32.py)
-            else:
-                affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y_i)
-            if stream:
-                stream_row(y[i], scratch)
+                if stream:
+                    affine_row_streamed(x[i], hi, T(lo), T(rstd[i]), weight, bias, y[i])
+                else:
+                    affine_row(x[i], hi, T(lo), T(rstd[i]), weight, bias, y[i])
+            else:                                  # ... or in float64
+                affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y[i])
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
-
-
-@jit_inline
-def affine_row(x, hi, lo, rstd, weight, bias, y):
-    for j in range(x.shape[0]):
-        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
 
 
 @rows_kernel
@@ -118,10 +112,12 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     if x.size == 0:
         return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
+    w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
+    if not w.dtype == b.dtype == xk.dtype:                           # a weight float32 cannot hold (> 3.4e38)
+        return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN and RSTD are used
     stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    layer_norm_forward_kernel(xk, affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype),
-                              eps, y, stats[MEAN], stats[RSTD], stream)
+    layer_norm_forward_kernel(xk, w, b, eps, y, stats[MEAN], stats[RSTD], stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache

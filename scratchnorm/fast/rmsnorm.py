@@ -39,28 +39,29 @@ from .rowwise_api import rms_norm_forward as general_forward
 from .rowwise_api import stream_choice
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
-from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, store_fence, streams
 from .float32 import fits, quarter_of_largest
 from .stats import RSTD, add_chunks, sum_of, sum_sq, sums_for_rms_backward
 
 
 @rows_kernel
-def rms_norm_forward_kernel(x, weight, eps, y, rstd, stream):
-    """x, y: (N, d); weight: (d,); rstd: (N,) float64, kept for the backward. ``stream``: each row of y
-    goes through a scratch row and out with non-temporal stores (_stream.py)."""
+def rms_norm_forward_kernel(x, weight, eps, y, rstd, stream, no_bias):
+    """x, y: (N, d); weight: (d,); rstd: (N,) float64, kept for the backward. ``stream``: y is written
+    with non-temporal stores (_stream.py: x * rstd * weight + no_bias, no_bias = -0.0, the same bits),
+    a fence ending each chunk of rows."""
     N, d = x.shape
     chunks = n_chunks(N)
     for c in prange(chunks):                       # fixed chunks of rows
-        scratch = np.empty(d if stream else 0, y.dtype)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            y_i = scratch if stream else y[i]
             rstd[i] = 1.0 / np.sqrt(sum_sq(x[i]) / d + eps)
-            if fits(rstd[i], x):                   # the row in x's dtype (float32.py)
-                scale_row(x[i], x.dtype.type(rstd[i]), weight, y_i)
-            else:
-                scale_row(x[i], rstd[i], weight, y_i)
-            if stream:
-                stream_row(y[i], scratch)
+            T = x.dtype.type
+            if fits(rstd[i], x):                   # y = x * rstd * weight in x's dtype (float32.py) ...
+                if stream:
+                    affine_row_streamed(x[i], T(0.0), T(0.0), T(rstd[i]), weight, no_bias, y[i])
+                else:
+                    scale_row(x[i], T(rstd[i]), weight, y[i])
+            else:                                  # ... or in float64
+                scale_row(x[i], rstd[i], weight, y[i])
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
 
@@ -111,9 +112,12 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     if eps_mode != "inside" or k != d or bias is not None or x.size == 0:
         return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
+    w = affine_vector(weight, d, 1.0, xk.dtype)
+    if w.dtype != xk.dtype:                                          # a weight float32 cannot hold (> 3.4e38)
+        return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): only RSTD is used
     stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    rms_norm_forward_kernel(xk, affine_vector(weight, d, 1.0, xk.dtype), eps, y, stats[RSTD], stream)
+    rms_norm_forward_kernel(xk, w, eps, y, stats[RSTD], stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache

@@ -7,7 +7,7 @@ tested against the readable kernel (tests/fast/test_tricks.py):
   elementwise part y = x_hat * w + b runs in float32 from the float64
   statistics: twice the SIMD lanes and no conversions. Within a stated bound
   of the readable kernel (below), not bitwise.
-* ``stream`` (``_affine_streamed`` here; ``stream_row`` in the drivers): outputs
+* ``stream`` (``_stream.affine_row_streamed``; ``stream_row`` in the drivers): outputs
   that fill the last-level cache are written with non-temporal stores
   (_stream.py). Bitwise the same.
 * ``paired_rows`` (``backward_two_rows``): the backward does two rows per pass,
@@ -30,29 +30,8 @@ import numpy as np
 
 from ._jit import jit_inline
 from .float32 import fits, largest
-from ._stream import LINE_BYTES, affine_line, line_start
+from ._stream import affine_row, affine_row_streamed
 from .rowwise import forward_row, row_coefs, row_stats
-
-
-@jit_inline
-def _affine(x, w, b, y, hi, lo, rs):
-    """y = ((x - hi) - lo) * rs * w + b, in the dtype of the scalars."""
-    for j in range(x.shape[0]):
-        y[j] = ((x[j] - hi) - lo) * rs * w[j] + b[j]
-
-
-@jit_inline
-def _affine_streamed(x, w, b, y, hi, lo, rs):
-    """_affine with y written by non-temporal stores, a cache line at a time (_stream.py); the
-    elements before y's first line boundary and after its last whole line by _affine itself."""
-    m = x.shape[0]
-    lanes = LINE_BYTES // y.itemsize
-    head = line_start(y)
-    body = head + (m - head) // lanes * lanes
-    _affine(x[:head], w[:head], b[:head], y[:head], hi, lo, rs)
-    for j in range(head, body, lanes):
-        affine_line(x, w, b, y, j, hi, lo, rs)
-    _affine(x[body:], w[body:], b[body:], y[body:], hi, lo, rs)
 
 
 @jit_inline
@@ -69,9 +48,9 @@ def forward_row_tuned(x, w, b, y, stats, center, k, eps, mode, is_bounded, strea
     small_deviation = not center or m * ms <= 0.0625 * largest(x) * largest(x)
     if is_bounded and fits(rstd, x) and fits(lo, x) and small_deviation:
         if stream:
-            _affine_streamed(x, w, b, y, hi, T(lo), T(rstd))
+            affine_row_streamed(x, hi, T(lo), T(rstd), w, b, y)
         else:
-            _affine(x, w, b, y, hi, T(lo), T(rstd))
+            affine_row(x, hi, T(lo), T(rstd), w, b, y)
         stats[0] = mean
         stats[1] = ms
         stats[2] = rstd

@@ -5,7 +5,7 @@ row-wise variant is run with streaming forced on and forced off and must give
 identical bits, on rows that start on and off a cache-line boundary, with
 out= buffers at odd addresses (even one not aligned to its element size),
 in both twins, and with rows that fall back to float64. The line helpers are
-checked against plain copies and _affine at every offset within a line.
+checked against plain copies and affine_row at every offset within a line.
 These tests also run under NUMBA_DISABLE_JIT (the helpers' Python versions).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from conftest import jit_disabled
 from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
-from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers, rowwise_tuned
+from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers
 from scratchnorm.fast import layernorm as fast_layernorm
 from scratchnorm.fast import rmsnorm as fast_rmsnorm
 
@@ -114,14 +114,14 @@ def _copy_and_fence(dst, src):
 
 @njit
 def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
-    rowwise_tuned._affine(x, w, b, y_plain, hi, lo, rs)
-    rowwise_tuned._affine_streamed(x, w, b, y_streamed, hi, lo, rs)
+    _stream.affine_row(x, hi, lo, rs, w, b, y_plain)
+    _stream.affine_row_streamed(x, hi, lo, rs, w, b, y_streamed)
     _stream.store_fence()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_line_helpers_at_every_offset_and_length(dtype):
-    """stream_row copies exactly dst's elements; _affine_streamed writes _affine's bits; for every
+    """stream_row copies exactly dst's elements; affine_row_streamed writes affine_row's bits; for every
     start within a line and lengths around a line; nothing outside the row changes."""
     rng = np.random.default_rng(35)
     lane = _stream.LINE_BYTES // np.dtype(dtype).itemsize
