@@ -95,9 +95,13 @@ def forward_rows(x: np.ndarray, out, rows: int):
     y, y_new: ``output_rows``' pair for ``out``. When ``out`` overlaps x (an
     in-place call, out=x), xk is a copy, so the backward still sees the input.
     """
-    if out is None and (x.dtype is FLOAT32 or x.dtype is FLOAT64) and x.flags.c_contiguous:
-        xk = x.reshape(_rows_shape(x, rows))                             # the common case, first:
-        return xk, np.empty_like(xk), True                               # this runs on every call
+    if (x.dtype is FLOAT32 or x.dtype is FLOAT64) and x.flags.c_contiguous:     # the common cases first:
+        xk = x.reshape(_rows_shape(x, rows))                                     # this runs on every call
+        if out is None:
+            return xk, np.empty_like(xk), True
+        if (type(out) is np.ndarray and out.dtype is x.dtype and out.shape == x.shape and out.flags.c_contiguous
+                and out.flags.writeable and not np.may_share_memory(out, x)):
+            return xk, out.reshape(xk.shape), False
     xk, private = as_rows(x, rows)
     if out is not None and not private and np.may_share_memory(out, xk):
         xk = xk.copy()
@@ -156,9 +160,15 @@ def backward_rows(dy, cache, dx_out, kind: str, fn: str):
     """
     cache = check_cache(cache, kind, fn)
     xk, shape = cache["x"], cache["shape"]
-    if (dx_out is None and type(dy) is np.ndarray and dy.dtype is xk.dtype and dy.shape == shape
-            and dy.flags.c_contiguous):                 # the common case, first: this runs on every call
-        return cache, dy.reshape(xk.shape), xk, np.empty_like(xk), True
+    if (type(dy) is np.ndarray and dy.dtype is xk.dtype and dy.shape == shape
+            and dy.flags.c_contiguous):                 # the common cases, first: this runs on every call
+        if dx_out is None:
+            return cache, dy.reshape(xk.shape), xk, np.empty_like(xk), True
+        if (type(dx_out) is np.ndarray and dx_out.dtype is xk.dtype and cache["dtype"] is xk.dtype
+                and dx_out.shape == shape
+                and dx_out.flags.c_contiguous and dx_out.flags.writeable
+                and not np.may_share_memory(dx_out, dy) and not np.may_share_memory(dx_out, xk)):
+            return cache, dy.reshape(xk.shape), xk, dx_out.reshape(xk.shape), False
     dy = as_float_array(dy, "dy")
     check_dy(dy, shape)
     kd = np.promote_types(xk.dtype, dy.dtype)

@@ -165,11 +165,13 @@ def rows_kernel(fn):
 
     def call(x, *args):
         # run_twin's rules, inlined: this runs on every call
-        if x.shape[0] > 1 and x.size >= PARALLEL_MIN and not _forked and _POOL.acquire(blocking=False):
-            try:
-                return parallel(x, *args)
-            finally:
-                _POOL.release()
+        if x.size >= PARALLEL_MIN and x.shape[0] > 1 and not _forked:
+            pool = _POOL
+            if pool.acquire(False):
+                try:
+                    return parallel(x, *args)
+                finally:
+                    pool.release()
         return serial(x, *args)
 
     call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
