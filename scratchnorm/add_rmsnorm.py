@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, upstream
-from ._op_checks import add_rms_norm_args
+from ._doors import add_rms_norm_args
 from .backend import register
 from .casts import rms_norm_cast
 from .rmsnorm import rms_norm_backward, rms_norm_forward

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._arrays import store, sum_rows, upstream
 from ._checks import check_bool, check_int, check_last_axis, fail
-from ._op_checks import dyt_args
+from ._doors import dyt_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .layer import Layer

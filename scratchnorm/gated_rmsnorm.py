@@ -44,7 +44,7 @@ import numpy as np
 
 from ._arrays import store, sum_rows, upstream
 from ._checks import check_bool, check_eps, check_groups, check_int, check_last_axis, fail
-from ._op_checks import gated_rms_norm_args
+from ._doors import gated_rms_norm_args
 from .backend import implementation, register
 from .dtypes import as_float_array, upcast_half
 from .group_rmsnorm import group_rms_norm_backward, group_rms_norm_forward

@@ -45,7 +45,7 @@ import numpy as np
 from ._arrays import store, sum_rows, upstream
 from ._checks import check_bool, check_eps
 from ._shapes import check_normalized_shape, check_trailing_axes, rows_of
-from ._op_checks import layer_norm_args
+from ._doors import layer_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .layer import Layer

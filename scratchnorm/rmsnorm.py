@@ -42,7 +42,7 @@ import numpy as np
 
 from ._arrays import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_bool, check_choice, check_eps
-from ._op_checks import rms_norm_args
+from ._doors import rms_norm_args
 from .backend import implementation, register
 from ._shapes import rows_of
 from .casts import CASTS, check_promote, rms_norm_cast

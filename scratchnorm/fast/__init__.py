@@ -4,7 +4,7 @@ Every reference function that has kernels is exported here under its own name
 and listed in ``KERNELS``, the table ``scratchnorm.backend`` registers on the
 first numba call. Importing scratchnorm does not import this package (nor
 numba). Nothing here imports a reference module: the argument checks come from
-``_op_checks.py``, shared with the reference, so both raise the same errors.
+``_doors.py``, shared with the reference, so both raise the same errors.
 
 Where things are: rowwise.py (the readable row-wise kernel: LayerNorm, RMSNorm
 and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by

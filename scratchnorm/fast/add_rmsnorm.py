@@ -28,7 +28,7 @@ import numpy as np
 from numba import prange
 
 from .._checks import check_dy
-from .._op_checks import add_rms_norm_args
+from .._doors import add_rms_norm_args
 from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows

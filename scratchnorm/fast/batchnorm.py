@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._op_checks import batch_norm_args, batch_norm_eval_args
+from .._doors import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, run_twin
 from .batchnorm_columns import bn_backward_columns, bn_forward_columns

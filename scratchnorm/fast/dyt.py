@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._op_checks import dyt_args
+from .._doors import dyt_args
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import jit_inline, n_chunks, run_twin, serial_and_parallel
 

@@ -23,7 +23,7 @@ from numba import prange
 
 from .._arrays import store
 from .._checks import check_dy
-from .._op_checks import gated_rms_norm_args
+from .._doors import gated_rms_norm_args
 from ..dtypes import as_float_array
 from ._buffers import affine_vector, as_rows, check_cache, n_rows
 from ._jit import jit_inline, n_chunks, run_twin, serial_and_parallel

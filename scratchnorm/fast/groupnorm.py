@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._op_checks import group_norm_args
+from .._doors import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import n_chunks, run_twin
 from .channel_slabs import SLAB_MIN, layout

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._op_checks import rms_norm_args
+from .._doors import rms_norm_args
 from .rowwise_api import rms_norm_backward as general_backward
 from .rowwise_api import rms_norm_forward as general_forward
 from .rowwise_api import stream_choice

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import EPS_MODES, fail
-from .._op_checks import group_rms_norm_args, layer_norm_args, rms_norm_args
+from .._doors import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, run_twin
 from ._stream import AFFINE_MIN_ROW_BYTES, streams
