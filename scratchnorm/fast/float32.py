@@ -70,3 +70,11 @@ def bounded(w, b, k):
 def quarter_of_largest(v, like):
     """v <= a quarter of like's largest value (False for NaN): the margin every guard above keeps."""
     return v <= 0.25 * largest(like)
+
+
+@jit_inline
+def row_fits(x, d, var, rstd, lo):
+    """May this row's elementwise part run in x's dtype? rstd and lo (the mean's low part) fit it
+    within one rounding, and the deviation sqrt(d var), a bound of every |x - mean|, is under a
+    quarter of its largest value, so that x - hi cannot overflow (var = 0 for RMSNorm)."""
+    return fits(rstd, x) and fits(lo, x) and quarter_of_largest(np.sqrt(d * var), x)

@@ -94,7 +94,7 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                     dx_slab(dy[i, s], x[i, s], dx[i, s], mean, rstd * w[c], cc, e, True)
             else:
                 dyg, xg, dxg, wg = dy[i, lo:lo + m], x[i, lo:lo + m], dx[i, lo:lo + m], w[lo:lo + m]
-                sg, sgx = sum_g(dyg, xg, wg, mean)
+                sg, sgx, _ = sum_g(dyg, xg, wg, mean)
                 cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
                 for j in range(m):
                     d, xj = np.float64(dyg[j]), np.float64(xg[j])

@@ -15,15 +15,20 @@ two paths through the statistics fold into one line (layernorm.py). The sums
 are float64 (stats.py); dweight and dbias are summed per fixed chunk of rows
 and the chunks added in order, so the bits do not depend on the thread count.
 
-Precision. For float32 x, the elementwise loops run in float32 from the
-float64 row scalars rounded once (float32.py says when a row may; a row that
-may not runs in float64). The mean is split as mean = hi + lo, both float32, and
-x - mean computed as (x - hi) - lo: x - hi is exact when x is near hi (Sterbenz),
-so a large mean costs no precision. Then y is within about 7 roundings of
-x_hat * weight plus 2 of bias: |y - y_exact| <= 3.5 eps32 (|x_hat * weight| + |bias|),
-and dx within about 7 roundings of its terms: |dx - dx_exact| <= 3.5 eps32 rstd
-(|g| + |mean(g)| + |x_hat * mean(g * x_hat)|) (eps32 = 2^-23). float64 and float16 input
-run in float64. The tests check both bounds row by row against the float64 reference.
+Precision. For float32 x, the weight and bias are rounded to float32 once per
+call, and the elementwise loops run in float32 from the float64 row scalars
+rounded once (float32.py says when a row may; a row that may not runs in
+float64, with those same parameters). The mean is split as mean = hi + lo, both
+float32, and x - mean computed as (x - hi) - lo: x - hi is exact when x is near
+hi (Sterbenz), so a large mean costs no precision. Counting roundings (u = 2^-24,
+to first order): |y - y_exact| <= u (7 |x_hat * weight| + 2 |bias|), and in dx
+the g term passes through 6 roundings, mean(g) through 5 and x_hat * mean(g x_hat)
+through 9: |dx - dx_exact| <= u rstd (6 |g| + 5 |mean(g)| + 9 |x_hat * mean(g x_hat)|),
+plus what the rounded weight does to the two sums (u mean|g| and u mean|g x_hat|).
+Where a product falls below float32's normal range the error is absolute
+instead, of the order of 2^-149 times the factors that follow. float64 and
+float16 input run in float64. tests/fast/test_kernels.py checks these bounds
+element by element against the float64 reference.
 """
 from __future__ import annotations
 
@@ -37,13 +42,13 @@ from .rowwise_api import stream_choice
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
 from ._stream import AFFINE_MIN_ROW_BYTES, affine_row, affine_row_streamed, store_fence, streams
-from .float32 import bounded, fits, quarter_of_largest
-from .stats import MEAN, RSTD, add_chunks, sum_dev, sum_sq_dev, sums_for_layer_norm_backward
+from .float32 import bounded, fits, quarter_of_largest, row_fits
+from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
 
 
 @rows_kernel
-def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
-    """x, y: (N, d); weight, bias: (d,); mean, rstd: (N,) float64, kept for the backward. ``stream``:
+def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
+    """x, y: (N, d); weight, bias: (d,); mean, var, rstd: (N,) float64, kept for the backward. ``stream``:
     y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows."""
     N, d = x.shape
     in_x_dtype = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat * w + b cannot overflow
@@ -52,13 +57,13 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             shift = np.float64(x[i, 0])
             mean[i] = shift + sum_dev(x[i], shift) / d
-            var = sum_sq_dev(x[i], mean[i]) / d
-            rstd[i] = 1.0 / np.sqrt(var + eps)
+            var[i] = sum_sq_dev(x[i], mean[i]) / d
+            rstd[i] = 1.0 / np.sqrt(var[i] + eps)
             T = x.dtype.type
             hi = T(mean[i])                        # mean = hi + lo
             lo = mean[i] - np.float64(hi)
             # y = ((x - hi) - lo) * rstd * weight + bias (_stream.py), in x's dtype (float32.py) ...
-            if in_x_dtype and fits(rstd[i], x) and fits(lo, x) and quarter_of_largest(np.sqrt(d * var), x):
+            if in_x_dtype and row_fits(x, d, var[i], rstd[i], lo):
                 if stream:
                     affine_row_streamed(x[i], hi, T(lo), T(rstd[i]), weight, bias, y[i])
                 else:
@@ -70,8 +75,8 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd, stream):
 
 
 @rows_kernel
-def layer_norm_backward_kernel(dy, x, weight, mean, rstd, dx, dwb, dwb_parts):
-    """dy, x, dx: (N, d); weight: (d,); mean, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
+def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts):
+    """dy, x, dx: (N, d); weight: (d,); mean, var, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
     dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows."""
     N, d = x.shape
     chunks = dwb_parts.shape[0]
@@ -79,14 +84,14 @@ def layer_norm_backward_kernel(dy, x, weight, mean, rstd, dx, dwb, dwb_parts):
         dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
         dwb_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            sg, sgx, sgg = sums_for_layer_norm_backward(dy[i], x[i], weight, mean[i])
+            sg, sgx, sgg = sum_g(dy[i], x[i], weight, mean[i])
             mean_g = sg / d
             mean_gx = sgx * rstd[i] / d            # mean(g * x_hat)
             T = x.dtype.type
             hi = T(mean[i])
             lo = mean[i] - np.float64(hi)
-            if (fits(rstd[i], x) and fits(lo, x) and fits(mean_g, x) and fits(mean_gx, x)
-                    and quarter_of_largest(np.sqrt(sgg), x)):
+            if (row_fits(x, d, var[i], rstd[i], lo) and fits(mean_g, x) and fits(mean_gx, x)
+                    and quarter_of_largest(np.sqrt(sgg), x)):     # every |g| <= sqrt(sum g^2) (float32.py)
                 dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c, T)
             else:
                 dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c, np.float64)
@@ -115,9 +120,9 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
     if not w.dtype == b.dtype == xk.dtype:                           # a weight float32 cannot hold (> 3.4e38)
         return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
-    stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN and RSTD are used
+    stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    layer_norm_forward_kernel(xk, w, b, eps, y, stats[MEAN], stats[RSTD], stream)
+    layer_norm_forward_kernel(xk, w, b, eps, y, stats[MEAN], stats[VAR], stats[RSTD], stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -131,8 +136,8 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))
-    layer_norm_backward_kernel(dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[RSTD],
-                               dx, dwb, np.empty((n_chunks(N), 2, d)))
+    layer_norm_backward_kernel(dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[VAR],
+                               stats[RSTD], dx, dwb, np.empty((n_chunks(N), 2, d)))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     for i, name in enumerate(("weight", "bias")):
         if cache[name] is not None:

@@ -15,14 +15,20 @@ small rstd is, so nothing overflows (rmsnorm.py). The backward also returns
 d loss / d eps = sum over rows of sum(g * x_hat) * d log(rstd) / d eps, as the
 reference does.
 
-Precision. Sums are float64. For float32 x, the elementwise loops run in
-float32 from the float64 row scalars rounded once (float32.py says when a row
-may; a row that may not runs in float64). Then y is within 3 roundings of the
-exact x * rstd * weight: |y - y_exact| <= 1.5 eps32 |y_exact|. dx is within about
-5 roundings of the terms it is the difference of: |dx - dx_exact| <= 2.5 eps32 *
-rstd * (|g| + |x_hat * mean_gx|) (eps32 = 2^-23). float64 and float16 input run in
-float64 (float16 is widened on entry and rounded once at the end). The tests
-check both bounds row by row against the float64 reference.
+Precision. Sums are float64. For float32 x, the weight is rounded to float32
+once per call, and the elementwise loops run in float32 from the float64 row
+scalars rounded once (float32.py says when a row may; a row that may not runs
+in float64, with that same weight). Counting roundings (u = 2^-24, to first
+order): y = x * rstd * weight passes through 4 (rstd, x * rstd, the weight,
+* weight), so |y - y_exact| <= 4u |y_exact|; in dx = rstd * (g - x_hat * mean_gx),
+the g term passes through 5 and the x_hat * mean_gx term through 7, so
+|dx - dx_exact| <= u rstd (5 |g| + 7 |x_hat * mean_gx|), plus what the rounded
+weight does to the sum in mean_gx (u mean|g x_hat| of it). Where a product
+falls below float32's normal range (x_hat ~ 1e-40 beside a weight of 1e30) the
+error is absolute instead, of the order of 2^-149 times the factors that
+follow. float64 and float16 input run in float64 (float16 widened on entry and
+rounded once at the end). tests/fast/test_kernels.py checks these bounds
+element by element against the float64 reference.
 
 The other RMSNorms (eps outside or clamped, pRMSNorm's k, a bias, a learnable
 eps, GroupRMSNorm) have knobs these kernels do not: ``rms_norm_forward`` hands
@@ -41,19 +47,20 @@ from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
 from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, store_fence, streams
 from .float32 import fits, quarter_of_largest
-from .stats import RSTD, add_chunks, sum_of, sum_sq, sums_for_rms_backward
+from .stats import RSTD, VAR, add_chunks, sum_gx, sum_of, sum_sq
 
 
 @rows_kernel
-def rms_norm_forward_kernel(x, weight, eps, y, rstd, stream, no_bias):
-    """x, y: (N, d); weight: (d,); rstd: (N,) float64, kept for the backward. ``stream``: y is written
+def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias):
+    """x, y: (N, d); weight: (d,); ms, rstd: (N,) float64, kept for the backward. ``stream``: y is written
     with non-temporal stores (_stream.py: x * rstd * weight + no_bias, no_bias = -0.0, the same bits),
     a fence ending each chunk of rows."""
     N, d = x.shape
     chunks = n_chunks(N)
     for c in prange(chunks):                       # fixed chunks of rows
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            rstd[i] = 1.0 / np.sqrt(sum_sq(x[i]) / d + eps)
+            ms[i] = sum_sq(x[i]) / d
+            rstd[i] = 1.0 / np.sqrt(ms[i] + eps)
             T = x.dtype.type
             if fits(rstd[i], x):                   # y = x * rstd * weight in x's dtype (float32.py) ...
                 if stream:
@@ -68,6 +75,7 @@ def rms_norm_forward_kernel(x, weight, eps, y, rstd, stream, no_bias):
 
 @jit_inline
 def scale_row(x, rstd, weight, y):
+    """y = x * rstd * weight (affine_row with no mean and no bias: one operation fewer an element)."""
     for j in range(x.shape[0]):
         y[j] = x[j] * rstd * weight[j]
 
@@ -82,7 +90,7 @@ def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, de
         dweight_c = dweight_parts[c]               # this chunk's share of dweight
         dweight_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            sgx, sgg = sums_for_rms_backward(dy[i], x[i], weight)
+            sgx, sgg = sum_gx(dy[i], x[i], weight)
             mean_gx = rstd[i] * sgx / d            # mean(g * x_hat)
             deps_rows[i] = -0.5 * d * mean_gx * rstd[i] * rstd[i]   # sum(g x_hat) * d log(rstd)/d eps
             if fits(rstd[i], x) and fits(mean_gx, x) and quarter_of_largest(np.sqrt(sgg), x):   # float32.py
@@ -115,9 +123,9 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     w = affine_vector(weight, d, 1.0, xk.dtype)
     if w.dtype != xk.dtype:                                          # a weight float32 cannot hold (> 3.4e38)
         return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
-    stats = np.empty((3, xk.shape[0]))                               # (3, N): only RSTD is used
+    stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
     stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    rms_norm_forward_kernel(xk, w, eps, y, stats[RSTD], stream, affine_vector(None, d, -0.0, xk.dtype))
+    rms_norm_forward_kernel(xk, w, eps, y, stats[VAR], stats[RSTD], stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache

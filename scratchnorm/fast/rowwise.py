@@ -108,10 +108,10 @@ def row_coefs(dy, x, w, stats, center, k, eps, mode):
     m = x.shape[0]
     mean, ms, rstd = (stats[0] if center else 0.0), stats[1], stats[2]   # 0.0: a constant LLVM folds
     if center:
-        sg, sgx = sum_g(dy, x, w, mean)
+        sg, sgx, _ = sum_g(dy, x, w, mean)
         mean_g = sg / m
     else:
-        sgx = sum_gx(dy, x, w)
+        sgx, _ = sum_gx(dy, x, w)
         mean_g = 0.0
     gxh = sgx * rstd                                      # sum of g * x_hat
     a = gxh * drstd_dms_per_rstd3(ms, rstd, eps, mode) * (2.0 / k)

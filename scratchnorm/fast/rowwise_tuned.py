@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit_inline
-from .float32 import fits, largest
+from .float32 import row_fits
 from ._stream import affine_row, affine_row_streamed
 from .rowwise import forward_row, row_coefs, row_stats
 
@@ -45,8 +45,7 @@ def forward_row_tuned(x, w, b, y, stats, center, k, eps, mode, is_bounded, strea
     # |x - mean| <= sqrt(m ms) with centering (k = m): below a quarter of T's largest value,
     # x - hi cannot overflow; bounded covers x_hat * w + b
     m = x.shape[0]
-    small_deviation = not center or m * ms <= 0.0625 * largest(x) * largest(x)
-    if is_bounded and fits(rstd, x) and fits(lo, x) and small_deviation:
+    if is_bounded and row_fits(x, m, ms if center else 0.0, rstd, lo):
         if stream:
             affine_row_streamed(x, hi, T(lo), T(rstd), w, b, y)
         else:

@@ -77,9 +77,9 @@ def sum_sq_dev(x, c):
 
 
 @jit_sum
-def sums_for_rms_backward(dy, x, w):
-    """(sum of g_j x_j, sum of g_j^2), g = dy w: RMSNorm's backward row sums (LayerNorm's without a
-    centre and without the sum of g). The sum of g^2 bounds every |g_j| (float32.py)."""
+def sum_gx(dy, x, w):
+    """(sum of g_j x_j, sum of g_j^2), g = dy w: a backward's row sums without a centre (RMSNorm).
+    The sum of g^2 bounds every |g_j| (float32.py)."""
     sgx = 0.0
     sgg = 0.0
     for j in range(x.shape[0]):
@@ -90,8 +90,9 @@ def sums_for_rms_backward(dy, x, w):
 
 
 @jit_sum
-def sums_for_layer_norm_backward(dy, x, w, c):
-    """(sum of g_j, sum of g_j (x_j - c), sum of g_j^2), g = dy w: LayerNorm's backward row sums."""
+def sum_g(dy, x, w, c):
+    """(sum of g_j, sum of g_j (x_j - c), sum of g_j^2), g = dy w: a backward's row sums about a
+    centre c (LayerNorm, GroupNorm)."""
     sg = 0.0
     sgx = 0.0
     sgg = 0.0
@@ -101,27 +102,6 @@ def sums_for_layer_norm_backward(dy, x, w, c):
         sgx += g * (np.float64(x[j]) - c)
         sgg += g * g
     return sg, sgx, sgg
-
-
-@jit_sum
-def sum_gx(dy, x, w):
-    """sum of g_j x_j with g = dy w (sum_g without a centre and without the sum of g)."""
-    s = 0.0
-    for j in range(x.shape[0]):
-        s += np.float64(dy[j]) * np.float64(w[j]) * np.float64(x[j])
-    return s
-
-
-@jit_sum
-def sum_g(dy, x, w, c):
-    """(sum of g_j, sum of g_j (x_j - c)), with g = dy w."""
-    sg = 0.0
-    sgx = 0.0
-    for j in range(x.shape[0]):
-        g = np.float64(dy[j]) * np.float64(w[j])
-        sg += g
-        sgx += g * (np.float64(x[j]) - c)
-    return sg, sgx
 
 
 @jit_inline

@@ -96,6 +96,7 @@ def rstd_per_element(name, ref_cache, shape):
 
 U32 = 2.0 ** -24                  # float32's unit roundoff: one rounding moves a value by at most U32 of it
 F32_TERMS = 8 * U32               # the general kernel's y from float32 x: 7 roundings of |x_hat w|, 2 of |b|
+SUBNORMAL = 2.0 ** -149           # float32's spacing below its normal range: a product that falls there
 
 
 def plain_kernel_ran(name, kw, b):
@@ -115,9 +116,13 @@ def float32_terms(name, x, dy, w, b, ref_cache, kw=None):
     shape = x.shape
     xh = np.asarray(ref_cache["x_hat"] if name != "group_rms_norm" else ref_cache["inner"]["x_hat"],
                     np.float64).reshape(shape)
-    terms = {"y": F32_TERMS * (np.abs(xh) * (1.0 if w is None else np.abs(w)) + (0.0 if b is None else np.abs(b)))}
+    aw, ab = (1.0 if w is None else np.abs(w)), (0.0 if b is None else np.abs(b))
+    terms = {"y": F32_TERMS * (np.abs(xh) * aw + ab)}
     if kw is None or not plain_kernel_ran(name, kw, b):
         return terms
+    # LayerNorm's y: 7 roundings of x_hat w, 2 of b; RMSNorm's: 4 of x_hat w; and the absolute error of
+    # an x_hat that falls below float32's normal range, times the weight (the modules' docstrings)
+    terms["y"] = U32 * ((7 if name == "layer_norm" else 4) * np.abs(xh) * aw + 2 * ab) + SUBNORMAL * (aw + 1)
     d64 = dy.astype(np.float64)
     g = d64 * (1.0 if w is None else w)
     rstd = rstd_per_element(name, ref_cache, shape)
@@ -129,8 +134,9 @@ def float32_terms(name, x, dy, w, b, ref_cache, kw=None):
         mean_g = g.mean(axis=-1, keepdims=True)
         rounded_w = rounded_w + np.abs(g).mean(axis=-1, keepdims=True)
         terms["x"] = U32 * rstd * (6 * np.abs(g) + 5 * np.abs(mean_g) + 9 * np.abs(xh * mean_gx) + rounded_w)
-    else:                          # g: 5 roundings, x_hat * mean(g x_hat): 6
-        terms["x"] = U32 * rstd * (5 * np.abs(g) + 6 * np.abs(xh * mean_gx) + rounded_w)
+    else:                          # g: 5 roundings, x_hat * mean(g x_hat): 7
+        terms["x"] = U32 * rstd * (5 * np.abs(g) + 7 * np.abs(xh * mean_gx) + rounded_w)
+    terms["x"] = terms["x"] + SUBNORMAL * (1 + rstd * (2 + np.abs(mean_gx)))   # products below the normal range
     lead = tuple(range(x.ndim - 1))
     if w is not None:              # x_hat in float32: 4 roundings (LayerNorm), 2 (RMSNorm)
         terms["weight"] = U32 * (4 if name == "layer_norm" else 2) * np.abs(d64 * xh).sum(axis=lead)
@@ -405,10 +411,11 @@ def test_backward_checks_dy_and_the_cache():
 
 # -- NaN and Inf ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("label,name,kw,has_w,has_b", VARIANTS, ids=IDS)
-def test_nan_and_inf_propagate_as_in_the_reference(label, name, kw, has_w, has_b):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nan_and_inf_propagate_as_in_the_reference(label, name, kw, has_w, has_b, dtype):
     """A NaN or an Inf poisons its row (its group) as it does in the reference, and in
-    PyTorch; the other rows are computed as usual."""
-    x, dy, w, b = make_inputs((4, 8), seed=14, has_weight=has_w, has_bias=has_b)
+    PyTorch; the other rows are computed as usual (float32: through the float32 guards)."""
+    x, dy, w, b = make_inputs((4, 8), dtype, seed=14, has_weight=has_w, has_bias=has_b)
     x[0, 2], x[2, 7], x[3, 0] = np.nan, np.inf, -np.inf
     with np.errstate(all="ignore"):
         got, _ = run("numba", name, x, dy, w, b, kw)
@@ -419,8 +426,9 @@ def test_nan_and_inf_propagate_as_in_the_reference(label, name, kw, has_w, has_b
         np.testing.assert_array_equal(np.isinf(got[key]), np.isinf(want[key]), err_msg=f"{label} {key}")
     clean = np.isfinite(x).all(-1)
     assert clean.sum() == 1
+    terms = {k: v[clean] for k, v in float32_terms(name, x, dy, w, b, cache, kw).items() if k in ("y", "x")}
     assert_matches({"y": got["y"][clean], "x": got["x"][clean]}, {"y": want["y"][clean], "x": want["x"][clean]},
-                   label, direct_term(name, dy, w, cache)[clean])
+                   label, direct_term(name, dy, w, cache)[clean], terms)
 
 
 def test_eps_zero_and_an_all_zero_row_give_nan_like_the_reference():
@@ -501,6 +509,40 @@ def test_float32_forward_recomputes_a_row_that_overflows_in_float32():
     assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
 
 
+def test_float32_backward_recomputes_a_row_whose_deviation_overflows_in_float32():
+    """The row above, backward: its x - mean overflows float32 as in the forward, so dx and dweight
+    come from the float64 loop (found by review: they were inf and NaN); the other row keeps the
+    float32 bound."""
+    x = np.full((2, 100), -3.4e38, np.float32)
+    x[0, 0] = 3.4e38
+    x[1] = np.linspace(-1, 1, 100)
+    dy = np.random.default_rng(20).standard_normal(x.shape).astype(np.float32)
+    w = np.ones(100)
+    with np.errstate(over="ignore"):
+        got, _ = run("numba", "layer_norm", x, dy, w, None, {"eps": 1e-5})
+    want, cache = run("numpy", "layer_norm", x, dy, w, None, {"eps": 1e-5})
+    assert all(np.all(np.isfinite(got[key])) for key in got)
+    assert_matches(got, want, "overflowing row", direct_term("layer_norm", dy, w, cache),
+                   float32_terms("layer_norm", x, dy, w, None, cache, {"eps": 1e-5}),
+                   gradient_scales("layer_norm", x, dy, cache))
+
+
+def test_float32_products_below_the_normal_range_stay_within_the_stated_floor():
+    """x = (1e20, 1e-30): x_hat = 1.4e-50 underflows float32 to 0, and a weight of 1e30 would have
+    made it 1.4e-20. The modules' docstrings state that error as absolute, about 2^-149 |w|; the
+    comparison's allowance (float32_terms) carries that floor, and nothing more."""
+    x = np.array([[1e20, 1e-30] * 4], np.float32)
+    w = np.array([1.0, 1e30] * 4, np.float32)
+    dy = np.ones_like(x)
+    for name in ("rms_norm", "layer_norm"):
+        got, _ = run("numba", name, x, dy, w, None, {})
+        want, cache = run("numpy", name, x, dy, w, None, {})
+        terms = float32_terms(name, x, dy, w, None, cache, {})
+        err = np.abs(got["y"].astype(np.float64) - want["y"].astype(np.float64))
+        assert np.all(err <= terms["y"] + np.spacing(np.abs(want["y"])))
+        assert np.all(err <= 1e-13 * np.max(np.abs(want["y"]))), name      # tiny beside the row
+
+
 def test_a_float64_weight_beyond_float32_stays_float64():
     """A float64 weight of 5e38 cannot be rounded to float32 (it would be inf, and every y
     with it); the forward keeps it in float64, so y is the reference's: inf where the result
@@ -563,7 +605,8 @@ def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
     for threshold in (1 << 60, 0):                       # serial twin, then the parallel one
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
         results.append([digest(run("numba", name, x, dy, w, b, kw)[0]) for name, kw in
-                        (("layer_norm", {}), ("rms_norm", {"k": 5}), ("group_rms_norm", {"num_groups": 3}))])
+                        (("layer_norm", {}), ("rms_norm", {}), ("rms_norm", {"k": 5}),
+                         ("group_rms_norm", {"num_groups": 3}))])
     assert results[0] == results[1]
 
 
@@ -655,3 +698,34 @@ def test_a_read_only_package_works_with_NUMBA_CACHE_DIR(tmp_path):
     finally:
         for path in [pkg, *pkg.rglob("*")]:
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_out_buffers_that_overlap_an_input_give_the_results_of_separate_ones(name, dtype):
+    """out= over x itself or over x shifted by a row either way, and dx_out= the same over dy: the
+    results (and a backward from the forward's cache) are those of separate buffers. The kernels
+    must not write a result where they still read an input (the buffers' fast paths check overlap)."""
+    x, dy, w, b = make_inputs((6, 40), dtype, seed=21)
+    b = b if name == "layer_norm" else None
+    want, _ = run("numba", name, x, dy, w, b, {})
+    fwd, bwd = functions("numba", name)
+    args = (w, b) if b is not None else (w,)
+
+    def overlapping(a, shift):
+        """a copy of a inside a larger array, and a view of it shifted by ``shift`` rows (0: itself)."""
+        big = np.empty((a.shape[0] + 2,) + a.shape[1:], a.dtype)
+        big[1:-1] = a
+        return big[1:-1], big[1 + shift:big.shape[0] - 1 + shift]
+
+    for shift in (0, 1, -1):
+        xs, out = overlapping(x, shift)
+        y, cache = fwd(xs, *args, out=out)
+        assert np.array_equal(y, want["y"]), (name, "out", shift)
+        grads = bwd(dy, cache)
+        for key in grads:
+            assert np.array_equal(np.asarray(grads[key]), np.asarray(want[key])), (name, "out", shift, key)
+        dys, dx_out = overlapping(dy, shift)
+        grads = bwd(dys, fwd(x, *args)[1], dx_out=dx_out)
+        for key in grads:
+            assert np.array_equal(np.asarray(grads[key]), np.asarray(want[key])), (name, "dx_out", shift, key)
