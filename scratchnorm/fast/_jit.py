@@ -43,9 +43,11 @@ but a kernel inlines code from other files (stats.py's sums, float32.py's
 guards, _stream.py's stores). So every file of this package shares one stamp,
 a digest of them all (``sources_stamp``): editing any of them recompiles every
 kernel instead of loading stale machine code. numba has no public hook for
-this; ``_stamped`` wraps its two source-file cache locators (the
-``__pycache__`` folder and NUMBA_CACHE_DIR) for this package's files only. If a
-numba release moves that hook, the kernels are compiled without the disk cache.
+this; ``_stamped`` wraps each of its source-file cache locators (the
+``__pycache__`` folder, NUMBA_CACHE_DIR, the user-wide folder numba uses when
+the package folder is read-only) for this package's files only. If a numba
+release moves that hook, or NUMBA_CACHE_LOCATOR_CLASSES names locators of its
+own, the kernels are compiled without the disk cache.
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ import types
 from functools import cache
 from pathlib import Path
 
-from numba import njit
+from numba import config, njit
 from numba.core import caching
 
 HERE = Path(__file__).resolve().parent
@@ -88,9 +90,14 @@ def _stamped(locator):
 
 
 _LOCATORS = getattr(caching.CacheImpl, "_locator_classes", None)
-CAN_CACHE = isinstance(_LOCATORS, list) and hasattr(caching, "InTreeCacheLocator")
+_MIXIN = getattr(caching, "_SourceFileBackedLocatorMixin", None)
+CAN_CACHE = (isinstance(_LOCATORS, list) and isinstance(_MIXIN, type)
+             and not getattr(config, "CACHE_LOCATOR_CLASSES", None))     # (a user's own locators: no stamp)
 if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
-    _LOCATORS[:0] = [_stamped(caching.UserProvidedCacheLocator), _stamped(caching.InTreeCacheLocator)]
+    # every locator that checks a source file (the __pycache__ folder, NUMBA_CACHE_DIR, the user-wide
+    # cache numba falls back to when the package folder is read-only, zip files), in numba's order
+    _LOCATORS[:] = [_stamped(c) if issubclass(c, _MIXIN) else c for c in _LOCATORS] + [
+        c for c in _LOCATORS if issubclass(c, _MIXIN)]
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
