@@ -9,11 +9,12 @@
 * float32 inputs: the statistics (mean, mean of squares, the sums of the
   backward) are accumulated in float64. The NumPy reference (and the numba
   channel kernels) compute the normalized output in float64 too and round it
-  to float32 once, when it is stored. One exception: the numba row-wise
-  forward computes y = x_hat * w + b in float32 from those float64 statistics
-  (twice the SIMD lanes): within about 3.5 float32 epsilons of
-  |x_hat * w| + |b| (scratchnorm/fast/rowwise_tuned.py derives it). Its backward
-  rounds once, like everything else.
+  to float32 once, when it is stored. The exception: the numba kernels of
+  LayerNorm and RMSNorm compute their elementwise loops (y, and the backward's
+  dx) in float32 from those float64 statistics (twice the SIMD lanes), within
+  the bounds their module docstrings count (scratchnorm/fast/layernorm.py,
+  rmsnorm.py); the general row-wise kernel does so for y only
+  (scratchnorm/fast/rowwise_tuned.py).
 * float16 inputs are upcast to float32 when they enter the function (one
   copy; the numba backend widens them to float64, which is just as exact),
   handled as float32 inputs are by the reference, and the final output, *after*

@@ -13,6 +13,7 @@ from .norms import shape_str
 IN_CACHE = (1024, 1024)      # all of a call's float32 arrays fit the last-level cache together
 LARGE = (8192, 4096)
 SMALL = (64, 512)
+ISSUE_SHAPES = ((64, 512), (64, 4096), (1024, 1024), (8192, 4096))   # issue "Plain kernels that win"
 COMPARISONS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, "<": lambda v, t: v < t}
 
 
@@ -86,15 +87,21 @@ def evaluate_targets(report: dict) -> list[dict]:
             f"{shape_str(SMALL)} float32, layer classes")
     # -- issue "Plain kernels that win" -----------------------------------------------------------
     t = {(r["norm"], tuple(r["shape"]), r["step"], r["impl"]): r["median_s"] for r in results
-         if r["dtype"] == "float32" and r["step"] in ("forward", "backward")}
-    naive = [t[k[:3] + ("numba_out",)] / t[k] for k in t if k[3] == "naive" and k[:3] + ("numba_out",) in t]
-    add("LayerNorm/RMSNorm points at least as fast as the naive kernel", ">=", len(naive) or 16,
-        f"of {len(naive) or 16}", sum(v <= 1.0 for v in naive) if naive else None,
-        "numba out= / naive numba (bench/naive.py) <= 1, forward and backward, float32, every shape")
-    compiled = [t[k] / t[k[:3] + ("numba",)] for k in t if k[3] == "torch_compile" and k[:3] + ("numba",) in t]
-    add("LayerNorm/RMSNorm points ahead of torch.compile", ">=", len(compiled) or 16, f"of {len(compiled) or 16}",
-        sum(v >= 1.0 for v in compiled) if compiled else None,
-        "torch.compile time / numba time >= 1, forward and backward, float32, both allocating")
+         if r["dtype"] == "float32" and r["step"] in ("forward", "backward") and tuple(r["shape"]) in ISSUE_SHAPES}
+    points = len(ISSUE_SHAPES) * 2 * 2                   # shapes x (LayerNorm, RMSNorm) x (forward, backward)
+
+    def count(impl, base):
+        """At how many points ``base`` takes at most ``impl``'s time (None unless all were measured)."""
+        ratios = [t[k[:3] + (base,)] / t[k] for k in t if k[3] == impl and k[:3] + (base,) in t]
+        return sum(v <= 1.0 for v in ratios) if len(ratios) == points else None
+
+    issue = ", ".join(shape_str(s) for s in ISSUE_SHAPES)
+    add("LayerNorm/RMSNorm points at least as fast as the naive kernel", ">=", points, f"of {points}",
+        count("naive", "numba_out"),
+        f"numba out= / naive numba (bench/naive.py) <= 1, forward and backward, float32, at {issue}")
+    add("LayerNorm/RMSNorm points ahead of torch.compile", ">=", points, f"of {points}",
+        count("torch_compile", "numba"),
+        f"torch.compile time / numba time >= 1, forward and backward, float32, both allocating, at {issue}")
     for op in ("forward", "backward"):
         r = next((g for g in grid if g["norm"] == "BatchNorm" and tuple(g["shape"]) == IN_CACHE and g["op"] == op),
                  None)

@@ -6,10 +6,13 @@ first numba call. Importing scratchnorm does not import this package (nor
 numba). Nothing here imports a reference module: the argument checks come from
 ``_doors.py``, shared with the reference, so both raise the same errors.
 
-Where things are: rowwise.py (the readable row-wise kernel: LayerNorm, RMSNorm
-and its variants, GroupRMSNorm), rowwise_tuned.py (its tricks, switched by
-tricks.py), rowwise_drivers.py (rows on threads) and rowwise_api.py (the
-functions); add_rmsnorm.py (the residual add fused into the row-wise kernel);
+Where things are: layernorm.py and rmsnorm.py (LayerNorm's and RMSNorm's own
+kernels and functions: what the layers run with default options); rowwise.py
+(the general row-wise kernel, for the RMSNorm variants and GroupRMSNorm),
+rowwise_tuned.py (its tricks, switched by tricks.py), rowwise_drivers.py (its
+rows on threads) and rowwise_api.py (its functions); stats.py (the float64
+sums, the stats layout); float32.py (when a row runs in float32);
+add_rmsnorm.py (the residual add fused into the row-wise kernel);
 the (N, C, *) family: batchnorm.py (BatchNorm's functions) on
 batchnorm_columns.py ((N, C) inputs, short slabs) and batchnorm_slabs.py
 (images; the formulas), groupnorm.py (GroupNorm's and InstanceNorm's) on
@@ -31,9 +34,11 @@ Threads and determinism. Large inputs run on numba's threads. Sums over rows
 (dweight, dbias) use chunks fixed by the number of rows, added in a fixed
 order: the bits are the same for any thread count.
 
-Precision. float32 in, float32 out; statistics and sums in float64, rounded
-once at the store, except the row-wise forward's y for float32 input (rowwise_tuned.py
-states the bound). float16 is computed as float64 and rounded once. No
+Precision. float32 in, float32 out; statistics and sums in float64. LayerNorm's
+and RMSNorm's kernels compute y and dx of a float32 input in float32 from them
+(layernorm.py, rmsnorm.py count the roundings), the general row-wise kernel its
+y (rowwise_tuned.py); everything else is float64, rounded once at the store.
+float16 is computed as float64 and rounded once. No
 fast-math except reassociation inside pure sums (_jit.py): NaN and Inf propagate.
 
 What a cache holds: the small statistics and a *reference* to x, not a copy, as

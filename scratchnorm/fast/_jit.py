@@ -158,28 +158,26 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def pick_twin(twins, elements: int, rows: int, min_factor: int = 1):
-    """The serial twin for small inputs (below ``min_factor * PARALLEL_MIN`` elements), a single row, or a
-    forked child, else the parallel one."""
-    return twins[1] if rows > 1 and elements >= min_factor * PARALLEL_MIN and not _forked else twins[0]
+def _call(twins, large: bool, args):
+    """The parallel twin for a ``large`` input, only while this thread holds the pool's lock, and never in
+    a forked child; else the serial twin (module docstring). Same bits either way."""
+    if large and not _forked:
+        pool = _POOL
+        if pool.acquire(False):
+            try:
+                return twins[1](*args)
+            finally:
+                pool.release()
+    return twins[0](*args)
 
 
 def rows_kernel(fn):
-    """``fn`` compiled as serial and parallel twins, called as ``fn(x, ...)``: the twin is chosen by
-    x's size and rows (run_twin). ``.twins`` holds the two dispatchers."""
+    """``fn`` compiled as serial and parallel twins, called as ``fn(x, ...)``: parallel for an x of
+    more than one row and at least PARALLEL_MIN elements (``_call``). ``.twins`` holds the two."""
     twins = serial_and_parallel(fn)
-    serial, parallel = twins
 
     def call(x, *args):
-        # run_twin's rules, inlined: this runs on every call
-        if x.size >= PARALLEL_MIN and x.shape[0] > 1 and not _forked:
-            pool = _POOL
-            if pool.acquire(False):
-                try:
-                    return parallel(x, *args)
-                finally:
-                    pool.release()
-        return serial(x, *args)
+        return _call(twins, x.size >= PARALLEL_MIN and x.shape[0] > 1, (x, *args))
 
     call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     call.__wrapped__ = fn
@@ -188,15 +186,6 @@ def rows_kernel(fn):
 
 
 def run_twin(twins, elements: int, rows: int, *args, min_factor: int = 1):
-    """Call ``pick_twin``'s choice with ``args``; the parallel twin only while this thread holds the
-    pool's lock, else (another thread is in a parallel region) the serial twin. Same bits either way.
-    ``min_factor`` raises the size from which a kernel runs in parallel (BatchNorm's: 8)."""
-    twin = pick_twin(twins, elements, rows, min_factor)
-    if twin is twins[0]:
-        return twin(*args)
-    if not _POOL.acquire(blocking=False):
-        return twins[0](*args)
-    try:
-        return twin(*args)
-    finally:
-        _POOL.release()
+    """Run ``twins`` on ``args``: parallel for more than one row and at least ``min_factor *
+    PARALLEL_MIN`` elements (``_call``). ``min_factor`` raises that size (BatchNorm's: 8)."""
+    return _call(twins, rows > 1 and elements >= min_factor * PARALLEL_MIN, args)

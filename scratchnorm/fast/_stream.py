@@ -13,8 +13,9 @@ result that the next layer would find in cache is written normally. The forward
 also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's partial
 first and last lines are written plainly, which costs more than streaming saves
 on shorter rows. Rows the forward computes in float64 are written plainly too.
-The backward streams only when asked (NOTES.md: it did not pay). The row-wise functions take
-``stream=True`` / ``False`` to force the choice (benchmark, lessons).
+The backward streams only when asked (NOTES.md: it did not pay). The row-wise forwards take
+``stream=True`` / ``False`` to force the choice (benchmark, lessons); so do the general kernel's
+backwards.
 
 The usable cache is the last-level cache that Linux's sysfs reports
 (DEFAULT_CACHE_BYTES when it cannot be read), capped at CACHE_PER_CPU_BYTES for
@@ -43,6 +44,7 @@ import os
 
 from numba import config, njit, prange
 
+from .._checks import fail
 from ._jit import OPTIONS, jit_inline
 
 LINE_BYTES = 64                   # one cache line: what a line store writes (LLVM splits it into
@@ -193,6 +195,18 @@ def line_start(dst):
     size = dst.itemsize
     addr = dst.ctypes.data
     return n if addr % size else min(n, ((LINE_BYTES - addr % LINE_BYTES) % LINE_BYTES) // size)
+
+
+def decide(stream, auto: bool) -> bool:
+    """``stream``: None (the default) streams when ``auto`` (a forward: its arrays fill the usable cache,
+    ``streams``; a backward: never); True or False forces it on or off (the benchmark and lesson 13
+    compare the two; the bits are the same)."""
+    if stream is None:
+        return auto
+    if stream is True or stream is False:
+        return stream
+    fail(TypeError, "stream", "None (decide by size), True or False", stream,
+         "leave stream=None unless you are measuring the two store paths.")
 
 
 @jit_inline

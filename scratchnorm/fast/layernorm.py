@@ -38,10 +38,9 @@ from numba import prange
 from .._doors import layer_norm_args
 from .rowwise_api import layer_norm_backward as general_backward
 from .rowwise_api import layer_norm_forward as general_forward
-from .rowwise_api import stream_choice
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
-from ._stream import AFFINE_MIN_ROW_BYTES, affine_row, affine_row_streamed, store_fence, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest, row_fits
 from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
 
@@ -121,7 +120,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     if not w.dtype == b.dtype == xk.dtype:                           # a weight float32 cannot hold (> 3.4e38)
         return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
-    stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     layer_norm_forward_kernel(xk, w, b, eps, y, stats[MEAN], stats[VAR], stats[RSTD], stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}

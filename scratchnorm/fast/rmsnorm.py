@@ -42,10 +42,9 @@ from numba import prange
 from .._doors import rms_norm_args
 from .rowwise_api import rms_norm_backward as general_backward
 from .rowwise_api import rms_norm_forward as general_forward
-from .rowwise_api import stream_choice
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit_inline, n_chunks, rows_kernel
-from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, store_fence, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import fits, quarter_of_largest
 from .stats import RSTD, VAR, add_chunks, sum_gx, sum_of, sum_sq
 
@@ -124,7 +123,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     if w.dtype != xk.dtype:                                          # a weight float32 cannot hold (> 3.4e38)
         return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
-    stream = stream_choice(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     rms_norm_forward_kernel(xk, w, eps, y, stats[VAR], stats[RSTD], stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
              "dtype": x.dtype, "shape": x.shape}

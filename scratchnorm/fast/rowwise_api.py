@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import EPS_MODES, fail
+from .._checks import EPS_MODES
 from .._doors import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import n_chunks, run_twin
-from ._stream import AFFINE_MIN_ROW_BYTES, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, decide, streams
 from .rowwise import INSIDE
 from .rowwise_drivers import twins
 from .tricks import active
@@ -29,15 +29,8 @@ _KIND = "rowwise"
 
 
 def stream_choice(stream, auto: bool) -> bool:
-    """``stream``: None (the default) streams when ``auto`` (the forward: its arrays fill the usable
-    cache, _stream.streams; the backward: never) and the "stream" trick is on (tricks.py); True or
-    False forces it on or off (the benchmark and lesson 09 compare the two; the bits are the same)."""
-    if stream is None:
-        return auto and "stream" in active()
-    if stream is True or stream is False:
-        return stream
-    fail(TypeError, "stream", "None (decide by size), True or False", stream,
-         "leave stream=None unless you are measuring the two store paths.")
+    """_stream.decide, with the "stream" trick (tricks.py) able to turn the automatic choice off."""
+    return decide(stream, auto and "stream" in active())
 
 
 def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None):
