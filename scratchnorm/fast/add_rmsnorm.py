@@ -58,9 +58,9 @@ def _drivers(f32_affine: bool, stream: bool):
                 for j in range(d):
                     hr[j] = xr[j] + rr[j]               # in the arrays' dtype: h as it is stored
                 if f32_affine:
-                    forward_row_tuned(hr, w, b, y[r], stats[r], False, d, eps, INSIDE, is_bounded, stream)
+                    forward_row_tuned(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE, is_bounded, stream)
                 else:
-                    forward_row(hr, w, b, y[r], stats[r], False, d, eps, INSIDE)
+                    forward_row(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE)
                 if stream:
                     stream_row(h[r], buf)
             if stream:
@@ -96,7 +96,7 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
     rk, _ = as_rows(residual, rows)
     h, h_new = output_rows(h_out, xk, x.shape, x.dtype, xk, rk)          # (rows, d)
     y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk, h)
-    stats = np.empty((rows, 3))                         # mean (0), ms, rstd per row
+    stats = np.empty((3, rows))                         # mean (0), ms, rstd of each row (stats.py)
     w = affine_vector(weight, d, 1.0, xk.dtype)
     b = affine_vector(None, d, -0.0, xk.dtype)
     if x.size:

@@ -28,7 +28,8 @@ This file is the readable kernel: run it with ``scratchnorm.fast.kernel("readabl
 (``python -m scratchnorm.bench --kernel readable``). The kernel the library runs
 by default adds the tricks of rowwise_tuned.py, each tested against this one
 (tricks.py lists them and what each buys); rowwise_drivers.py runs the rows on
-numba's threads. A cache keeps (mean, ms, rstd) per kernel row and a reference to x.
+numba's threads. A cache keeps (mean, ms, rstd) of each kernel row, as a (3, rows) array
+(stats.py), and a reference to x.
 """
 from __future__ import annotations
 

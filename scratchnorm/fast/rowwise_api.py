@@ -37,7 +37,7 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
     d = x.shape[-1]
     rows = (x.size // d if d else n_rows(x.shape)) * groups   # kernel rows: one per group of each row
     xk, y2, y_new = forward_rows(x, out, rows)
-    stats = np.empty((rows, 3))                         # mean, ms, rstd per kernel row
+    stats = np.empty((3, rows))                         # mean, ms, rstd of each kernel row (stats.py)
     w = affine_vector(weight, d, 1.0, xk.dtype).reshape(groups, -1)    # in x's kernel dtype (rowwise.py);
     b = affine_vector(bias, d, -0.0, xk.dtype).reshape(groups, -1)     # the backward's are float64
     if x.size:
@@ -54,7 +54,7 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
 
 
 def norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, dtype, shape) -> dict:
-    """What the row-wise backward reads: the kernel rows xk (rows, m), their stats (rows, 3), the
+    """What the row-wise backward reads: the kernel rows xk (rows, m), their stats (3, rows), the
     parameters as given, the switches, and the input's dtype and shape (add_rmsnorm.py makes one too)."""
     return {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight, "bias": bias,
             "center": center, "k": k, "eps": eps, "mode": mode, "dtype": dtype, "shape": shape}

@@ -42,17 +42,17 @@ def _drivers(center, f32_affine, paired_rows, stream):
             for c in prange(chunks):
                 for r in range(c * rows // chunks, (c + 1) * rows // chunks):
                     g = r % G
-                    forward_row_tuned(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, is_bounded, True)
+                    forward_row_tuned(x[r], w[g], b[g], y[r], stats[:, r], center, k, eps, mode, is_bounded, True)
                 store_fence()
         elif f32_affine:
             is_bounded = bounded(w, b, k)
             for r in prange(rows):
                 g = r % G
-                forward_row_tuned(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode, is_bounded, False)
+                forward_row_tuned(x[r], w[g], b[g], y[r], stats[:, r], center, k, eps, mode, is_bounded, False)
         else:
             for r in prange(rows):
                 g = r % G
-                forward_row(x[r], w[g], b[g], y[r], stats[r], center, k, eps, mode)
+                forward_row(x[r], w[g], b[g], y[r], stats[:, r], center, k, eps, mode)
 
     def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, k, eps, mode, chunks):
         """part (chunks, 2, G, m): per-chunk partial sums; dwb (2, G, m) gets dweight, dbias;
@@ -68,8 +68,8 @@ def _drivers(center, f32_affine, paired_rows, stream):
             if paired_rows and G == 1:
                 for r in range(lo, hi - 1, 2):
                     deps[r], deps[r + 1] = backward_two_rows(
-                        dy[r], x[r], stats[r], buf[0] if stream else dx[r],
-                        dy[r + 1], x[r + 1], stats[r + 1], buf[1] if stream else dx[r + 1],
+                        dy[r], x[r], stats[:, r], buf[0] if stream else dx[r],
+                        dy[r + 1], x[r + 1], stats[:, r + 1], buf[1] if stream else dx[r + 1],
                         w[0], part[c, 0, 0], part[c, 1, 0], center, k, eps, mode)
                     if stream:
                         stream_row(dx[r], buf[0])
@@ -77,7 +77,7 @@ def _drivers(center, f32_affine, paired_rows, stream):
                 lo = hi - 1 if (hi - lo) % 2 == 1 else hi       # the last row of an odd count
             for r in range(lo, hi):
                 g = r % G
-                deps[r] = backward_row(dy[r], x[r], w[g], stats[r], buf[0] if stream else dx[r],
+                deps[r] = backward_row(dy[r], x[r], w[g], stats[:, r], buf[0] if stream else dx[r],
                                        part[c, 0, g], part[c, 1, g], center, k, eps, mode)
                 if stream:
                     stream_row(dx[r], buf[0])
