@@ -9,8 +9,9 @@
 # * "numpy": the NumPy reference of scratchnorm, one array operation after the other, in float64, every
 #   intermediate a new array. The paper's code is written the same way (unfused framework operations).
 # * "numba": the fused kernels of `scratchnorm.fast`, a few passes over each row, statistics and sums in
-#   float64 (the forward computes $y$ of a float32 input in float32 from them: `fast/rowwise_tuned.py` says
-#   why).
+#   float64 (LayerNorm's and RMSNorm's kernels compute $y$ and $dx$ of a float32 input in float32 from them:
+#   `fast/layernorm.py` and `fast/rmsnorm.py` count the roundings; pRMSNorm runs the general row-wise kernel,
+#   `fast/rowwise.py`).
 # * "torch": PyTorch on the CPU, if it is installed (it is optional): `F.layer_norm` and `F.rms_norm`,
 #   autograd for the backward; torch has no pRMSNorm, so the lesson composes it from torch operations.
 #
