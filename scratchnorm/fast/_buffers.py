@@ -99,9 +99,9 @@ def forward_rows(x: np.ndarray, out, rows: int):
         xk = x.reshape(_rows_shape(x, rows))                                     # this runs on every call
         if out is None:
             return xk, np.empty_like(xk), True
-        if (type(out) is np.ndarray and out.dtype is x.dtype and out.shape == x.shape and out.flags.c_contiguous
-                and out.flags.writeable and not np.may_share_memory(out, x)):
-            return xk, out.reshape(xk.shape), False
+        view = writable_rows(out, x.shape, x.dtype, rows, x)
+        if view is not None:
+            return xk, view, False
     xk, private = as_rows(x, rows)
     if out is not None and not private and np.may_share_memory(out, xk):
         xk = xk.copy()
@@ -164,11 +164,9 @@ def backward_rows(dy, cache, dx_out, kind: str, fn: str):
             and dy.flags.c_contiguous):                 # the common cases, first: this runs on every call
         if dx_out is None:
             return cache, dy.reshape(xk.shape), xk, np.empty_like(xk), True
-        if (type(dx_out) is np.ndarray and dx_out.dtype is xk.dtype and cache["dtype"] is xk.dtype
-                and dx_out.shape == shape
-                and dx_out.flags.c_contiguous and dx_out.flags.writeable
-                and not np.may_share_memory(dx_out, dy) and not np.may_share_memory(dx_out, xk)):
-            return cache, dy.reshape(xk.shape), xk, dx_out.reshape(xk.shape), False
+        view = writable_rows(dx_out, shape, xk.dtype, xk.shape[0], dy, xk) if cache["dtype"] is xk.dtype else None
+        if view is not None:
+            return cache, dy.reshape(xk.shape), xk, view, False
     dy = as_float_array(dy, "dy")
     check_dy(dy, shape)
     kd = np.promote_types(xk.dtype, dy.dtype)
