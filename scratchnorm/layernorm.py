@@ -38,17 +38,15 @@ Jacobian has rank d - 2.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
 from ._checks import check_bool, check_eps
-from ._shapes import check_normalized_shape, check_trailing_axes, rows_of
+from ._shapes import rows_of
 from ._doors import layer_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
-from .layer import Layer
+from .trailing_axes import TrailingAxesNorm
 
 
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
@@ -119,38 +117,6 @@ def layer_norm_backward_staged(dy, cache):
     return _layer_norm_grads(dy, cache, dx.astype(cache["dtype"]))
 
 
-class TrailingAxesNorm(Layer):
-    """A norm over the trailing axes ``d`` (an int, or torch's normalized_shape tuple: _shapes.py): the
-    layer hands the reference and the kernels rows of prod(d) features and reshapes what comes back."""
-
-    def _set_shape(self, d):
-        self.normalized_shape = check_normalized_shape(d)
-        self.d = math.prod(self.normalized_shape)         # features per row
-
-    def _check_input(self, x):
-        check_trailing_axes(type(self).__name__, x, self.normalized_shape)
-
-    def _flat(self, name):
-        """A parameter as the functions take it, (prod(d),), or None."""
-        p = self.params.get(name)
-        return None if p is None else p.reshape(-1)
-
-    def _rows_forward(self, fwd, x, *args, **kwargs):
-        y, cache = fwd(rows_of(x, self.normalized_shape), *args, **kwargs)
-        return y.reshape(x.shape), cache
-
-    def _rows_backward(self, bwd, dy, cache):
-        grads = bwd(rows_of(dy, self.normalized_shape), cache)
-        grads["x"] = grads["x"].reshape(dy.shape)
-        for name in ("weight", "bias"):
-            if name in grads:
-                grads[name] = grads[name].reshape(self.normalized_shape)
-        return grads
-
-    def _shape_repr(self):
-        return str(self.normalized_shape[0] if len(self.normalized_shape) == 1 else self.normalized_shape)
-
-
 class LayerNorm(TrailingAxesNorm):
     """LayerNorm(d, eps=1e-5, elementwise_affine=True, bias=True): y = x_hat * weight + bias.
 
@@ -170,12 +136,12 @@ class LayerNorm(TrailingAxesNorm):
             if bias:
                 self._add_param("bias", np.zeros(self.normalized_shape))
 
+    _backward_op = "layer_norm_backward"
+
     def _forward(self, x):
         fwd = implementation(self.backend, "layer_norm_forward")
-        return self._rows_forward(fwd, x, self._flat("weight"), self._flat("bias"), eps=self.eps)
-
-    def _backward(self, dy, cache):
-        return self._rows_backward(implementation(self.backend, "layer_norm_backward"), dy, cache)
+        y, cache = fwd(rows_of(x, self.normalized_shape), self._flat("weight"), self._flat("bias"), eps=self.eps)
+        return y.reshape(x.shape), cache
 
     def extra_repr(self):
         return f"{self._shape_repr()}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -48,7 +48,7 @@ from ._shapes import rows_of
 from .casts import CASTS, check_promote, rms_norm_cast
 from .dtypes import upcast_half
 from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rstd_from_ms
-from .layernorm import TrailingAxesNorm
+from .trailing_axes import TrailingAxesNorm
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None):
@@ -137,6 +137,7 @@ class RMSNorm(TrailingAxesNorm):
     Face's LlamaRMSNorm returns float32 from float32 weights and a bfloat16 input (casts.py).
     """
 
+    _backward_op = "rms_norm_backward"
     _k = None  # features that feed the statistic; None = all (see PartialRMSNorm)
     _offset = 0.0  # the scale is offset + weight (GemmaRMSNorm: 1)
 
@@ -168,9 +169,6 @@ class RMSNorm(TrailingAxesNorm):
             y = rms_norm_cast(rows, weight, bias, eps, self.eps_mode, self._k or self.d, self.cast,
                               offset=self._offset, promote=self.promote)
         return y.reshape(x.shape), cache
-
-    def _backward(self, dy, cache):
-        return self._rows_backward(implementation(self.backend, "rms_norm_backward"), dy, cache)
 
     def extra_repr(self):
         return (f"{self._shape_repr()}, eps={self.eps}, eps_mode={self.eps_mode!r}"

@@ -101,9 +101,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
-MAX_CHUNKS = 64         # ... and there are at most this many chunks
-PARALLEL_MIN = 1 << 14  # elements from which the parallel twin is used (NOTES.md)
+PARALLEL_MIN = 1 << 22  # elements from which a prange twin is used (chunks.py says why so few calls do)
 
 
 def jit(fn):
@@ -135,15 +133,6 @@ def serial_and_parallel(fn):
     return tuple(twins)
 
 
-@jit
-def n_chunks(rows):
-    """How many chunks ``rows`` rows are cut into: ceil(rows / ROWS_PER_CHUNK), at most MAX_CHUNKS.
-
-    Chunk c holds rows [c * rows // chunks, (c + 1) * rows // chunks).
-    """
-    return min(MAX_CHUNKS, -(-rows // ROWS_PER_CHUNK))
-
-
 _POOL = threading.Lock()        # held while a parallel twin runs (module docstring)
 _forked = False                 # True in a child made by fork: serial twins only
 
@@ -169,20 +158,6 @@ def _call(twins, large: bool, args):
             finally:
                 pool.release()
     return twins[0](*args)
-
-
-def rows_kernel(fn):
-    """``fn`` compiled as serial and parallel twins, called as ``fn(x, ...)``: parallel for an x of
-    more than one row and at least PARALLEL_MIN elements (``_call``). ``.twins`` holds the two."""
-    twins = serial_and_parallel(fn)
-
-    def call(x, *args):
-        return _call(twins, x.size >= PARALLEL_MIN and x.shape[0] > 1, (x, *args))
-
-    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    call.__wrapped__ = fn
-    call.twins = twins
-    return call
 
 
 def run_twin(twins, elements: int, rows: int, *args, min_factor: int = 1):

@@ -32,7 +32,8 @@ from .._doors import add_rms_norm_args
 from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
-from ._jit import n_chunks, run_twin, serial_and_parallel
+from ._jit import run_twin, serial_and_parallel
+from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
 from .rowwise import INSIDE, forward_row
 from .rowwise_api import norm_cache, rms_norm_backward, rms_norm_forward

@@ -24,7 +24,8 @@ import numpy as np
 
 from .._doors import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import n_chunks, run_twin
+from ._jit import run_twin
+from .chunks import n_chunks
 from .batchnorm_columns import bn_backward_columns, bn_forward_columns
 from .batchnorm_slabs import bn_backward_slabs, bn_forward_slabs, channel_block
 from .channel_slabs import SLAB_MIN, layout

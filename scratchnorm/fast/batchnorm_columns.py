@@ -14,7 +14,7 @@ read row after row instead, and keep one number per column:
 
 The per-channel numbers are spread to per-column rows (``spread``: mean, rstd * w,
 b; mean, a, cc, e), so every loop runs over a whole row of the tile. The tiles
-are the fixed chunks of ``_jit.n_chunks(N)`` rows times blocks of COLUMN_BLOCK
+are the fixed chunks of ``chunks.n_chunks(N)`` rows times blocks of COLUMN_BLOCK
 columns, so the bits do not depend on the thread count.
 """
 from __future__ import annotations

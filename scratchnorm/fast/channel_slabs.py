@@ -32,7 +32,7 @@ def layout(shape: tuple) -> tuple[int, int, int]:
 
 @jit
 def chunk_rows(k, rows, chunks):
-    """Rows [r0, r1) of chunk k of ``chunks`` (``_jit.n_chunks``)."""
+    """Rows [r0, r1) of chunk k of ``chunks`` (``chunks.n_chunks``)."""
     return k * rows // chunks, (k + 1) * rows // chunks
 
 

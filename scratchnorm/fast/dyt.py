@@ -17,7 +17,8 @@ from numba import prange
 
 from .._doors import dyt_args
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, n_rows
-from ._jit import jit_inline, n_chunks, run_twin, serial_and_parallel
+from ._jit import jit_inline, run_twin, serial_and_parallel
+from .chunks import n_chunks
 
 _KIND = "dyt"
 

@@ -9,7 +9,7 @@ s is computed again where it is needed rather than stored: one array less to hol
 Backward, per row and group, again two passes: the first sums a = (1/m) sum_j g_j n_hat_j with
 g_j = dn_j * w_j (dn = dy, or dy * s norm first), and adds dn * n_hat into the chunk's dweight; the
 second writes du_j = rstd (g_j - n_hat_j a) and from it dx and dgate (the module docstring of
-gated_rmsnorm.py). dweight: per-chunk partial sums (_jit.n_chunks) added in a fixed order, so the
+gated_rmsnorm.py). dweight: per-chunk partial sums (chunks.n_chunks) added in a fixed order, so the
 bits do not depend on the thread count.
 
 Every result is computed in float64 and rounded once to x's dtype when stored, as the reference
@@ -26,7 +26,8 @@ from .._checks import check_dy
 from .._doors import gated_rms_norm_args
 from ..dtypes import as_float_array
 from ._buffers import affine_vector, as_rows, check_cache, n_rows
-from ._jit import jit_inline, n_chunks, run_twin, serial_and_parallel
+from ._jit import jit_inline, run_twin, serial_and_parallel
+from .chunks import n_chunks
 
 _KIND = "gated"
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from .._doors import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import n_chunks, run_twin
+from ._jit import run_twin
+from .chunks import n_chunks
 from .channel_slabs import SLAB_MIN, layout
 from .groupnorm_kernels import gn_backward, gn_forward
 

@@ -33,26 +33,28 @@ element by element against the float64 reference.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .._doors import layer_norm_args
 from .rowwise_api import layer_norm_backward as general_backward
 from .rowwise_api import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import jit_inline, n_chunks, rows_kernel
+from ._jit import jit, jit_inline
+from .chunks import claim, done_and_claim, n_chunks, run, wait_for
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest, row_fits
 from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
 
 
-@rows_kernel
-def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
+@jit
+def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream, work, caller):
     """x, y: (N, d); weight, bias: (d,); mean, var, rstd: (N,) float64, kept for the backward. ``stream``:
-    y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows."""
+    y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows. ``work``,
+    ``caller``: who takes which chunk (chunks.py)."""
     N, d = x.shape
     in_x_dtype = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat * w + b cannot overflow
     chunks = n_chunks(N)
-    for c in prange(chunks):                       # fixed chunks of rows
+    c = claim(work)
+    while c < chunks:                              # fixed chunks of rows (chunks.py)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             shift = np.float64(x[i, 0])
             mean[i] = shift + sum_dev(x[i], shift) / d
@@ -71,15 +73,19 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
                 affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y[i])
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
+        c = done_and_claim(work)
+    if caller:
+        wait_for(work, chunks)                     # the chunks helpers took are done
 
 
-@rows_kernel
-def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts):
+@jit
+def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts, work, caller):
     """dy, x, dx: (N, d); weight: (d,); mean, var, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
-    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows."""
+    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows, added by the caller."""
     N, d = x.shape
     chunks = dwb_parts.shape[0]
-    for c in prange(chunks):                       # fixed chunks, whatever the thread count
+    c = claim(work)
+    while c < chunks:                              # fixed chunks, whoever takes them (chunks.py)
         dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
         dwb_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
@@ -94,7 +100,10 @@ def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_part
                 dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c, T)
             else:
                 dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c, np.float64)
-    add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))
+        c = done_and_claim(work)
+    if caller:
+        wait_for(work, chunks)                     # the chunks helpers took are done
+        add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))
 
 
 @jit_inline
@@ -121,7 +130,8 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
         return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    layer_norm_forward_kernel(xk, w, b, eps, y, stats[MEAN], stats[VAR], stats[RSTD], stream)
+    run(layer_norm_forward_kernel, xk.size, xk, w, b, eps, y, stats[MEAN], stats[VAR], stats[RSTD],
+        stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -135,7 +145,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))
-    layer_norm_backward_kernel(dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[VAR],
+    run(layer_norm_backward_kernel, xk.size, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[VAR],
                                stats[RSTD], dx, dwb, np.empty((n_chunks(N), 2, d)))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     for i, name in enumerate(("weight", "bias")):

@@ -19,7 +19,8 @@ import numpy as np
 from .._checks import EPS_MODES
 from .._doors import group_rms_norm_args, layer_norm_args, rms_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
-from ._jit import n_chunks, run_twin
+from ._jit import run_twin
+from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, streams
 from .rowwise import INSIDE
 from .rowwise_drivers import twins

@@ -2,7 +2,7 @@ r"""The row-wise drivers: all groups of all rows, on numba's threads, with the t
 
 The arrays come as (rows * G, m): kernel row r is group r % G of row r // G, and
 the weight, bias and partial sums as (G, m). The backward sums dweight and dbias
-per fixed chunk of rows (``_jit.n_chunks``) and adds the chunks in order, so the
+per fixed chunk of rows (``chunks.n_chunks``) and adds the chunks in order, so the
 bits do not depend on the thread count.
 
 ``center`` and the tricks are closure constants: numba compiles one pair of
@@ -19,7 +19,8 @@ from functools import cache
 import numpy as np
 from numba import prange
 
-from ._jit import n_chunks, serial_and_parallel
+from ._jit import serial_and_parallel
+from .chunks import n_chunks
 from ._stream import store_fence, stream_row
 from .rowwise import backward_row, forward_row
 from .stats import sum_of

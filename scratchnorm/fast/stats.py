@@ -107,7 +107,7 @@ def sum_g(dy, x, w, c):
 @jit_inline
 def add_chunks(parts, total):
     """total = the per-chunk partial sums parts (chunks, n) added in chunk order: the same bits for
-    any thread count (the chunks depend on the rows only, _jit.n_chunks)."""
+    any thread count (the chunks depend on the rows only, chunks.n_chunks)."""
     total[:] = parts[0]
     for c in range(1, parts.shape[0]):
         for j in range(total.shape[0]):

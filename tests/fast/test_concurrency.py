@@ -2,7 +2,8 @@
 
 Each case runs in a subprocess with a time limit, so a crash (numba's workqueue layer aborts
 the process on concurrent parallel launches; GNU OpenMP kills a forked child) fails one test,
-not the suite. The inputs are large enough to take the parallel twins (_jit.PARALLEL_MIN).
+not the suite. The thresholds are set to 0, so that every call shares its chunks with helper threads
+(chunks.py) or runs a prange twin (_jit.py).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SETUP = textwrap.dedent('''
     import hashlib, sys
     import numpy as np
     import scratchnorm as sn
-    from scratchnorm.fast import _jit
+    from scratchnorm.fast import _jit, chunks
 
     rng = np.random.default_rng(0)
     def case(make, shape):
@@ -44,29 +45,34 @@ SETUP = textwrap.dedent('''
              "BatchNorm (N, C, H, W)": case(lambda: sn.BatchNorm(16), (32, 16, 16, 16)),
              "GroupNorm": case(lambda: sn.GroupNorm(4, 16), (32, 16, 16, 16)),
              "GatedRMSNorm": gated((512, 256))}
-    assert all(np.prod(s) >= _jit.PARALLEL_MIN for s in [(512, 256), (32, 16, 16, 16)])
+    def thresholds(value):
+        _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = value
+    thresholds(0)                         # every call: helpers (chunks.py) or a prange twin (_jit.py)
 ''')
 
 FORK = SETUP + textwrap.dedent('''
     import multiprocessing as mp
     parent = {name: run() for name, run in CASES.items()}         # the parent uses the parallel pool first
     def child(q):
-        q.put(({name: run() for name, run in CASES.items()}, _jit._forked))
+        q.put(({name: run() for name, run in CASES.items()}, _jit._forked, chunks._jobs is not None))
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=child, args=(q,))
     p.start()
-    got, forked = q.get(timeout=240)
+    got, forked, helped = q.get(timeout=240)
     p.join(60)
     assert p.exitcode == 0, p.exitcode
     assert forked and not _jit._forked, "the child, and only the child, knows it was forked"
+    assert helped == (chunks.helpers() > 0), "the child started helpers of its own"
     assert got == parent, {k: (got[k], parent[k]) for k in parent if got[k] != parent[k]}
     print("ok")
 ''')
 
 THREADS = SETUP + textwrap.dedent('''
     import threading
-    serial = {name: run() for name, run in CASES.items()}
+    thresholds(1 << 62)
+    serial = {name: run() for name, run in CASES.items()}     # one thread
+    thresholds(0)
     seen, errors = [], []
     def work():
         try:

@@ -30,7 +30,7 @@ from layer_helpers import outputs_per_thread_count, run_jitted
 
 import scratchnorm as sn
 from scratchnorm import fast
-from scratchnorm.fast import _jit, rowwise_api
+from scratchnorm.fast import _jit, chunks, rowwise_api
 
 F64 = np.dtype(np.float64)
 
@@ -602,11 +602,13 @@ def test_repeated_calls_give_the_same_bits():
 
 
 def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
-    """The row chunks depend only on the number of rows, so the two twins agree bit for bit."""
+    """The row chunks depend only on the number of rows, so one thread, or the caller and a helper
+    (chunks.py), or a prange twin (the variants) give the same bits."""
     x, dy, w, b = make_inputs((70, 24), np.float32, seed=17)
     results = []
-    for threshold in (1 << 60, 0):                       # serial twin, then the parallel one
+    for threshold in (1 << 60, 0):                       # one thread, then helpers and parallel twins
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
+        monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
         results.append([digest(run("numba", name, x, dy, w, b, kw)[0]) for name, kw in
                         (("layer_norm", {}), ("rms_norm", {}), ("rms_norm", {"k": 5}),
                          ("group_rms_norm", {"num_groups": 3}))])
@@ -614,12 +616,14 @@ def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
 
 
 def test_chunks_depend_only_on_the_number_of_rows():
-    assert [_jit.n_chunks(r) for r in (0, 1, 16, 17, 1024, 1025, 10**6)] == [0, 1, 1, 2, 64, 64, 64]
+    assert [chunks.n_chunks(r) for r in (0, 1, 16, 17, 1024, 1025, 10**6)] == [0, 1, 1, 2, 64, 64, 64]
 
 
 DETERMINISM_SCRIPT = textwrap.dedent("""
     import hashlib, numba, numpy as np
     from scratchnorm import fast
+    from scratchnorm.fast import _jit, chunks
+    _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = 0     # helpers and prange twins at any size
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1500, 96)).astype(np.float32) * 3 + 1
     dy = rng.standard_normal(x.shape).astype(np.float32)
@@ -639,8 +643,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_bits_do_not_depend_on_the_thread_count():
-    """1500 rows: above the parallel threshold, 64 chunks of 23-24 rows."""
-    assert 1500 * 96 >= _jit.PARALLEL_MIN
+    """1500 rows: 64 chunks of 23-24 rows, shared with a helper thread (or a prange twin) when there are 2."""
     outputs = outputs_per_thread_count(DETERMINISM_SCRIPT, counts=("1", "2", "2"))  # and across processes
     assert outputs[0][1] == outputs[1][1] == outputs[2][1]
 

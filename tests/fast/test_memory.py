@@ -46,7 +46,7 @@ pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT,
 
 from scratchnorm.fast import _buffers, channel_slabs, groupnorm  # noqa: E402  (imports numba)
 from scratchnorm.fast import layernorm as fast_layernorm  # noqa: E402
-from scratchnorm.fast._jit import n_chunks  # noqa: E402
+from scratchnorm.fast.chunks import n_chunks  # noqa: E402
 
 F64 = 8                  # every statistic and partial sum is float64
 ALLOWANCE = 32 * 1024    # Python objects: the cache dict, views, the checks' small arrays
