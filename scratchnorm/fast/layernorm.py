@@ -145,8 +145,8 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))
-    run(layer_norm_backward_kernel, xk.size, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype), stats[MEAN], stats[VAR],
-                               stats[RSTD], dx, dwb, np.empty((n_chunks(N), 2, d)))
+    run(layer_norm_backward_kernel, xk.size, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype),
+        stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, np.empty((n_chunks(N), 2, d)))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     for i, name in enumerate(("weight", "bias")):
         if cache[name] is not None:

@@ -149,8 +149,8 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     weight = cache["weight"]
     dweight = np.empty(d)
-    deps = run(rms_norm_backward_kernel, xk.size, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype), cache["stats"][RSTD], dx,
-                                    dweight, np.empty((n_chunks(N), d)), np.empty(N))
+    deps = run(rms_norm_backward_kernel, xk.size, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype),
+               cache["stats"][RSTD], dx, dweight, np.empty((n_chunks(N), d)), np.empty(N))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
         grads["weight"] = dweight.astype(weight.dtype)
