@@ -16,6 +16,7 @@ from .report import print_report
 from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import evaluate_targets
+from .training import run_training, training_table
 
 DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
 QUICK_SHAPES = ("64x512", "128x1024")
@@ -92,6 +93,10 @@ def parse_args(argv):
     ap.add_argument("--no-compile", action="store_true", help="skip the first-call subprocesses")
     ap.add_argument("--grid", action="store_true",
                     help="only the layer-class grid against torch.nn (bench/grid.py); needs torch")
+    ap.add_argument("--training", action="store_true",
+                    help="only the training steps of the lessons' models, quiet and with one core busy "
+                         "(bench/training.py)")
+    ap.add_argument("--no-training", action="store_true", help="skip the training steps in a full run")
     ap.add_argument("--no-grid", action="store_true",
                     help="skip the grid in a full run (it runs when torch is installed, not with --quick)")
     ap.add_argument("--json", metavar="PATH",
@@ -135,6 +140,8 @@ def run(args) -> dict:
     report["memory"] = ctx.memory
     report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, progress=progress)
                       if ctx.torch and not args.quick and not args.no_grid else None)
+    report["training"] = (None if args.no_training
+                          else run_training(ctx.torch, quick=args.quick, progress=progress))
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
@@ -157,6 +164,17 @@ def run_grid_only(args, t0) -> int:
     return 0
 
 
+def run_training_only(args, t0) -> int:
+    ctx = Context(args)
+    rows = run_training(ctx.torch, quick=args.quick, progress=progress)
+    print(f"\n{training_table(rows)}\n({time.perf_counter() - t0:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"schema": "scratchnorm-bench-training/1", "rows": rows}, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.probe:
@@ -171,6 +189,8 @@ def main(argv=None) -> int:
     with kernel(args.kernel):
         if args.grid:
             return run_grid_only(args, t0)
+        if args.training:
+            return run_training_only(args, t0)
         report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)

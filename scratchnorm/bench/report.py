@@ -16,6 +16,8 @@ GB/s (1e9 bytes), shapes [N, D]:
                  step "forward" with impl numba_layer (float32 parameters) and
                  numba_layer_f64_params (the default float64 ones)
     grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
+    training     [{model, norm, batch, load: quiet|one core busy, backend: numba|numpy|torch, median_s,
+                   norm_share}] (training.py) or null (--no-training)
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
@@ -27,6 +29,7 @@ GB/s (1e9 bytes), shapes [N, D]:
 from __future__ import annotations
 
 from .grid import grid_table
+from .training import training_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
 
 
@@ -116,6 +119,10 @@ def print_report(report: dict) -> None:
                 f"{n} {sh} {fmt(t['numba_layer_f64_params'] / t['numba_layer'])}" for (n, sh), t in price.items()))
     if report.get("grid"):
         print(f"\n{grid_table(report['grid'])}")
+    if report.get("training"):
+        print("\nTraining steps of the lessons' models (median ms per step; ratios above 1: numba is faster; BLAS "
+              "threads as set by the user)")
+        print(training_table(report["training"]))
     if report.get("fused"):
         print(f"\n{fused_table(report['fused'])}")
     if report["rms_over_ln"]:

@@ -114,6 +114,13 @@ def evaluate_targets(report: dict) -> list[dict]:
         add(f"{label} layer forward, % of copy (in cache)", ">=", goal, "%",
             None if sec is None or not gbs else 100 * 2 * 4 * IN_CACHE[0] * IN_CACHE[1] / sec / 1e9 / gbs,
             f"{mid} float32, the layer class, x read + y written")
+    # -- issue "Fast where learners run it": whole training steps (training.py) -------------------------
+    steps = report.get("training") or []
+    by = {(r["model"], r["norm"], r["load"], r["backend"]): r["median_s"] for r in steps}
+    pairs = [(v, by.get(k[:3] + ("numpy",))) for k, v in by.items() if k[3] == "numba"]
+    add("training steps where the default backend is at least as fast as NumPy's", ">=", len(pairs) or 1,
+        f"of {len(pairs)}", sum(npy >= nb for nb, npy in pairs if npy) if pairs else None,
+        "the lessons' models and larger ones, one step (fwd, loss, bwd, Adam), quiet and with one core busy")
     warm = (report.get("compile") or {}).get("warm") or {}
     add("first call with a warm cache", "<", 0.5, "s", warm.get("first_call_s"),
         "fresh process: import numba + scratchnorm.fast + first forward")
