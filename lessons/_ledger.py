@@ -55,7 +55,7 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
         except (json.JSONDecodeError, OSError):
             entries = {}
     for r in results:
-        entries[r.stem] = {k: v for k, v in asdict(r).items() if k != "seconds"}  # keep the file stable
+        entries[r.stem] = asdict(r)        # with the lesson's seconds: how long its run took (timing, not a claim)
     entries = dict(sorted(entries.items()))
     store.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
 
@@ -74,13 +74,15 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
              f"leads to [{SOURCES_MD}](../{SOURCES_MD}), which describes the sources in English and says where "
              "to read them. Nothing is quoted.", "",
              "Written by `python -m lessons` (see `lessons/__init__.py`). Running some lessons replaces only "
-             "their sections; `claims.json` holds the same data.", ""]
+             "their sections; `claims.json` holds the same data. Each section gives how long its lesson ran "
+             "(wall seconds on the machine that wrote it; `make lessons` prints the total).", ""]
     lines += summary_lines(entries, _md_cell)
     counts = {v: 0 for v in VERDICTS}
     for e in entries.values():
         mode = "quick run" if e["quick"] else "full run"
         seeds = f", {e['seeds']} seed{'s' * (e['seeds'] > 1)} for training" if e.get("seeds") else ""
-        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}*", ""]
+        took = f", {e['seconds']:.1f} s" if e.get("seconds") is not None else ""
+        lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}{took}*", ""]
         if e["status"] != "ok":
             lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
         if e.get("takeaways"):

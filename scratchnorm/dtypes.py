@@ -41,11 +41,13 @@ _F16, _F32, _F64 = FLOAT_DTYPES
 
 def is_bfloat16(dt) -> bool:
     """ml_dtypes' bfloat16 (recognized by name: the library does not import ml_dtypes)."""
-    return dt.name == "bfloat16" and dt.itemsize == 2
+    return dt.itemsize == 2 and dt.name == "bfloat16"      # (itemsize first: dt.name is a slow property)
 
 
 def is_half(dt) -> bool:
     """float16 or bfloat16: the 2-byte dtypes, upcast on entry and rounded once at the end."""
+    if dt is _F64 or dt is _F32:                # the common cases first: this runs on every call
+        return False
     return dt is _F16 or dt == _F16 or is_bfloat16(dt)
 
 
