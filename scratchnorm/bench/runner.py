@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from ..backend import RegistryError
 from .compare import COMPILED, jax_steps, torch_function, torch_steps
 from .memory import TRACED_IMPLS, memory_record, torch_memory, traced_peak
 from .naive import NAIVE, naive_steps
@@ -60,11 +61,8 @@ class Context:
                               "processes use the cores, so the figures are noisy (parallel code most)")
 
     def _import_numba(self, threads):
-        try:
-            import numba
-        except ImportError as exc:  # pragma: no cover - numba is a requirement
-            self.notes.append(f"numba not importable ({exc}): no numba backend, numpy copy only")
-            return None
+        import numba
+
         if numba.config.DISABLE_JIT:
             self.notes.append("NUMBA_DISABLE_JIT is set: numba figures are interpreted Python, "
                               "not kernels; the numba copy is skipped")
@@ -118,17 +116,15 @@ def bench_norm(ctx: Context, norm: Norm, shape, dtype, copies: list[dict]) -> li
     """Every step of every implementation of ``norm`` at one shape and dtype, in ``ctx.rounds``
     interleaved rounds (see ``in_rounds``); appends the copy measurements of its rounds to ``copies``."""
     inp = make_inputs(norm, shape, dtype)
-    try:
-        builders = ctx.builders(norm, inp)
-    except LookupError as exc:
-        ctx.note(f"{norm.name}: {exc}; skipped")
-        return []
+    builders = ctx.builders(norm, inp)          # a broken kernel table raises RegistryError: never skipped
     steps_of = {}
     for impl, build in builders.items():
         try:
             steps_of[impl] = build()
             if impl == "torch_compile":                 # compile the backward too, before the timing
                 steps_of[impl]["fwd+bwd"]()
+        except RegistryError:
+            raise
         except LookupError as exc:
             ctx.note(f"{norm.name} {impl}: {exc}; skipped")
         except Exception as exc:                        # noqa: BLE001 - torch.compile's errors are its own

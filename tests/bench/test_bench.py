@@ -366,12 +366,15 @@ def test_make_inputs_layouts():
     assert grms.groups == 4 and set(grms.params) == {"weight"}
 
 
-def test_a_missing_norm_is_skipped_with_a_note():
+def test_a_norm_missing_from_the_kernel_table_fails_the_bench():
+    """A broken registry is an error, never a "skipped" note (it was one: the bench hid a missing kernel)."""
+    from scratchnorm.backend import RegistryError
+
     ctx = runner.Context(cli.parse_args(["--quick", "--compare", "none"]))
     ghost = norms.Norm("ghostnorm", ("ghost_norm_forward", "ghost_norm_backward"), "rows", 1e-5, ("weight",))
-    copies = []
-    assert runner.bench_norm(ctx, ghost, (8, 16), np.float32, copies) == [] and copies == []
-    assert any(n.startswith("ghostnorm: no NumPy reference yet") for n in ctx.notes)
+    with pytest.raises(RegistryError, match="ghost_norm_forward"):
+        runner.bench_norm(ctx, ghost, (8, 16), np.float32, [])
+    assert not ctx.notes or not any("ghostnorm" in n for n in ctx.notes)
 
 
 @pytest.mark.parametrize("argv, fragment", [
