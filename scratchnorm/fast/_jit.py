@@ -9,22 +9,15 @@
   flag used: without "nnan"/"ninf" a NaN or Inf still reaches the sum, and
   the order of the partial sums is fixed by the compiled code, not by the data
   or the thread count, so the results stay bitwise reproducible.
-* ``serial_and_parallel``: one driver, compiled twice. The parallel twin runs
-  its ``prange`` loops on numba's threads; the serial twin runs them as plain
-  loops, for small inputs where starting the threads costs more than the work
-  (NOTES.md). Both twins split the rows into the same chunks, so they give the
-  same bits.
-* ``n_chunks``: the row chunks of a reduction over rows depend only on the
-  number of rows, never on the thread count, so the per-chunk partial sums and
-  their fixed-order total are the same for NUMBA_NUM_THREADS=1, 2 or 64.
+* ``serial_and_parallel``: one driver, compiled twice, for the kernels that still
+  use ``prange`` (BatchNorm, GroupNorm, DyT, gated RMSNorm, the general row-wise
+  kernel of the RMSNorm variants). The parallel twin runs its ``prange`` loops on
+  numba's threads, only from PARALLEL_MIN elements: below, a thread that misses a
+  scheduler slice would stall the call (chunks.py says why LayerNorm's and
+  RMSNorm's kernels share their chunks another way). Both twins split the rows
+  into the same chunks (chunks.n_chunks), so they give the same bits.
 * ``run_twin``: calls the serial or the parallel twin, safely from threads and
-  from forked children (below). The twins give the same bits, so which one
-  runs never changes a result.
-* ``rows_kernel``: the decorator of a kernel whose first argument is an (N, d)
-  array and whose loops over rows are ``prange`` loops: the two twins, and a
-  call that picks one with ``run_twin``. A reader of a kernel can skip it: the
-  decorated function is called with the kernel's own arguments, and computes
-  what its body says.
+  from forked children (below).
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
@@ -40,14 +33,18 @@ fresh processes and use the pool as usual.)
 
 The disk cache. numba checks a cached kernel against its own source file only,
 but a kernel inlines code from other files (stats.py's sums, float32.py's
-guards, _stream.py's stores). So every file of this package shares one stamp,
-a digest of them all (``sources_stamp``): editing any of them recompiles every
-kernel instead of loading stale machine code. numba has no public hook for
-this; ``_stamped`` wraps each of its source-file cache locators (the
-``__pycache__`` folder, NUMBA_CACHE_DIR, the user-wide folder numba uses when
-the package folder is read-only) for this package's files only. If a numba
-release moves that hook, or NUMBA_CACHE_LOCATOR_CLASSES names locators of its
-own, the kernels are compiled without the disk cache.
+guards, _stream.py's stores, chunks.py's counter). So every file of this package
+shares one stamp, a digest of them all (``sources_stamp``): editing any of them
+recompiles every kernel instead of loading stale machine code. numba has no
+supported per-function way to say what a cache entry depends on: ``cache=True``
+takes no key, and the one extension point, the NUMBA_CACHE_LOCATOR_CLASSES
+environment variable, is process-wide (it would have to be set before numba is
+imported, and it replaces the locators of the user's own functions too). So
+``_stamped`` wraps each of numba's source-file cache locators (the ``__pycache__``
+folder, NUMBA_CACHE_DIR, the user-wide folder numba uses when the package folder
+is read-only) for this package's files only, leaving every other file to
+numba's own. If a numba release moves that list, or NUMBA_CACHE_LOCATOR_CLASSES
+names locators of the user's, the kernels are compiled without the disk cache.
 """
 from __future__ import annotations
 
