@@ -25,6 +25,9 @@ to first order): |y - y_exact| <= u (7 |x_hat * weight| + 2 |bias|), and in dx
 the g term passes through 6 roundings, mean(g) through 5 and x_hat * mean(g x_hat)
 through 9: |dx - dx_exact| <= u rstd (6 |g| + 5 |mean(g)| + 9 |x_hat * mean(g x_hat)|),
 plus what the rounded weight does to the two sums (u mean|g| and u mean|g x_hat|).
+dweight sums dy * x_hat in float64 with x_hat as the loop computed it in float32 (4
+roundings: lo, rstd, the subtraction of lo, the product), so |dweight_j - exact| <=
+4u sum over rows of |dy_ij x_hat_ij| (to first order); dbias sums dy in float64.
 Where a product falls below float32's normal range the error is absolute
 instead, of the order of 2^-149 times the factors that follow. float64 and
 float16 input run in float64. tests/fast/test_kernels.py checks these bounds

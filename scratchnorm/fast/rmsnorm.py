@@ -23,7 +23,9 @@ order): y = x * rstd * weight passes through 4 (rstd, x * rstd, the weight,
 * weight), so |y - y_exact| <= 4u |y_exact|; in dx = rstd * (g - x_hat * mean_gx),
 the g term passes through 5 and the x_hat * mean_gx term through 7, so
 |dx - dx_exact| <= u rstd (5 |g| + 7 |x_hat * mean_gx|), plus what the rounded
-weight does to the sum in mean_gx (u mean|g x_hat| of it). Where a product
+weight does to the sum in mean_gx (u mean|g x_hat| of it). dweight sums dy * x_hat
+in float64 with x_hat as the loop computed it in float32 (2 roundings: rstd, x * rstd),
+so |dweight_j - exact| <= 2u sum over rows of |dy_ij x_hat_ij| (to first order). Where a product
 falls below float32's normal range (x_hat ~ 1e-40 beside a weight of 1e30) the
 error is absolute instead, of the order of 2^-149 times the factors that
 follow. float64 and float16 input run in float64 (float16 widened on entry and
