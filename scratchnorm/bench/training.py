@@ -121,7 +121,7 @@ def stepper(model: Model, backend: str):
     return step, clock
 
 
-def time_steps(steps: dict, clocks: dict, n: int = STEPS) -> dict:
+def time_steps(steps: dict, clocks: dict, n: int = STEPS, budget_s: float = BUDGET_S) -> dict:
     """Median seconds of a step of each of ``steps`` (name -> function), the steps taken in turn (so that
     each sees the same machine), and each norm clock's share of its summed step time."""
     samples = {name: [] for name in steps}
@@ -135,7 +135,7 @@ def time_steps(steps: dict, clocks: dict, n: int = STEPS) -> dict:
             step()
             if i >= WARM_UP:
                 samples[name].append(time.perf_counter() - t0)
-        if i >= WARM_UP + MIN_STEPS and time.perf_counter() - start > BUDGET_S:
+        if i >= WARM_UP + MIN_STEPS and time.perf_counter() - start > budget_s:
             break
     return {name: {"median_s": statistics.median(s),
                    "norm_share": clocks[name].seconds / sum(s) if name in clocks else None}
@@ -193,7 +193,8 @@ def run_training(torch=None, quick: bool = False, progress=print) -> list[dict]:
                 torch_step = torch_stepper(model, torch) if torch is not None else None
                 if torch_step is not None:
                     fns["torch"] = torch_step
-                timed = time_steps(fns, {backend: clock for backend, (_, clock) in built.items()}, steps)
+                timed = time_steps(fns, {backend: clock for backend, (_, clock) in built.items()}, steps,
+                                   0.3 if quick else BUDGET_S)
                 for backend, t in timed.items():
                     rows.append({"model": model.name, "norm": model.norm, "batch": model.batch, "load": load,
                                  "backend": backend, **t})
