@@ -76,7 +76,8 @@ def parse_args(argv):
                          f"{','.join(QUICK_SHAPES)})")
     ap.add_argument("--dtypes", type=lambda s: parse_list(s, DEFAULT_DTYPES, "dtypes"),
                     default=list(DEFAULT_DTYPES), help="float32,float64 (default both)")
-    ap.add_argument("--quick", action="store_true", help="tiny shapes, few repeats, three training steps (15 s with --no-compile on a busy 2-core "
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny shapes, few repeats, three training steps (15 s with --no-compile on a busy 2-core "
                          "machine; the first-call probes compile every kernel in a fresh cache, which took "
                          "100 s there)")
     ap.add_argument("--budget", type=float,
