@@ -4,8 +4,9 @@ A kernel timed alone on a quiet machine says little about a training loop: there
 the norm runs between matrix products, whose BLAS threads want both cores, and
 beside whatever else the machine does. This section times one training step
 (forward, loss, backward, Adam) of each model below, median over ``STEPS`` steps,
-with the default backend ("numba"), ``backend="numpy"``, and PyTorch eager on the
-same MLP when torch is installed. BLAS threads stay as the user has them. It runs
+with the default backend ("numba") and ``backend="numpy"`` taken in turn, then
+PyTorch eager on the same MLP when torch is installed (apart: its thread pool spins
+between its calls and would slow the others). BLAS threads stay as the user has them. It runs
 once quiet and once with one core kept busy by another process (``busy_core``),
 and reports the norm layers' share of the numba step (their forward and
 backward, timed inside the step).
@@ -190,11 +191,11 @@ def run_training(torch=None, quick: bool = False, progress=print) -> list[dict]:
                 progress(f"training step: {model.name} {model.norm}, {load}")
                 built = {backend: stepper(model, backend) for backend in ("numba", "numpy")}
                 fns = {backend: fn for backend, (fn, _) in built.items()}
+                budget = 0.3 if quick else BUDGET_S
+                timed = time_steps(fns, {backend: clock for backend, (_, clock) in built.items()}, steps, budget)
                 torch_step = torch_stepper(model, torch) if torch is not None else None
-                if torch_step is not None:
-                    fns["torch"] = torch_step
-                timed = time_steps(fns, {backend: clock for backend, (_, clock) in built.items()}, steps,
-                                   0.3 if quick else BUDGET_S)
+                if torch_step is not None:      # apart: torch's threads spin between its calls
+                    timed.update(time_steps({"torch": torch_step}, {}, steps, budget))
                 for backend, t in timed.items():
                     rows.append({"model": model.name, "norm": model.norm, "batch": model.batch, "load": load,
                                  "backend": backend, **t})
