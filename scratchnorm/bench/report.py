@@ -17,7 +17,7 @@ GB/s (1e9 bytes), shapes [N, D]:
                  numba_layer_f64_params (the default float64 ones)
     grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
     training     [{model, norm, batch, load: quiet|one core busy, backend: numba|numpy|torch, median_s,
-                   norm_share}] (training.py) or null (--no-training)
+                   norm_share, norm_s}] (training.py) or null (--no-training)
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}

@@ -8,8 +8,10 @@ with the default backend ("numba") and ``backend="numpy"`` taken in turn, then
 PyTorch eager on the same MLP when torch is installed (apart: its thread pool spins
 between its calls and would slow the others). BLAS threads stay as the user has them. It runs
 once quiet and once with one core kept busy by another process (``busy_core``),
-and reports the norm layers' share of the numba step (their forward and
-backward, timed inside the step).
+and reports the norm layers' share of the numba step and their own time per step
+on each backend (their forward and backward, timed inside the step: what the
+backend changes, less noisy than the whole step, whose matrix products stall
+when BLAS's threads miss a core).
 
 Models (MODELS): lesson 10's MLP (10 hidden layers of 64, batches of 128),
 lesson 16's (4 of 64), the BatchNorm MLP, lesson 12's Transformer (d 48, 2
@@ -139,7 +141,8 @@ def time_steps(steps: dict, clocks: dict, n: int = STEPS, budget_s: float = BUDG
         if i >= WARM_UP + MIN_STEPS and time.perf_counter() - start > budget_s:
             break
     return {name: {"median_s": statistics.median(s),
-                   "norm_share": clocks[name].seconds / sum(s) if name in clocks else None}
+                   "norm_share": clocks[name].seconds / sum(s) if name in clocks else None,
+                   "norm_s": clocks[name].seconds / len(s) if name in clocks else None}
             for name, s in samples.items()}
 
 
@@ -220,6 +223,7 @@ def training_table(rows: list[dict]) -> str:
                     f"{npy['median_s'] / nb['median_s']:.2f}",
                     f"{tch['median_s'] * 1e3:.2f}" if tch else "-",
                     f"{tch['median_s'] / nb['median_s']:.2f}" if tch else "-",
-                    f"{nb['norm_share']:.0%}"])
+                    f"{nb['norm_share']:.0%}", f"{nb['norm_s'] * 1e3:.2f}", f"{npy['norm_s'] * 1e3:.2f}",
+                    f"{npy['norm_s'] / nb['norm_s']:.2f}"])
     return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba", "torch ms", "torch/numba",
-                  "norms' share (numba)"], out, left=3)
+                  "norms' share", "norms numba ms", "norms numpy ms", "numpy/numba"], out, left=3)

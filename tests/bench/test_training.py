@@ -41,7 +41,7 @@ def test_a_training_step_trains():
 
 def test_the_table_and_the_target_read_the_rows():
     rows = [{"model": "m", "norm": "rmsnorm", "batch": 4, "load": load, "backend": b, "median_s": s,
-             "norm_share": 0.1 if b != "torch" else None}
+             "norm_share": 0.1 if b != "torch" else None, "norm_s": 0.1 * s}
             for load, pair in (("quiet", (1.0, 2.0)), ("one core busy", (3.0, 2.0)))
             for b, s in zip(("numba", "numpy"), pair)]
     text = training.training_table(rows)
