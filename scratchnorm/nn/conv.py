@@ -10,8 +10,10 @@ zeros on each side of its length,
 
     y[n, o, t] = bias[o] + sum_{c, k} weight[o, c, k] xp[n, c, S t + k].
 
-As one matrix product ("im2col"): gather the windows X[n, t, (c, k)] = xp[n, c, S t + k], (N L_out, C_in K),
-and W = weight reshaped (C_out, C_in K); then Y = X W^T + bias, Y (N L_out, C_out) read as y.
+As one matrix product ("im2col"): gather the windows X[n, t, (k, c)] = xp[n, c, S t + k], (N L_out, K C_in),
+and W[o, (k, c)] = weight[o, c, k], (C_out, K C_in); then Y = X W^T + bias, Y (N L_out, C_out) read as y. (The
+columns run over the taps k first and the channels c within a tap: with x held channels last, (N, L + 2P, C_in),
+one window is then K consecutive rows of channels, and the gather copies whole rows.)
 
 Backward, with g = dL/dy (N, C_out, L_out) and G = g as (N L_out, C_out). y is linear in each of bias,
 weight and x, so each derivative is the same sum with the other factor kept:
@@ -24,7 +26,7 @@ weight and x, so each derivative is the same sum with the other factor kept:
 Why dx simplifies to a scatter-add: the forward only *reads* xp through the gather X = xp[windows], so the
 backward of the gather sends each entry of dX back to the position it was read from and adds up what
 arrives at the same position ("col2im"): position j is read by every window t and tap k with S t + k = j.
-For each tap k that is one strided slice, dxp[:, :, k + S t] += dX[:, :, t, k], so the loop runs over the
+For each tap k that is one strided slice, dxp[n, c, k + S t] += dX[n, t, (k, c)], so the loop runs over the
 K taps, not over positions.
 
 Flatten: (N, C, L) -> (N, C L) for the classifier on top; its backward reshapes back.
@@ -70,14 +72,15 @@ def conv1d_forward(x, weight, bias=None, *, stride: int = 1, padding: int = 0):
     if L_out < 1:
         fail(ValueError, "x", f"a length L with L + 2 * {padding} >= {K} (the kernel)", x,
              "pass longer signals, or use a smaller kernel or more padding.")
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))                      # (N, C_in, L + 2P)
-    cols = xp[:, :, _windows(L_out, K, stride)]                               # (N, C_in, L_out, K)
-    X = cols.transpose(0, 2, 1, 3).reshape(N * L_out, C_in * K)               # (N L_out, C_in K)
-    Y = X @ weight.reshape(C_out, C_in * K).T                                 # (N L_out, C_out)
+    xt = np.zeros((N, L + 2 * padding, C_in), dtype=x.dtype)                  # (N, L + 2P, C_in): padded,
+    xt[:, padding:padding + L] = x.transpose(0, 2, 1)                          # channels last
+    X = xt[:, _windows(L_out, K, stride)].reshape(N * L_out, K * C_in)        # (N L_out, K C_in), columns (k, c)
+    W = weight.transpose(0, 2, 1).reshape(C_out, K * C_in)                    # (C_out, K C_in), columns (k, c)
+    Y = X @ W.T                                                               # (N L_out, C_out)
     if bias is not None:
         Y = Y + bias
     y = Y.reshape(N, L_out, C_out).transpose(0, 2, 1)                         # (N, C_out, L_out)
-    cache = {"X": X, "weight": weight, "bias": bias, "shape": (N, L, L_out), "stride": stride,
+    cache = {"X": X, "W": W, "weight": weight, "bias": bias, "shape": (N, L, L_out), "stride": stride,
              "padding": padding, "dtype": x.dtype}
     return np.ascontiguousarray(y, dtype=x.dtype), cache
 
@@ -86,19 +89,20 @@ def conv1d_backward(dy, cache):
     """dbias = sum of g; dweight = G^T X; dx = the scatter-add of dX = G W over the windows. Returns
     {"x", "weight", "bias"}."""
     dy = as_float_array(dy, "dy")
-    X, weight, bias, (N, L, L_out) = cache["X"], cache["weight"], cache["bias"], cache["shape"]
+    X, W, weight, bias, (N, L, L_out) = cache["X"], cache["W"], cache["weight"], cache["bias"], cache["shape"]
     stride, padding = cache["stride"], cache["padding"]
     C_out, C_in, K = weight.shape
     G = dy.transpose(0, 2, 1).reshape(N * L_out, C_out)                       # (N L_out, C_out)
-    grads = {"weight": (G.T @ X).reshape(C_out, C_in, K).astype(weight.dtype, copy=False)}
+    dW = (G.T @ X).reshape(C_out, K, C_in)                                    # columns (k, c), as W
+    grads = {"weight": dW.transpose(0, 2, 1).astype(weight.dtype)}            # (C_out, C_in, K)
     if bias is not None:
         grads["bias"] = G.sum(axis=0).astype(bias.dtype, copy=False)
-    dX = (G @ weight.reshape(C_out, C_in * K)).reshape(N, L_out, C_in, K)      # (N, L_out, C_in, K)
-    dxp = np.zeros((N, C_in, L + 2 * padding), dtype=np.result_type(dX, np.float64))
+    dX = (G @ W).reshape(N, L_out, K, C_in)                                   # (N, L_out, K, C_in)
+    dxt = np.zeros((N, L + 2 * padding, C_in), dtype=dX.dtype)                # (N, L + 2P, C_in)
     end = stride * (L_out - 1) + 1
     for k in range(K):                                                        # col2im, one tap at a time
-        dxp[:, :, k:k + end:stride] += dX[:, :, :, k].transpose(0, 2, 1)
-    grads["x"] = dxp[:, :, padding:padding + L].astype(cache["dtype"])
+        dxt[:, k:k + end:stride] += dX[:, :, k]
+    grads["x"] = np.ascontiguousarray(dxt[:, padding:padding + L].transpose(0, 2, 1), dtype=cache["dtype"])
     return grads
 
 
