@@ -133,7 +133,7 @@ for n in BASELINES:
 # below the best).
 #
 # The model: `nn.mlp([64, 512, 64, 10], norm=...)`, [Linear → Norm → ReLU] twice, then a Linear; Adam at
-# $10^{-2}$, batches of 64, 150 steps (32 passes over the training set). pRMSNorm estimates the RMS of the
+# $10^{-2}$, batches of 64, 100 steps (21 passes over the training set). pRMSNorm estimates the RMS of the
 # 512-wide layer from its first $k = 32$ features; the 64-wide layer keeps RMSNorm, whose $k$ would be 4, so
 # that the pRMSNorm row tests $k = 32$ alone.
 
@@ -155,7 +155,7 @@ def digits_mlp(norm):
     return lambda seed: nn.mlp([64, WIDE, NARROW, 10], norm=factory, seed=seed)
 
 
-digit_steps = lesson.pick(40, 150)
+digit_steps = lesson.pick(40, 100)
 builders = {norm: digits_mlp(norm) for norm in NORMS}
 t0 = time.perf_counter()
 with one_blas_thread():
@@ -276,11 +276,14 @@ lesson.answer(f"For features of similar size the relative error of the estimate 
 
 # %% tags=["remove-input"]
 lesson.takeaways(
-    "Reproduce a published baseline before comparing anything on a data set: here logistic regression "
-    + lesson.result("logistic regression reaches") + " and the MLP " + lesson.result("MLP reaches") + ".",
-    "On real digits, with one layer wide enough for pRMSNorm's k = 32: RMSNorm against LayerNorm "
-    + lesson.result("RMSNorm matches LayerNorm's") + "; pRMSNorm against RMSNorm "
-    + lesson.result("matches RMSNorm's") + "; a norm against none " + lesson.result("trains better with") + ".")
+    "Data made offline is the paper's data only if it gives the paper's numbers, so check that before comparing "
+    "anything on it: logistic regression " + lesson.result("logistic regression reaches") + ", the MLP "
+    + lesson.result("MLP reaches") + ".",
+    f"'As good as' needs a bound smaller than what the norms themselves change: on 300 digits no norm ends "
+    f"{100 * (acc[best].mean() - acc['none'].mean()):.1f} points below the best model ({STYLE[best][1]}), so "
+    "RMSNorm against LayerNorm (" + lesson.result("RMSNorm matches LayerNorm's") + ") and pRMSNorm at k = 32 "
+    "against RMSNorm (" + lesson.result("matches RMSNorm's") + ") are graded within 1 point; the worst norm "
+    "against none: " + lesson.result("trains better with") + ".")
 
 # %%
 lesson.finish()

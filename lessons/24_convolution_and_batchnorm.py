@@ -29,7 +29,7 @@ from lessons._common import COMMON, VERDICTS, check, paper, start, work
 from lessons._grading import above, below
 from lessons._stats import mean_interval
 from lessons._training import interval, one_blas_thread, paired, pm, race, report, warm_up
-from lessons._training_plots import STYLE, plot_race
+from lessons._training_plots import STYLE, seed_mean
 from scratchnorm import Linear, nn
 
 lesson = start(__name__, "24_convolution_and_batchnorm")
@@ -172,15 +172,19 @@ lesson.claim("RMSNorm matches LayerNorm's test accuracy (MNIST-1D, a CNN, over 2
              value=short[0], interval=short[1:], **below(0.01, approx=0.02), expect=VERDICTS)
 
 # %% [markdown]
-# The figure: the test loss against steps and against the seconds each model spent training (mean of the
-# seeds, band min–max), and the test accuracy per seed at the end.
+# The figure: the test loss against steps (mean of the seeds, band min–max), and the test accuracy per seed at
+# the end.
 
 # %%
-fig, (ax_steps, ax_secs, ax_acc) = plt.subplots(1, 3, figsize=(17, 4.6), constrained_layout=True)
-plot_race(ax_steps, ax_secs, curves, "test loss (cross-entropy)")
+fig, (ax_steps, ax_acc) = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
+for n, runs in curves.items():
+    color, label, _ = STYLE[n]
+    at, _, mean, low, high = seed_mean(runs)
+    ax_steps.fill_between(at, low, high, color=color, alpha=0.12, linewidth=0)
+    ax_steps.plot(at, mean, color=color, label=label)
+ax_steps.set(xlabel="training step", ylabel="test loss (cross-entropy)",
+             title=f"Test loss (mean of {k} seed{'s' if k > 1 else ''}; band: min–max)")
 ax_steps.legend(loc="upper right")
-ax_steps.set_title(f"Against steps (mean of {k} seed{'s' if k > 1 else ''}; band: min–max)")
-ax_secs.set_title("Against the seconds each model spent training")
 for s in range(k):
     ax_acc.plot(range(len(NORMS)), [acc[n][s] for n in NORMS], color="0.7", lw=0.8)
 for j, n in enumerate(NORMS):
@@ -229,11 +233,12 @@ lesson.answer("It would ask another question: whether BatchNorm ends higher, not
 
 # %% tags=["remove-input"]
 lesson.takeaways(
-    "A convolution is a gather and a matrix product; its backward is the transposed product and a scatter-add "
-    f"of the same gather, and a gradient check confirms it (worst relative error {worst:.1e}).",
-    "In the CNN, BatchNorm against no norm: " + lesson.result("makes a CNN learn faster")
-    + "; against the per-example norms: " + lesson.result("does better than the per-example")
-    + "; RMSNorm against LayerNorm over channels: " + lesson.result("RMSNorm matches LayerNorm's") + ".")
+    "A convolution's backward runs its gather in reverse: one scatter-add per tap of the kernel, checked here by "
+    f"finite differences (worst relative error {worst:.1e}).",
+    "Compare norms where they matter: in the CNN, BatchNorm against no norm "
+    + lesson.result("makes a CNN learn faster") + ", against the per-example norms "
+    + lesson.result("does better than the per-example") + "; RMSNorm against LayerNorm over the channels "
+    + lesson.result("RMSNorm matches LayerNorm's") + ".")
 
 # %%
 lesson.finish()

@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_on_the_page_b import called as calls   # tests/lessons is on sys.path (pytest's rootdir-less import)
 
 LESSONS = Path(__file__).resolve().parents[2] / "lessons"
 
@@ -26,16 +27,6 @@ DOWNLOADS = {"get_dataset", "urlopen", "urlretrieve", "fetch_openml", "load_data
 
 def tree(stem: str) -> ast.Module:
     return ast.parse((LESSONS / f"{stem}.py").read_text(encoding="utf-8"))
-
-
-def calls(module: ast.AST) -> set[str]:
-    """The names called anywhere: ``f(...)`` and ``x.f(...)`` both give ``f``."""
-    out = set()
-    for node in ast.walk(module):
-        if isinstance(node, ast.Call):
-            f = node.func
-            out.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "")
-    return out
 
 
 @pytest.mark.parametrize("stem", sorted(ON_THE_PAGE))
