@@ -40,7 +40,7 @@ lesson = start(__name__, "23_real_data")
 # ## MNIST-1D, made here
 #
 # `make_dataset` draws its random transformations from NumPy's global generator, which it seeds itself, so
-# the 5000 signals are the same on every machine with the same package; the first 4000 are the training set.
+# the 5000 signals are the same on every machine with the same packages; the first 4000 are the training set.
 
 # %%
 t0 = time.perf_counter()

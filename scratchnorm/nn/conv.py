@@ -21,7 +21,7 @@ weight and x, so each derivative is the same sum with the other factor kept:
     dbias[o]         = sum_{n, t} g[n, o, t]                                   (G summed over rows)
     dweight[o, c, k] = sum_{n, t} g[n, o, t] xp[n, c, S t + k]                 (G^T X, reshaped)
     dxp[n, c, j]     = sum_{o, t, k: S t + k = j} g[n, o, t] weight[o, c, k]   (dX = G W, scattered back)
-    dx               = dxp[:, :, P : P + L]                                    (the padding gets no gradient)
+    dx               = dxp[:, :, P : P + L]                                    (the padding is no input: dropped)
 
 Why dx simplifies to a scatter-add: the forward only *reads* xp through the gather X = xp[windows], so the
 backward of the gather sends each entry of dX back to the position it was read from and adds up what
