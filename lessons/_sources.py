@@ -29,6 +29,7 @@ SOURCES = {
     "zhang-wd": ("Zhang, Wang, Xu & Grosse 2019, Three Mechanisms of Weight Decay Regularization", "zhang-wd"),
     "santurkar": ("Santurkar, Tsipras, Ilyas & Madry 2018, How Does Batch Normalization Help Optimization?",
                   "santurkar"),
+    "mnist1d": ("MNIST-1D paper (Greydanus 2020, Scaling down Deep Learning)", "mnist1d"),
     "common": ("common wisdom", "common-wisdom"),
 }
 
@@ -92,6 +93,8 @@ CITATIONS = {
                                 "laarhoven-abstract"),
     ("santurkar", "§2"): ("§2 (BatchNorm and internal covariate shift): noisy BatchNorm", "santurkar-s2"),
     ("santurkar", "§3"): ("§3 (why does BatchNorm work?): the smoothing effect", "santurkar-s3"),
+    ("mnist1d", "benchmarks"): ("its benchmark table: the test accuracy of logistic regression, an MLP, a CNN and a "
+                                "GRU on MNIST-1D", "mnist1d-benchmarks"),
     ("common", ""): ("", "common-wisdom"),
 }
 

@@ -94,6 +94,14 @@ SUMMARY = (
           "rounded inputs against float64 (08)", ("numerically more stable", "carries the input's variation")),
     Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "the definition, and gradient profiles (11)",
           ("is Post-Norm",)),
+    # real data (lessons 23, 24): scikit-learn's digits and MNIST-1D, made offline
+    Entry("RMSNorm matches LayerNorm's accuracy, on data nobody here made", PAPER, "machine translation, image "
+          "classification, image-caption retrieval and question answering", "an MLP on scikit-learn's digits (23); "
+          "a 1-D CNN on MNIST-1D, the norms over its 25 channels (24); several seeds",
+          ("matches LayerNorm's test accuracy",)),
+    Entry("pRMSNorm with a representative k matches RMSNorm", PAPER, "p = 6.25%: k = 64 of d = 1024",
+          "k = 32 of d = 512, the wide layer of an MLP on scikit-learn's digits (23); several seeds",
+          ("matches RMSNorm's test accuracy",)),
 )
 
 

@@ -53,6 +53,19 @@ def _transformer(norm, n_heads=2, **kw):
     return make
 
 
+def _cnn(norm):
+    """A tiny 1-D CNN as lesson 24 builds it: Conv1d -> norm over its channels -> GELU, twice, then a Linear."""
+    def make(b):
+        layers = []
+        for c_in, c_out in ((2, 3), (3, 3)):
+            layers.append(nn.Conv1d(c_in, c_out, 3, stride=2, padding=1, bias=norm != "batchnorm", backend=b))
+            if norm is not None:
+                layers.append(nn.OverChannels(norm, c_out, backend=b))
+            layers.append(nn.GELU(backend=b))
+        return nn.Sequential(*layers, nn.Flatten(backend=b), Linear(3 * 2, 4, backend=b))
+    return make
+
+
 def nn_cases() -> list[Case]:
     # Stacks of layers: their loss is large next to the gradient of any one parameter,
     # so round-off over h = 1e-6 comes near the tolerance (measured: up to 2.6e-6 over
@@ -112,4 +125,18 @@ def nn_cases() -> list[Case]:
              lambda b: nn.CausalSelfAttention(8, 2, "gemma_rmsnorm", backend=b), (2, 4, 8), **smooth),
         Case("nn.Transformer parallel LayerNorm (GPT-J, Cohere)",
              _transformer("layernorm", n_layers=2, parallel=True), (2, 4), **model),
+        # the convolution: stride 1 without padding, stride 2 with padding (taps that read the padding), a stride
+        # larger than the kernel (positions no window reads: their gradient is exactly 0), one channel in
+        Case("nn.Conv1d(3, 4, 3)", lambda b: nn.Conv1d(3, 4, 3, backend=b), (2, 3, 9)),
+        Case("nn.Conv1d(2, 5, 5, stride=2, padding=1)", lambda b: nn.Conv1d(2, 5, 5, 2, 1, backend=b), (3, 2, 12)),
+        Case("nn.Conv1d(2, 3, 2, stride=3, no bias)", lambda b: nn.Conv1d(2, 3, 2, 3, bias=False, backend=b),
+             (2, 2, 10)),
+        Case("nn.Conv1d(1, 4, 5, stride=2, padding=1) one channel", lambda b: nn.Conv1d(1, 4, 5, 2, 1, backend=b),
+             (2, 1, 16)),
+        Case("nn.Flatten", lambda b: nn.Flatten(backend=b), (2, 3, 4)),
+        Case("nn.OverChannels batchnorm", lambda b: nn.OverChannels("batchnorm", 3, backend=b), (4, 3, 5)),
+        Case("nn.OverChannels rmsnorm", lambda b: nn.OverChannels("rmsnorm", 4, backend=b), (2, 4, 5)),
+        Case("nn.OverChannels layernorm", lambda b: nn.OverChannels("layernorm", 4, backend=b), (2, 4, 5)),
+        *[Case(f"nn CNN (Conv1d, OverChannels, GELU) norm={norm}", _cnn(norm), (5, 2, 8), **smooth)
+          for norm in (None, "batchnorm", "rmsnorm")],
     ]

@@ -26,7 +26,8 @@ Where things are: activations.py (ReLU, GELU), embedding.py, softmax.py,
 attention.py (causal multi-head self-attention, QK-Norm per head or over all heads),
 residual.py (where the norm goes: pre, post, peri, reordered, deepnorm), parallel.py
 (attention and MLP side by side on one norm: GPT-J, Cohere),
-sequential.py (Sequential, mlp), container.py (prefixed parameter names),
+sequential.py (Sequential, mlp), conv.py (Conv1d, its backward by hand; Flatten; OverChannels, a norm
+over a convolution's channels), container.py (prefixed parameter names),
 loss.py (softmax cross-entropy), optim.py (SGD, Adam), norms.py (the
 ``norm=`` registry), transformer.py. Importing this package imports no numba.
 """
@@ -34,6 +35,7 @@ from ..linear import Linear
 from .activations import GELU, ReLU, gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import CausalSelfAttention, causal_attention_backward, causal_attention_forward
 from .container import Container
+from .conv import Conv1d, Flatten, OverChannels, conv1d_backward, conv1d_forward
 from .embedding import Embedding
 from .loss import SoftmaxCrossEntropy, softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .norms import NORMS, make_norm
@@ -44,9 +46,9 @@ from .sequential import Sequential, mlp
 from .transformer import Transformer
 
 __all__ = [
-    "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Embedding", "Linear", "Optimizer",
-    "ParallelResidual",
+    "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Conv1d", "Embedding", "Flatten", "Linear",
+    "Optimizer", "OverChannels", "ParallelResidual",
     "ReLU", "Residual", "Sequential", "SoftmaxCrossEntropy", "Transformer", "causal_attention_backward",
-    "causal_attention_forward", "gelu_backward", "gelu_forward", "make_norm", "mlp", "relu_backward",
-    "relu_forward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",
+    "causal_attention_forward", "conv1d_backward", "conv1d_forward", "gelu_backward", "gelu_forward", "make_norm",
+    "mlp", "relu_backward", "relu_forward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",
 ]

@@ -29,7 +29,9 @@ OUTSIDE = ("seeds/", "REFERENCE.md", "/work/", "../shared")
 RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangGo/rmsnorm",
                  "https://arxiv.org/abs/2503.10622", "https://arxiv.org/abs/2502.02732",
                  "https://arxiv.org/abs/1706.05350", "https://arxiv.org/abs/1810.12281",
-                 "https://arxiv.org/abs/1805.11604"}
+                 "https://arxiv.org/abs/1805.11604",
+                 # MNIST-1D: the paper's arXiv page and the repository, as the repository's README gives them
+                 "https://arxiv.org/abs/2011.14439", "https://github.com/greydanus/mnist1d"}
 
 
 def lesson_citations():

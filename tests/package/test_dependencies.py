@@ -15,10 +15,12 @@ def project():
 
 
 def parse(requirement: str) -> tuple[str, str, tuple]:
-    """(name, operator, version as a tuple of ints) of 'name>=1.2.3' or 'name==1.2.3'."""
-    m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*(==|>=)\s*([0-9][0-9.]*)", requirement.strip())
+    """(name, operator, version as a tuple of ints) of 'name>=1.2.3' or 'name==1.2.3' (a post-release, 1.2.3.post1,
+    is (1, 2, 3, 1): after 1.2.3, as PEP 440 orders it)."""
+    m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*(==|>=)\s*([0-9][0-9.]*?)(?:\.post([0-9]+))?", requirement.strip())
     assert m, f"not a pinned or lower-bounded requirement: {requirement!r}"
-    return m.group(1).lower(), m.group(2), tuple(int(p) for p in m.group(3).split("."))
+    post = () if m.group(4) is None else (int(m.group(4)),)
+    return m.group(1).lower(), m.group(2), tuple(int(p) for p in m.group(3).split(".")) + post
 
 
 def requirement_lines(name: str = "requirements.txt") -> list[str]:
@@ -33,7 +35,7 @@ def test_the_core_is_numpy_and_numba_only():
 def test_the_extras_are_named_for_their_users():
     extras = project()["optional-dependencies"]
     assert set(extras) == {"lessons", "test", "compare", "book"}
-    assert {parse(r)[0] for r in extras["lessons"]} == {"matplotlib", "ml_dtypes"}
+    assert {parse(r)[0] for r in extras["lessons"]} == {"matplotlib", "ml_dtypes", "mnist1d", "scikit-learn"}
     assert {parse(r)[0] for r in extras["test"]} == {"pytest", "hypothesis", "ruff"}
     assert {parse(r)[0] for r in extras["compare"]} >= {"torch", "jax"}
     assert all(parse(r)[1] == "==" for r in extras["compare"]), "compare pins the versions tested here"
@@ -65,3 +67,10 @@ def test_the_parser_rejects_an_unpinned_line():
     import pytest
     with pytest.raises(AssertionError):
         parse("numpy")
+    with pytest.raises(AssertionError):
+        parse("mnist1d==0.0.2.dev1")
+
+
+def test_the_parser_reads_a_post_release():
+    assert parse("mnist1d==0.0.2.post1") == ("mnist1d", "==", (0, 0, 2, 1))
+    assert parse("mnist1d==0.0.2.post1")[2] > parse("mnist1d>=0.0.2")[2]
