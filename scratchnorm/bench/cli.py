@@ -12,11 +12,11 @@ from .first_call import compile_report, probe_first_calls
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
-from .report import print_report
+from .report import print_report, training_table
 from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import evaluate_targets
-from .training import run_training, training_table
+from .training import run_training
 
 DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
 QUICK_SHAPES = ("64x512", "128x1024")

@@ -29,7 +29,6 @@ GB/s (1e9 bytes), shapes [N, D]:
 from __future__ import annotations
 
 from .grid import grid_table
-from .training import training_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
 
 
@@ -204,3 +203,19 @@ def print_memory(rows: list[dict]) -> None:
     for note in notes:
         print(f"  -: {note}")
 
+
+def training_table(rows: list[dict]) -> str:
+    """numba and numpy step times, their ratio, torch's, and the norms' share, per model and load."""
+    out = []
+    keys = sorted({(r["model"], r["norm"], r["load"]) for r in rows}, key=lambda k: (k[2] != "quiet", k[0], k[1]))
+    for model, norm, load in keys:
+        by = {r["backend"]: r for r in rows if (r["model"], r["norm"], r["load"]) == (model, norm, load)}
+        nb, npy, tch = by.get("numba"), by.get("numpy"), by.get("torch")
+        out.append([model, norm, load, f"{nb['median_s'] * 1e3:.2f}", f"{npy['median_s'] * 1e3:.2f}",
+                    f"{npy['median_s'] / nb['median_s']:.2f}",
+                    f"{tch['median_s'] * 1e3:.2f}" if tch else "-",
+                    f"{tch['median_s'] / nb['median_s']:.2f}" if tch else "-",
+                    f"{nb['norm_share']:.0%}", f"{nb['norm_s'] * 1e3:.2f}", f"{npy['norm_s'] * 1e3:.2f}",
+                    f"{npy['norm_s'] / nb['norm_s']:.2f}"])
+    return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba", "torch ms", "torch/numba",
+                  "norms' share", "norms numba ms", "norms numpy ms", "numpy/numba"], out, left=3)

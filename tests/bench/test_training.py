@@ -5,6 +5,7 @@ import numpy as np
 
 from scratchnorm import nn
 from scratchnorm.bench import training
+from scratchnorm.bench.report import training_table
 from scratchnorm.bench.targets import evaluate_targets
 
 
@@ -44,7 +45,7 @@ def test_the_table_and_the_target_read_the_rows():
              "norm_share": 0.1 if b != "torch" else None, "norm_s": 0.1 * s}
             for load, pair in (("quiet", (1.0, 2.0)), ("one core busy", (3.0, 2.0)))
             for b, s in zip(("numba", "numpy"), pair)]
-    text = training.training_table(rows)
+    text = training_table(rows)
     assert "2.00" in text and "0.67" in text                # numpy/numba: 2.0 quiet, 0.67 busy
     report = {"results": [], "layers": [], "training": rows}
     target = next(t for t in evaluate_targets(report) if t["name"].startswith("training steps"))

@@ -18,7 +18,7 @@ from conftest import jit_disabled
 from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
-from scratchnorm.fast import _jit, _stream, rowwise_api, rowwise_drivers
+from scratchnorm.fast import _jit, _stream, chunks, rowwise_api, rowwise_drivers
 from scratchnorm.fast import layernorm as fast_layernorm
 from scratchnorm.fast import rmsnorm as fast_rmsnorm
 
@@ -51,6 +51,7 @@ def test_streamed_and_plain_stores_give_the_same_bits(monkeypatch, label, name, 
 @pytest.mark.parametrize("twin_threshold", [1 << 60, 0], ids=["serial", "parallel"])
 def test_both_twins_stream_the_same_bits(monkeypatch, twin_threshold):
     monkeypatch.setattr(_jit, "PARALLEL_MIN", twin_threshold)
+    monkeypatch.setattr(chunks, "PARALLEL_MIN", twin_threshold)
     x, dy, w, b = make_inputs((70, 200), np.float32, seed=32)
     for name, kw in (("layer_norm", {}), ("rms_norm", {}), ("group_rms_norm", {"num_groups": 4})):
         plain, streamed = both_ways(monkeypatch, name, x, dy, w, b, kw)
