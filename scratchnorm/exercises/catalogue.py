@@ -192,5 +192,7 @@ MISTAKES = {
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",
+    "raised_an_error": "Your code raised an error (above, with its line): what that function should return was "
+                       "not checked, so nothing says it is right. Fix the error and check again.",
     "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see below what is true of it.",
 }

@@ -22,6 +22,7 @@ from itertools import combinations
 import numpy as np
 
 from .catalogue import EXERCISES
+from .consistency import reconcile
 from .contract import ContractError, Library
 from .judge import CORRECT, judge, rel_err
 from .location import locate
@@ -180,13 +181,11 @@ def check_functions(name, funcs, source="", contract=None):
                                 f"and {why}. Fix the forward, and the backward is checked on its cache.")
         else:
             _run(report, "backward", contract, lambda: _check_backward(report, ex, contract, cases, caches))
-            if "forward" in report.errors or "forward" in report.unfinished:
+            checked = "x" in report.results and "backward" not in report.errors
+            if checked and ("forward" in report.errors or "forward" in report.unfinished):
                 report.notes.append("the backward was checked all the same: it gets x, weight and eps and "
                                     "recomputes what it needs, so it does not depend on your forward.")
-    if "y" in report.results and report.results["y"].ok:      # a backward without eps, after a forward with it
-        for r in report.results.values():
-            if r.code == "eps_missing":
-                r.code, r.detail = "eps_dropped_in_backward", "eps left out of every rstd of the backward"
+    reconcile(report)
     return report
 
 

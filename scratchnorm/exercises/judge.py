@@ -67,7 +67,9 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None):
         return
     code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
         np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), ("unrecognized", ""))
-    if code == "unrecognized" and groupings:
+    if code == "unrecognized" and all(np.max(np.abs(g)) <= EXACT * np.max(np.abs(r)) for g, r in zip(got, refs)):
+        detail = f"{report.labels.get(name, name)} is zero everywhere (to round-off), on every draw"
+    elif code == "unrecognized" and groupings:
         errors = [np.asarray(g) - r for g, r in zip(got, refs)]
         detail = constant_ratio(got, refs, groupings) or structure(errors, groupings)
     report.results[name] = Result(name, False, err, f"index {where} of shape {np.shape(refs[worst])}", code,

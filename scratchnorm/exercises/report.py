@@ -52,9 +52,10 @@ class Report:
     @property
     def diagnoses(self) -> list[str]:
         """The codes that apply, each once, in the order found; ["correct"] when nothing is wrong."""
-        if self.error or not self.results:
+        if self.error or not (self.results or self.errors):
             return []
         codes = [r.code for r in self.results.values() if r.code != "correct"] + self.extra_codes
+        codes += ["raised_an_error"] if self.errors else []       # what raised was not checked: never "correct"
         return list(dict.fromkeys(codes)) or ["correct"]
 
     @property
