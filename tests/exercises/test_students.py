@@ -34,6 +34,10 @@ TABLE = {
     "one_pass": ("one_pass_variance", ("batchnorm", "layernorm")),
     "running_stats": ("running_stats_in_training", ("batchnorm",)),
     "per_position": ("groupnorm_per_position", ("groupnorm",)),
+    "cache_order": ("cache_unpacked_in_another_order", ALL), "dweight_scalar": ("dweight_reduced_to_scalar", ALL),
+    "eps_hard_coded": ("eps_hard_coded", ALL), "no_axis": ("reduced_without_axis", ALL),
+    "dout_missing": ("dout_missing", ("layernorm", "groupnorm")),
+    "weight_out_of_sum": ("weight_out_of_sum", ("layernorm", "groupnorm")),
 }
 ROWS = [(f, name) for f, (_, names) in TABLE.items() for name in names]
 
@@ -149,8 +153,11 @@ def test_one_reduction_over_the_wrong_axis_says_which():
     report = check("layernorm", student("wrong_axis"))
     assert report.results["x"].detail.startswith("the backward's mean term over the batch, not over the features")
     report = check("batchnorm", student("wrong_axis"))
-    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the batch and "
-                                                 "the channels, not over the batch and the positions")
+    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the channels, "
+                                                 "not over the batch and the positions")
+    report = check("batchnorm", student("no_axis"))
+    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the whole array "
+                                                 "(no axis=)")
 
 
 def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
