@@ -17,6 +17,7 @@ import numpy as np
 from .report import Result
 
 CORRECT, EXACT, SAME = 1e-5, 1e-9, 1e-7
+ZERO = "is zero everywhere (to round-off), on every draw"
 
 
 def rel_err(a, r) -> tuple[float, tuple]:
@@ -68,7 +69,7 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None):
     code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
         np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), ("unrecognized", ""))
     if code == "unrecognized" and all(np.max(np.abs(g)) <= EXACT * np.max(np.abs(r)) for g, r in zip(got, refs)):
-        detail = f"{report.labels.get(name, name)} is zero everywhere (to round-off), on every draw"
+        detail = f"{report.labels.get(name, name)} {ZERO}"
     elif code == "unrecognized" and groupings:
         errors = [np.asarray(g) - r for g, r in zip(got, refs)]
         detail = constant_ratio(got, refs, groupings) or structure(errors, groupings)

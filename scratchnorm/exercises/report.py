@@ -20,10 +20,23 @@ class Result:
     detail: str = ""                # which variant of the code (where eps was dropped, which axes), or, for an
     #                                 unrecognized dx, a constant ratio or its components along 1, x_hat, the rest
     headline: str = ""              # what is wrong, when it is not the max rel err (a shape, NaN, a large mean)
+    parts: list = field(default_factory=list)   # a compound mistake: [(code, detail, share of the error)]
 
     def as_dict(self):
+        parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
-                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline)) if v}}
+                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts)) if v}}
+
+    @property
+    def codes(self) -> list:
+        """The codes of this output: its parts' for a compound mistake."""
+        return [c for c, _, _ in self.parts] or [self.code]
+
+    def explained(self, label) -> str:
+        """A compound mistake in one sentence: each slip, what it is, and its share of the error."""
+        n = {2: "Two", 3: "Three"}.get(len(self.parts), str(len(self.parts)))
+        each = "; ".join(f"{c} ({share:.0%} of the error{', ' + d if d else ''})" for c, d, share in self.parts)
+        return f"{label}: {n} mistakes together reproduce it: {each}"
 
     def line(self, label) -> str:
         """The output's line of the report: its status, then the number (or the fact) that is wrong."""
@@ -54,7 +67,7 @@ class Report:
         """The codes that apply, each once, in the order found; ["correct"] when nothing is wrong."""
         if self.error or not (self.results or self.errors):
             return []
-        codes = [r.code for r in self.results.values() if r.code != "correct"] + self.extra_codes
+        codes = [c for r in self.results.values() for c in r.codes if c != "correct"] + self.extra_codes
         codes += ["raised_an_error"] if self.errors else []       # what raised was not checked: never "correct"
         return list(dict.fromkeys(codes)) or ["correct"]
 
@@ -106,6 +119,9 @@ class Report:
                 lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
         for r in self.results.values():
+            if r.parts:
+                lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",
+                                           subsequent_indent="    "))
             if r.detail:
                 lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
