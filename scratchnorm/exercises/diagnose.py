@@ -22,6 +22,7 @@ from .catalogue import EXERCISES
 from .compound import search
 from .consistency import reconcile
 from .contract import ContractError, Library
+from .intermediates import first_divergence, reference_steps, traced
 from .judge import CORRECT, ZERO, judge, rel_err
 from .location import locate
 from .mutants import backward, forward, partial_sums
@@ -210,6 +211,18 @@ def _check_backward(report, ex, contract, cases, caches):
     _compound(report, ex, kws, slips, unnamed, "b", compute)
     if mutated:
         report.extra_codes.append("mutates_dy")
+    _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
+
+
+def _point_at_the_line(report, ex, contract, case, cache):
+    """A wrong dx from a right forward (or none): which named intermediate of the learner's first goes wrong."""
+    x, y = report.results.get("x"), report.results.get("y")
+    if x is None or x.ok or x.headline or (y is not None and not y.ok):
+        return
+    kw, dy = case
+    bindings = traced(lambda: contract.backward(kw, dy.copy(), cache))
+    x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
+                                                         ex.knobs_for(kw)))
 
 
 def _compound(report, ex, kws, slips, got, part, compute):

@@ -21,11 +21,13 @@ class Result:
     #                                 unrecognized dx, a constant ratio or its components along 1, x_hat, the rest
     headline: str = ""              # what is wrong, when it is not the max rel err (a shape, NaN, a large mean)
     parts: list = field(default_factory=list)   # a compound mistake: [(code, detail, share of the error)]
+    trail: str = ""                 # a staged backward: which of its named intermediates first differs, and where
 
     def as_dict(self):
         parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
-                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts)) if v}}
+                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts),
+                                              ("trail", self.trail)) if v}}
 
     @property
     def codes(self) -> list:
@@ -122,9 +124,10 @@ class Report:
             if r.parts:
                 lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",
                                            subsequent_indent="    "))
-            if r.detail:
-                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
-                                           subsequent_indent="    "))
+            for said in (r.detail, r.trail):
+                if said:
+                    lines.append(textwrap.fill(f"{self.labels[r.name]}: {said}", 100, initial_indent="  ",
+                                               subsequent_indent="    "))
         lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
         if self.ok and answers:
             lines.append("\nWell done. Questions to think about, with answers:")
