@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cache_order import swapped_items
 from .catalogue import EXERCISES
 from .compound import search
 from .consistency import reconcile
@@ -212,6 +213,13 @@ def _check_backward(report, ex, contract, cases, caches):
     if mutated:
         report.extra_codes.append("mutates_dy")
     _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
+    if caches and any(not report.results[g].ok for g in ex.grads):
+        pair = swapped_items(contract.backward, caches, cases, refs, ex.grads)
+        for g in (g for g in ex.grads if pair and not report.results[g].ok):
+            r = report.results[g]
+            r.code, r.parts, r.trail = "cache_unpacked_in_another_order", [], ""
+            r.detail = (f"items {pair[0]} and {pair[1]} of the forward's cache (counting from 0) are read the wrong "
+                        "way round: with them swapped, your backward is right")
 
 
 def _point_at_the_line(report, ex, contract, case, cache):

@@ -180,3 +180,23 @@ def test_spatial_batchnorm_is_checked_on_4d_input_when_asked_for():
     assert "read as the cache contract (CS231n): batchnorm_forward" in cli("spatial.py").stdout
     report = check("batchnorm", student("spatial_no_transpose"), pair="spatial_batchnorm")
     assert report.diagnoses == ["unrecognized"] and not report.ok, str(report)
+
+
+def test_a_cache_read_in_another_order_is_found_by_swapping_its_items():
+    """xhat and xmu (both (N, D)) unpacked the wrong way round: no mutant's numbers, but the learner's own
+    backward is right once the two items are swapped back."""
+    def batchnorm_forward(x, gamma, beta, bn_param):
+        xmu = x - x.mean(axis=0)
+        ivar = 1 / np.sqrt((xmu ** 2).mean(axis=0) + bn_param["eps"])
+        return gamma * xmu * ivar + beta, (xmu * ivar, xmu, gamma, ivar)
+
+    def batchnorm_backward(dout, cache):
+        xmu, xhat, gamma, ivar = cache                  # packed as (xhat, xmu, ...)
+        g, N = dout * gamma, dout.shape[0]
+        dx = ivar / N * (N * g - g.sum(axis=0) - xhat * (g * xhat).sum(axis=0))
+        return dx, (dout * xhat).sum(axis=0), dout.sum(axis=0)
+
+    report = check("batchnorm", {"batchnorm_forward": batchnorm_forward, "batchnorm_backward": batchnorm_backward})
+    assert report.diagnoses == ["cache_unpacked_in_another_order"], str(report)
+    assert report.results["x"].detail.startswith("items 0 and 1 of the forward's cache"), str(report)
+    assert report.results["weight"].code == "cache_unpacked_in_another_order"
