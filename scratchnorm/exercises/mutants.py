@@ -98,6 +98,7 @@ class Knobs:
     std_for_rstd: bool = False      # dx multiplied by std where rstd belongs (a cache unpacked in another order)
     weight_out: frozenset = frozenset()   # sums of the backward with the weight pulled out ("gmean", "proj")
     bwd_no_eps: frozenset = frozenset()   # the backward's places that drop eps ("rstd", "outer", "inner", "x_hat")
+    bwd_eps_sign: float = 0.0       # what those places do with eps: 0 leave it out, -1 subtract it
     running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
     wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
     #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
@@ -173,7 +174,8 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
             return (d * a).sum(axis=axes, keepdims=True) * wv
         return (g * a).sum(axis=axes, keepdims=True)
 
-    dropped = lambda place: 1.0 / s if place in kn.bwd_no_eps else rstd       # noqa: E731 (eps left out there)
+    def dropped(place):                             # rstd, or at a place of bwd_no_eps 1 / sqrt(var +- eps or not)
+        return 1.0 / np.sqrt(s * s + kn.bwd_eps_sign * eps) if place in kn.bwd_no_eps else rstd
     if kn.eps_outside:
         minus_2_drstd_dvar = rstd * rstd / s                                       # d/dvar of 1/(sqrt(var) + eps)
     else:

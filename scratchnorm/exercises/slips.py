@@ -70,6 +70,9 @@ def mutants(ex, kw) -> list[Mutant]:
         for places in combinations(EPS_PLACES, r):
             detail = "eps left out of " + "; ".join(EPS_PLACES[p] for p in places)
             out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
+            if "x_hat" not in places:               # sqrt(var - eps) where the backward takes its own root
+                out.append(Mutant("eps_subtracted", L, K_.with_(bwd_no_eps=frozenset(places), bwd_eps_sign=-1.0),
+                                  "b", "in the backward only, in " + "; ".join(EPS_PLACES[p] for p in places)))
     if "missing_mean_term" in c:
         out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
                 Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),

@@ -36,6 +36,7 @@ TABLE = {
     "per_position": ("groupnorm_per_position", ("groupnorm",)),
     "cache_order": ("cache_unpacked_in_another_order", ALL), "dweight_scalar": ("dweight_reduced_to_scalar", ALL),
     "eps_hard_coded": ("eps_hard_coded", ALL), "no_axis": ("reduced_without_axis", ALL),
+    "eps_subtracted_in_backward": ("eps_subtracted", ALL),
     "dout_missing": ("dout_missing", ("layernorm", "groupnorm")),
     "weight_out_of_sum": ("weight_out_of_sum", ("layernorm", "groupnorm")),
 }
