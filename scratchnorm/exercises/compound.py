@@ -7,7 +7,8 @@ into one computation (``merged``); two that change the same knob (two places eps
 of one reduction) cannot both be made.
 
 The search, for the outputs judged unrecognized: every pair of slips on the first draw, then, for the
-``BEAM`` pairs nearest the learner's numbers, every third slip. A combination is named only when it
+``BEAM`` pairs nearest the learner's numbers, every third slip. A backward after a forward whose slips are
+known (y was named) is searched first among the combinations that hold those slips. A combination is named only when it
 reproduces every draw within SAME, as a single slip is; the smallest one is kept, and among equals the first
 in the catalogue's order. Each slip's share of the error is how far removing it from the combination moves
 the output (squared), over the sum of those moves: what part of the error it explains. The count of
@@ -61,47 +62,45 @@ def _distance(out, got):
     return total
 
 
-def search(compute, bases, slips, got, part):
+def search(compute, bases, slips, got, applies, required=frozenset()):
     """The smallest combination of two or three ``slips`` that reproduces ``got`` on every draw.
 
     ``compute(n, layout, knobs)``: {output: array} of draw n; ``bases`` [(layout, knobs)] per draw;
-    ``slips`` [per draw: [Mutant]] in one order; ``got`` {output: [the learner's array per draw]}; ``part``
-    "f" or "b": the slips that apply. Returns {output: [(code, detail, share), ...]} for the outputs it
-    explains, {} when nothing does."""
+    ``slips`` [per draw: [Mutant]] in one order; ``got`` {output: [the learner's array per draw]};
+    ``applies(mutant)``: whether a slip applies to these outputs; ``required``: the (code, detail) of slips
+    established elsewhere (the forward's, for a backward that uses its cache), tried first in every
+    combination. Returns {output: [(code, detail, share), ...]} for the outputs it explains, {} when
+    nothing does."""
     with np.errstate(all="ignore"):                     # some combinations divide by zero: they match nothing
-        return _search(compute, bases, slips, got, part)
+        req = tuple(i for i, m in enumerate(slips[0]) if (m.code, m.detail) in required)
+        found = _search(compute, bases, slips, got, applies, req) if 0 < len(req) < 3 else {}
+        return found or _search(compute, bases, slips, got, applies, ())
 
 
-def _search(compute, bases, slips, got, part):
-    idx = [i for i, m in enumerate(slips[0]) if part in m.where and not any(_over_nothing(ms[i]) for ms in slips)]
+def _search(compute, bases, slips, got, applies, req):
+    idx = [i for i, m in enumerate(slips[0]) if applies(m) and i not in req
+           and not any(_over_nothing(ms[i]) for ms in slips)]
     first = {name: g[0] for name, g in got.items()}
 
     def on_draw(n, combo):
         made = merged(*bases[n], [slips[n][i] for i in combo])
-        if made is None:
-            return None
-        return compute(n, *made)
+        return None if made is None else compute(n, *made)
 
-    scored, tried = [], set()
-    for combo in combinations(idx, 2):
-        out = on_draw(0, combo)
-        if out is not None:
-            scored.append((_distance(out, first), combo, out))
-    scored.sort(key=lambda t: t[0])
-    triples = []
-    for _, pair, _ in scored[:BEAM]:
-        for i in idx:
-            combo = tuple(sorted({*pair, i}))
-            if len(combo) == 3 and combo not in tried:
-                tried.add(combo)
-                out = on_draw(0, combo)
-                if out is not None:
-                    triples.append((_distance(out, first), combo, out))
-    for _, combo, out in [*scored, *sorted(triples, key=lambda t: t[0])]:
-        if _matches(out, first):                                   # on the first draw, then on every draw
-            found = _explains(on_draw, combo, got)
-            if found:
-                return {name: _shares(on_draw, combo, slips[0], name, got) for name in found}
+    def scored(combos):
+        out = [(combo, on_draw(0, combo)) for combo in dict.fromkeys(combos)]
+        return sorted(((_distance(o, first), c, o) for c, o in out if o is not None), key=lambda t: t[0])
+
+    if req:                                 # the required slips, with one more (and, below, two more)
+        level = scored([req] * (len(req) > 1) + [tuple(sorted((*req, i))) for i in idx])
+    else:
+        level = scored(combinations(idx, 2))
+    for _size in range(2):
+        for _, combo, out in level:
+            if _matches(out, first):                               # on the first draw, then on every draw
+                found = _explains(on_draw, combo, got)
+                if found:
+                    return {name: _shares(on_draw, combo, slips[0], name, got) for name in found}
+        level = scored(tuple(sorted((*c, i))) for _, c, _ in level[:BEAM] if len(c) < 3 for i in idx if i not in c)
     return {}
 
 

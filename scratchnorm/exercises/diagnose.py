@@ -132,7 +132,7 @@ def _check_forward(report, ex, contract, cases):
                 out = forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], m.layout, m.knobs)
                 variants.setdefault((m.code, m.detail), (m.detail, []))[1].append(out)
     judge(report, "y", got, refs, variants)
-    _compound(report, ex, kws, slips, {"y": got}, "f", lambda n, L, kn: {"y": forward(
+    _compound(report, ex, kws, slips, {"y": got}, lambda m: "f" in m.where, lambda n, L, kn: {"y": forward(
         kws[n]["x"], kws[n]["weight"], _bias(ex, kws[n]), kws[n]["eps"], L, kn)})
     if report.results["y"].ok and "one_pass_variance" in ex.codes:
         _probe_large_mean(report, ex, contract, kws[0])
@@ -172,7 +172,18 @@ def as_grads(out, ex):
     return {"x": out}
 
 
+def _forward_slips(report):
+    """The (code, detail) of the slips the forward's y was named for: a backward right in itself but computed on
+    that forward's statistics (its cache, or a call to it) has that slip's gradient."""
+    y = report.results.get("y")
+    if y is None or y.ok:
+        return set()
+    return {(c, d) for c, d, _ in y.parts} or {(y.code, y.detail)}
+
+
 def _check_backward(report, ex, contract, cases, caches):
+    from_forward = _forward_slips(report)
+    applies = lambda m: "b" in m.where or (m.code, m.detail) in from_forward      # noqa: E731
     got, refs, variants, partials, groups, mutated, slips, shapes = {}, {}, {}, {}, [], False, [], []
     for n, (kw, dy) in enumerate(cases):
         dy_given = dy.copy()
@@ -192,7 +203,7 @@ def _check_backward(report, ex, contract, cases, caches):
             refs.setdefault(g, []).append(ref[g].reshape(shaped[g]))
             partials.setdefault(g, []).append(partials_of.get(g, []))
             for m, mut in muts:
-                if "b" in m.where:
+                if applies(m):
                     variants.setdefault(g, {}).setdefault((m.code, m.detail), (m.detail, []))[1].append(
                         mut[g].reshape(shaped[g]))
     for g in ex.grads:
@@ -209,7 +220,7 @@ def _check_backward(report, ex, contract, cases, caches):
         return {g: v.reshape(shaped[g]) for g, v in backward(dy, kw["x"], kw["weight"], kw["eps"], layout,
                                                              knobs).items() if g in ex.grads}
     unnamed = {g: [np.asarray(v) for v in got[g]] for g in ex.grads if report.results[g].code == "unrecognized"}
-    _compound(report, ex, kws, slips, unnamed, "b", compute)
+    _compound(report, ex, kws, slips, unnamed, applies, compute, from_forward)
     if mutated:
         report.extra_codes.append("mutates_dy")
     _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
@@ -233,13 +244,13 @@ def _point_at_the_line(report, ex, contract, case, cache):
                                                          ex.knobs_for(kw)))
 
 
-def _compound(report, ex, kws, slips, got, part, compute):
+def _compound(report, ex, kws, slips, got, applies, compute, required=frozenset()):
     """Name the outputs of ``got`` (unrecognized, with finite numbers) that two or three slips reproduce."""
     got = {name: g for name, g in got.items() if report.results[name].code == "unrecognized"
            and not report.results[name].headline and ZERO not in report.results[name].detail}
     if not got:
         return
-    found = search(compute, [(ex.layout_for(kw), ex.knobs_for(kw)) for kw in kws], slips, got, part)
+    found = search(compute, [(ex.layout_for(kw), ex.knobs_for(kw)) for kw in kws], slips, got, applies, required)
     for name, parts in found.items():
         r = report.results[name]
         r.code, r.detail, r.parts = parts[0][0], "", parts

@@ -145,6 +145,8 @@ def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
         var = (xm * xm * mask).sum(axis=var_axes, keepdims=True) / (n_s - kn.ddof)
     s = np.sqrt(var)
     rstd = 1.0 / (s + eps) if kn.eps_outside else 1.0 / np.sqrt(var + eps)
+    if kn.wrong and kn.wrong[0] in ("mean", "var", "var_own"):     # a forward's slip: the backward is the right
+        n_s = count(xv.shape, axes)                                  # formula, its sums over the right set
     return xv, axes, xm, mask, n_s, rstd, xm * rstd, s
 
 

@@ -23,6 +23,8 @@ COMPOUND = {
     "two_slips_stats": ({"whole_array_statistics", "eps_subtracted"}, "y", ALL),
     "two_slips_mean_term": ({"reduced_over_wrong_axis", "weight_out_of_sum"}, "x", ("layernorm", "groupnorm")),
     "three_slips": ({"eps_missing", "missing_mean_term", "projection_factor"}, "x", ALL),
+    "three_slips_scalar_var": ({"reduced_without_axis", "eps_missing", "missing_mean_term"}, "x",
+                               ("batchnorm", "layernorm")),
 }
 ROWS = [(f, name, c) for f, (_, _, names) in COMPOUND.items() for name in names for c in ("cache", "library")]
 
@@ -47,6 +49,16 @@ def test_a_compound_student_is_named_in_full(file, name, contract):
         assert MISTAKES[code] in text
     parts = json.loads(report.to_json())["gradients"][output]["parts"]
     assert {p["code"] for p in parts} == codes
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+@pytest.mark.parametrize("contract", ["cache", "library"])
+def test_a_right_backward_on_a_wrong_forwards_cache_gets_the_forwards_code(name, contract):
+    module = student("scalar_variance")
+    report = check(name, module if contract == "cache" else as_library(module, name))
+    assert report.diagnoses == ["reduced_without_axis"], str(report)
+    assert report.results["x"].code == report.results["y"].code == "reduced_without_axis"
+    assert report.results["x"].detail == report.results["y"].detail
 
 
 def test_slips_that_change_the_same_knob_do_not_combine():
