@@ -35,7 +35,8 @@ class Exercise:
         return self.knobs.with_(k=kwargs["k"], n_stat=kwargs["k"]) if self.name == "prmsnorm" else self.knobs
 
 
-COMMON_CODES = ("missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
+COMMON_CODES = ("cache_unpacked_in_another_order", "eps_hard_coded", "dweight_reduced_to_scalar",
+                "missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
                 "dweight_uses_x", "dweight_not_reduced", "eps_outside_sqrt", "eps_missing", "eps_subtracted",
                 "eps_dropped_in_backward", "whole_array_statistics", "mutates_dy", "wrong_shape")
 CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance")
@@ -56,7 +57,8 @@ EXERCISES = {e.name: e for e in (
         "layernorm", "LayerNorm over the last axis: forward and backward",
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), ROW, Knobs(),
-        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis"),
+        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
+                                  "dout_missing", "weight_out_of_sum"),
         LN_FORWARD,
         "dL/dx, dL/dweight and dL/dbias, given dy = dL/dy (same shape as x). Every leading axis of x is a batch "
         "axis: the parameter gradients sum over all of them.",
@@ -75,7 +77,8 @@ EXERCISES = {e.name: e for e in (
     Exercise(
         "rmsnorm", "RMSNorm over the last axis, eps inside the root: forward and backward",
         {"forward": ("x", "weight", "eps"), "backward": ("dy", "x", "weight", "eps")},
-        ("x", "weight"), ROW, Knobs(center=False), COMMON_CODES + ("spurious_mean_term",),
+        ("x", "weight"), ROW, Knobs(center=False), COMMON_CODES + ("spurious_mean_term", "dout_missing",
+                                                                   "weight_out_of_sum"),
         RMS_FORWARD,
         "dL/dx and dL/dweight, given dy = dL/dy. Leading axes of x are batch axes.",
         "g = dy * weight. x_i reaches the loss directly (through x_hat_i = x_i * rstd) and through ms, which "
@@ -91,7 +94,8 @@ EXERCISES = {e.name: e for e in (
         "batchnorm", "BatchNorm in training mode, statistics per channel: forward and backward",
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), BATCH, Knobs(),
-        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "running_stats_in_training"),
+        COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
+                                  "running_stats_in_training"),
         "x has shape (N, C) or (N, C, *positions). For each channel c, over the N examples and all positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over N and the positions, per channel"),
         "dL/dx, dL/dweight (C,) and dL/dbias (C,), given dy. The batch statistics depend on every example, "
@@ -107,7 +111,8 @@ EXERCISES = {e.name: e for e in (
     Exercise(
         "prmsnorm", "Partial RMSNorm: the statistic reads the first k features: backward",
         {"backward": ("dy", "x", "weight", "eps", "k")},
-        ("x", "weight"), ROW, Knobs(center=False), COMMON_CODES + ("spurious_mean_term", "prefix_ignored"),
+        ("x", "weight"), ROW, Knobs(center=False), COMMON_CODES + ("spurious_mean_term", "prefix_ignored",
+                                                                   "dout_missing", "weight_out_of_sum"),
         RMS_FORWARD.replace("mean(x^2)                     over the last axis (d features)",
                             "mean(x[..., :k]^2)            over the first k features only")
         + "\n(every one of the d features is divided by the same rstd)",
@@ -124,7 +129,8 @@ EXERCISES = {e.name: e for e in (
         {"forward": ("x", "weight", "bias", "num_groups", "eps"),
          "backward": ("dy", "x", "weight", "num_groups", "eps")},
         ("x", "weight", "bias"), Layout("group", 2), Knobs(),
-        COMMON_CODES + CENTRED + ("reduced_over_wrong_axis", "groupnorm_per_position"),
+        COMMON_CODES + CENTRED + ("reduced_over_wrong_axis", "reduced_without_axis", "groupnorm_per_position",
+                                  "dout_missing", "weight_out_of_sum"),
         "x has shape (N, C, *positions); the C channels form num_groups groups of C // num_groups. For each "
         "example and group, over its channels and positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over the group's channels and positions")
@@ -189,8 +195,27 @@ MISTAKES = {
                                "the forward or the backward (see which below): check its axis=.",
     "prefix_ignored": "The statistic term of pRMSNorm is spread wrongly: it is subtracted from the first k "
                       "features only (they alone enter ms), and its sum is divided by k, not by d.",
+    "reduced_without_axis": "A sum or mean runs over the whole array (np.sum(a) without axis=, see which below): "
+                            "it gives one number where there is one per row, channel or group. Give it the axes of "
+                            "one statistic (and keepdims=True).",
+    "cache_unpacked_in_another_order": "The backward multiplies by std = sqrt(var + eps) where rstd = 1 / std "
+                                       "belongs: is the cache unpacked in another order than the forward packed it "
+                                       "(ivar, std = cache[...] the wrong way round)? Unpack it in the order of the "
+                                       "forward's `cache = (...)`.",
+    "dout_missing": "dx is computed without dout: the gradient reaching x_hat is g = dout * gamma, not gamma alone "
+                    "(dgamma and dbeta have it; dx needs it too). In BatchNorm this makes dx zero.",
+    "dweight_reduced_to_scalar": "dgamma (or dbeta) is summed to one number (np.sum without axis=): each weight has "
+                                 "its own gradient, summed over the batch axes (and the positions) only.",
+    "eps_hard_coded": "Your forward uses an eps of its own (see which below), not the one it is given: the checker "
+                      "passes its own eps through bn_param (ln_param, gn_param; in scratchnorm's contract the eps "
+                      "argument). Read it with eps = bn_param.get('eps', 1e-5).",
+    "weight_out_of_sum": "The weight is pulled out of a sum over the features (see which below): "
+                         "sum(dout * gamma * x_hat) is not gamma * sum(dout * x_hat) when gamma varies along the "
+                         "summed axis. Keep g = dout * gamma inside the sum.",
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",
+    "raised_an_error": "Your code raised an error (above, with its line): what that function should return was "
+                       "not checked, so nothing says it is right. Fix the error and check again.",
     "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see below what is true of it.",
 }

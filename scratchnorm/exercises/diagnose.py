@@ -16,28 +16,23 @@ contract's backward needs the learner's own forward's cache.
 """
 from __future__ import annotations
 
-from collections import namedtuple
-from itertools import combinations
-
 import numpy as np
 
+from .cache_order import swapped_items
 from .catalogue import EXERCISES
+from .compound import search
+from .consistency import reconcile
 from .contract import ContractError, Library
-from .judge import CORRECT, judge, rel_err
+from .intermediates import first_divergence, reference_steps, traced
+from .judge import CORRECT, ZERO, judge, rel_err
 from .location import locate
-from .mutants import Layout, backward, forward, partial_sums
+from .mutants import backward, forward, partial_sums
 from .report import Report, Result
+from .slips import mutants
 
 EPS, DRAWS = 0.05, 3
 SHAPES = {"row": [(2, 3, 8), (4, 6)], "batch": [(6, 4), (5, 4, 3), (3, 4, 2, 3)], "group": [(3, 6, 4), (2, 6, 2, 3)]}
 GROUPS, K = {6: (3, 2), 4: (2, 2)}, {8: 3, 6: 2}      # GroupNorm: num_groups per C and ndim; pRMSNorm: k per d
-
-# one mistake: its code, the layout and knobs of its computation, which function it applies to ("f", "b" or
-# "fb": the forward, the backward, both) and what variant it is, for the report
-Mutant = namedtuple("Mutant", "code layout knobs where detail", defaults=("fb", ""))
-EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rstd in front of the x_hat term",
-              "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
-
 
 def _layout_kind(ex):
     return "row" if ex.layout.kind == "row" else "batch" if ex.name == "batchnorm" else "group"
@@ -65,88 +60,6 @@ def draws(ex, seed=0, shapes=None, running=False):
             if running:
                 kw["running_mean"], kw["running_var"] = 3 + rng.standard_normal(n_w), rng.uniform(4.0, 9.0, n_w)
             out.append((kw, rng.standard_normal(shape)))
-    return out
-
-
-BLOCKS = {"row": ("the batch", "the features"), "batch": ("the batch", "the channels", "the positions"),
-          "group": ("the examples", "the groups", "the group's channels", "the positions")}
-RIGHT_BLOCKS = {"row": ["the features"], "batch": ["the batch", "the positions"],
-                "group": ["the group's channels", "the positions"]}
-
-
-def other_axes(layout: Layout, ndim: int) -> list[tuple[str, tuple]]:
-    """(name, axes) of every union of the view's blocks of axes (``BLOCKS``) but the one a statistic reduces
-    over: where one reduction may wrongly run. A block may be empty (no positions): the names, and so the
-    mutants, are the same whatever the shape (one that equals the right sum at some shape is harmless:
-    a right result is recognized first)."""
-    blocks = {"row": [tuple(range(ndim - 1)), (ndim - 1,)], "batch": [(0,), (1,), tuple(range(2, ndim))],
-              "group": [(0,), (1,), (2,), tuple(range(3, ndim))]}[layout.kind]
-    out = []
-    for r in range(1, len(blocks) + 1):
-        for chosen in combinations(range(len(blocks)), r):
-            names = [BLOCKS[layout.kind][b] for b in chosen]
-            if names != RIGHT_BLOCKS[layout.kind]:
-                axes = tuple(sorted(sum((blocks[b] for b in chosen), ())))
-                out.append((", ".join(names[:-1]) + " and " + names[-1] if r > 1 else names[0], axes))
-    return out
-
-
-def mutants(ex, kw) -> list[Mutant]:
-    """Every mistake of the catalogue that applies to ``ex`` at these inputs."""
-    L, K_ = ex.layout_for(kw), ex.knobs_for(kw)
-    c = set(ex.codes)
-    out = [Mutant("missing_projection_term", L, K_.with_(c_proj=0.0), "b"),
-           Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b", "the sign of the x_hat term"),
-           Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b", "the x_hat term twice as large"),
-           Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b", "the x_hat term half as large"),
-           Mutant("missing_rstd", L, K_.with_(no_rstd=True), "b"),
-           Mutant("weight_not_applied", L, K_.with_(g_is_dy=True), "b"),
-           Mutant("dweight_uses_x", L, K_.with_(dweight_uses_x=True), "b"),
-           Mutant("eps_outside_sqrt", L, K_.with_(eps_outside=True)),
-           Mutant("eps_missing", L, K_.with_(eps_sign=0.0)),
-           Mutant("eps_subtracted", L, K_.with_(eps_sign=-1.0)),
-           Mutant("whole_array_statistics", Layout(L.kind, L.groups, "all"), K_)]
-    for r in range(1, len(EPS_PLACES)):             # all of them: eps_missing's backward (see check_functions)
-        for places in combinations(EPS_PLACES, r):
-            detail = "eps left out of " + "; ".join(EPS_PLACES[p] for p in places)
-            out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
-    if "missing_mean_term" in c:
-        out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
-                Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
-                Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
-                Mutant("unbiased_variance", L, K_.with_(ddof=1))]
-    if "spurious_mean_term" in c:
-        out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
-    if "prefix_ignored" in c:
-        d = kw["x"].shape[-1]
-        out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b", "the term on all d features"),
-                Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
-    if "groupnorm_per_position" in c:
-        out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
-    if "running_stats_in_training" in c and "running_mean" in kw:
-        out.append(Mutant("running_stats_in_training", L, K_.with_(running=(kw["running_mean"], kw["running_var"]))))
-    if "reduced_over_wrong_axis" in c:
-        out += _wrong_axes(ex, kw, L, K_)
-    return out
-
-
-def _wrong_axes(ex, kw, L, K_):
-    C = kw["x"].shape[1]
-    whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
-             "groupnorm": [(Layout("group", C), "per example and channel (an InstanceNorm)"),
-                           (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
-    out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
-    ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
-    what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
-            "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
-    right = " and ".join(RIGHT_BLOCKS[L.kind])
-    for name, other in other_axes(L, ndim):
-        for which in what:
-            for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
-                where = "f" if which in ("mean", "var", "var_own") else "b"
-                n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
-                out.append(Mutant("reduced_over_wrong_axis", L, K_.with_(wrong=(which, other, divisor)), where,
-                                  f"{what[which]} over {name}, not over {right}{n}"))
     return out
 
 
@@ -180,13 +93,11 @@ def check_functions(name, funcs, source="", contract=None):
                                 f"and {why}. Fix the forward, and the backward is checked on its cache.")
         else:
             _run(report, "backward", contract, lambda: _check_backward(report, ex, contract, cases, caches))
-            if "forward" in report.errors or "forward" in report.unfinished:
+            checked = "x" in report.results and "backward" not in report.errors
+            if checked and ("forward" in report.errors or "forward" in report.unfinished):
                 report.notes.append("the backward was checked all the same: it gets x, weight and eps and "
                                     "recomputes what it needs, so it does not depend on your forward.")
-    if "y" in report.results and report.results["y"].ok:      # a backward without eps, after a forward with it
-        for r in report.results.values():
-            if r.code == "eps_missing":
-                r.code, r.detail = "eps_dropped_in_backward", "eps left out of every rstd of the backward"
+    reconcile(report)
     return report
 
 
@@ -214,13 +125,15 @@ def _check_forward(report, ex, contract, cases):
     got = [np.asarray(y) for y, _ in outs]
     refs = [forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], ex.layout_for(kw), ex.knobs_for(kw))
             for kw in kws]
-    variants = {}
-    for kw in kws:
-        for m in mutants(ex, kw):
+    variants, slips = {}, [mutants(ex, kw) for kw in kws]
+    for kw, ms in zip(kws, slips):
+        for m in ms:
             if "f" in m.where:
                 out = forward(kw["x"], kw["weight"], _bias(ex, kw), kw["eps"], m.layout, m.knobs)
                 variants.setdefault((m.code, m.detail), (m.detail, []))[1].append(out)
     judge(report, "y", got, refs, variants)
+    _compound(report, ex, kws, slips, {"y": got}, lambda m: "f" in m.where, lambda n, L, kn: {"y": forward(
+        kws[n]["x"], kws[n]["weight"], _bias(ex, kws[n]), kws[n]["eps"], L, kn)})
     if report.results["y"].ok and "one_pass_variance" in ex.codes:
         _probe_large_mean(report, ex, contract, kws[0])
     return [cache for _, cache in outs]
@@ -259,8 +172,19 @@ def as_grads(out, ex):
     return {"x": out}
 
 
+def _forward_slips(report):
+    """The (code, detail) of the slips the forward's y was named for: a backward right in itself but computed on
+    that forward's statistics (its cache, or a call to it) has that slip's gradient."""
+    y = report.results.get("y")
+    if y is None or y.ok:
+        return set()
+    return {(c, d) for c, d, _ in y.parts} or {(y.code, y.detail)}
+
+
 def _check_backward(report, ex, contract, cases, caches):
-    got, refs, variants, partials, groups, mutated = {}, {}, {}, {}, [], False
+    from_forward = _forward_slips(report)
+    applies = lambda m: "b" in m.where or (m.code, m.detail) in from_forward      # noqa: E731
+    got, refs, variants, partials, groups, mutated, slips, shapes = {}, {}, {}, {}, [], False, [], []
     for n, (kw, dy) in enumerate(cases):
         dy_given = dy.copy()
         out = as_grads(contract.backward(kw, dy_given, caches[n] if caches else None), ex)
@@ -271,13 +195,15 @@ def _check_backward(report, ex, contract, cases, caches):
         ref = backward(dy, kw["x"], kw["weight"], kw["eps"], L, kn)
         x_hat = forward(kw["x"], None, None, kw["eps"], L, kn)
         partials_of = {"weight": partial_sums(dy * x_hat, L), "bias": partial_sums(dy, L)}
-        muts = [(m, backward(dy, kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs)) for m in mutants(ex, kw)]
+        slips.append(mutants(ex, kw))
+        shapes.append(shaped)
+        muts = [(m, backward(dy, kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs)) for m in slips[-1]]
         for g in ex.grads:
             got.setdefault(g, []).append(out.get(g))
             refs.setdefault(g, []).append(ref[g].reshape(shaped[g]))
             partials.setdefault(g, []).append(partials_of.get(g, []))
             for m, mut in muts:
-                if "b" in m.where:
+                if applies(m):
                     variants.setdefault(g, {}).setdefault((m.code, m.detail), (m.detail, []))[1].append(
                         mut[g].reshape(shaped[g]))
     for g in ex.grads:
@@ -287,5 +213,44 @@ def _check_backward(report, ex, contract, cases, caches):
             continue
         judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g],
               groups if g == "x" else None)
+    kws = [kw for kw, _ in cases]
+
+    def compute(n, layout, knobs):
+        (kw, dy), shaped = cases[n], shapes[n]
+        return {g: v.reshape(shaped[g]) for g, v in backward(dy, kw["x"], kw["weight"], kw["eps"], layout,
+                                                             knobs).items() if g in ex.grads}
+    unnamed = {g: [np.asarray(v) for v in got[g]] for g in ex.grads if report.results[g].code == "unrecognized"}
+    _compound(report, ex, kws, slips, unnamed, applies, compute, from_forward)
     if mutated:
         report.extra_codes.append("mutates_dy")
+    _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
+    if caches and any(not report.results[g].ok for g in ex.grads):
+        pair = swapped_items(contract.backward, caches, cases, refs, ex.grads)
+        for g in (g for g in ex.grads if pair and not report.results[g].ok):
+            r = report.results[g]
+            r.code, r.parts, r.trail = "cache_unpacked_in_another_order", [], ""
+            r.detail = (f"items {pair[0]} and {pair[1]} of the forward's cache (counting from 0) are read the wrong "
+                        "way round: with them swapped, your backward is right")
+
+
+def _point_at_the_line(report, ex, contract, case, cache):
+    """A wrong dx from a right forward (or none): which named intermediate of the learner's first goes wrong."""
+    x, y = report.results.get("x"), report.results.get("y")
+    if x is None or x.ok or x.headline or (y is not None and not y.ok):
+        return
+    kw, dy = case
+    bindings = traced(lambda: contract.backward(kw, dy.copy(), cache))
+    x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
+                                                         ex.knobs_for(kw)))
+
+
+def _compound(report, ex, kws, slips, got, applies, compute, required=frozenset()):
+    """Name the outputs of ``got`` (unrecognized, with finite numbers) that two or three slips reproduce."""
+    got = {name: g for name, g in got.items() if report.results[name].code == "unrecognized"
+           and not report.results[name].headline and ZERO not in report.results[name].detail}
+    if not got:
+        return
+    found = search(compute, [(ex.layout_for(kw), ex.knobs_for(kw)) for kw in kws], slips, got, applies, required)
+    for name, parts in found.items():
+        r = report.results[name]
+        r.code, r.detail, r.parts = parts[0][0], "", parts

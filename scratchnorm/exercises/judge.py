@@ -17,6 +17,7 @@ import numpy as np
 from .report import Result
 
 CORRECT, EXACT, SAME = 1e-5, 1e-9, 1e-7
+ZERO = "is zero everywhere (to round-off), on every draw"
 
 
 def rel_err(a, r) -> tuple[float, tuple]:
@@ -67,7 +68,9 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None):
         return
     code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
         np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), ("unrecognized", ""))
-    if code == "unrecognized" and groupings:
+    if code == "unrecognized" and all(np.max(np.abs(g)) <= EXACT * np.max(np.abs(r)) for g, r in zip(got, refs)):
+        detail = f"{report.labels.get(name, name)} {ZERO}"
+    elif code == "unrecognized" and groupings:
         errors = [np.asarray(g) - r for g, r in zip(got, refs)]
         detail = constant_ratio(got, refs, groupings) or structure(errors, groupings)
     report.results[name] = Result(name, False, err, f"index {where} of shape {np.shape(refs[worst])}", code,
@@ -79,6 +82,9 @@ def _wrong_shape(name, got, refs, partials):
     shapes = f"shape {np.shape(got[i])}, expected {np.shape(refs[i])}"
     if all(same(g, r, CORRECT) for g, r in zip(got, refs)):
         return Result(name, False, float("inf"), "", "wrong_shape", headline=f"values right, {shapes}")
+    if name in ("weight", "bias") and all(np.size(g) == 1 and same(g, np.sum(r)) for g, r in zip(got, refs)):
+        return Result(name, False, float("inf"), "", "dweight_reduced_to_scalar",
+                      headline=f"{shapes}: summed to one number")
     if name in ("weight", "bias") and partials and all(any(same(g, p) for p in [r, *ps])
                                                        for g, r, ps in zip(got, refs, partials)):
         return Result(name, False, float("inf"), "", "dweight_not_reduced",

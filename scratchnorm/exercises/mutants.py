@@ -21,9 +21,10 @@ Backward, g = dy * weight:
 with c_mean = 1 when the forward centres (0 otherwise) and c_proj = 1. The mean term is what the mean
 mu contributes; the sum through mu of the projection vanishes because sum_A(xm) = 0. Each code of the
 catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, eps left out of one
-place of the backward, one reduction over other axes, ...) or a forward with another variance (ddof = 1,
-eps outside the root, no eps, statistics over other axes or given in advance), whose exact gradient this
-same function gives. tests/exercises checks that the knobs at their defaults give the library's own
+place of the backward, one reduction over other axes, dy left out of dx, the weight pulled out of a sum,
+std where rstd belongs, ...) or a forward with another variance (ddof = 1, eps outside the root, no eps,
+an eps of its own, statistics over other axes or given in advance), whose exact gradient this same
+function gives. tests/exercises checks that the knobs at their defaults give the library's own
 gradients.
 
 Where eps can be dropped in a backward: rstd * (g - mean(g)) is the direct and mean paths ("rstd"); the
@@ -92,7 +93,12 @@ class Knobs:
     g_is_dy: bool = False           # g = dy, the weight forgotten
     dweight_uses_x: bool = False    # dweight = sum dy * x
     eps_sign: float = 1.0           # 0: no eps anywhere; -1: sqrt(var - eps)
+    eps_value: float | None = None  # an eps of its own (hard-coded), not the one given
+    dy_in_dx: bool = True           # False: dx computed with g = weight, dy left out (dweight, dbias keep it)
+    std_for_rstd: bool = False      # dx multiplied by std where rstd belongs (a cache unpacked in another order)
+    weight_out: frozenset = frozenset()   # sums of the backward with the weight pulled out ("gmean", "proj")
     bwd_no_eps: frozenset = frozenset()   # the backward's places that drop eps ("rstd", "outer", "inner", "x_hat")
+    bwd_eps_sign: float = 0.0       # what those places do with eps: 0 leave it out, -1 subtract it
     running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
     wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
     #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
@@ -119,7 +125,7 @@ def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
     """(view of x, axes, xm, mask of S, n_S, rstd, x_hat, sqrt(var)), in the view's shape."""
     xv = layout.view(x, channels)
     axes = layout.axes(xv.ndim)
-    eps = kn.eps_sign * eps
+    eps = kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value)
     mask = np.ones(xv.shape[-1])
     if kn.k is not None:
         mask = (np.arange(xv.shape[-1]) < kn.k).astype(float)       # (d,) the prefix of S
@@ -139,6 +145,8 @@ def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
         var = (xm * xm * mask).sum(axis=var_axes, keepdims=True) / (n_s - kn.ddof)
     s = np.sqrt(var)
     rstd = 1.0 / (s + eps) if kn.eps_outside else 1.0 / np.sqrt(var + eps)
+    if kn.wrong and kn.wrong[0] in ("mean", "var", "var_own"):     # a forward's slip: the backward is the right
+        n_s = count(xv.shape, axes)                                  # formula, its sums over the right set
     return xv, axes, xm, mask, n_s, rstd, xm * rstd, s
 
 
@@ -159,8 +167,17 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     xv, axes, xm, mask, n_s, rstd, x_hat, s = _statistics(x, eps, layout, kn, channels)
     dyv = layout.view(dy, channels)
     w = np.ones(x.shape[-1] if layout.kind == "row" else channels) if weight is None else weight
-    g = dyv if kn.g_is_dy else dyv * layout.weight(w, xv.shape, x.ndim)            # dL/dx_hat
-    dropped = lambda place: 1.0 / s if place in kn.bwd_no_eps else rstd       # noqa: E731 (eps left out there)
+    wv = layout.weight(w, xv.shape, x.ndim)
+    d = dyv if kn.dy_in_dx else np.ones_like(dyv)
+    g = d if kn.g_is_dy else d * wv                                                # dL/dx_hat
+
+    def summed(a, place, axes):                     # sum_A(g * a), or weight * sum_A(dy * a): the weight pulled out
+        if place in kn.weight_out:
+            return (d * a).sum(axis=axes, keepdims=True) * wv
+        return (g * a).sum(axis=axes, keepdims=True)
+
+    def dropped(place):                             # rstd, or at a place of bwd_no_eps 1 / sqrt(var +- eps or not)
+        return 1.0 / np.sqrt(s * s + kn.bwd_eps_sign * eps) if place in kn.bwd_no_eps else rstd
     if kn.eps_outside:
         minus_2_drstd_dvar = rstd * rstd / s                                       # d/dvar of 1/(sqrt(var) + eps)
     else:
@@ -170,16 +187,18 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     proj_axes, n_proj = _reduction(kn, "proj", axes, xv.shape)
     if kn.wrong and kn.wrong[0] == "proj":
         n_div = n_proj
-    proj = xm * s_mask * (g * xm).sum(axis=proj_axes, keepdims=True) * minus_2_drstd_dvar / (n_div - kn.ddof)
+    proj = xm * s_mask * summed(xm, "proj", proj_axes) * minus_2_drstd_dvar / (n_div - kn.ddof)
     c_mean = (1.0 if kn.center else 0.0) if kn.c_mean is None else kn.c_mean
     c_proj = kn.c_proj
     if kn.running is not None:                          # the statistics do not depend on x: the direct path only
         c_mean = c_proj = 0.0
     gmean_axes, n_gmean = _reduction(kn, "gmean", axes, xv.shape)
     r = dropped("rstd")
-    dx = r * g - c_mean * r * g.sum(axis=gmean_axes, keepdims=True) / n_gmean - c_proj * proj
+    dx = r * g - c_mean * r * summed(1.0, "gmean", gmean_axes) / n_gmean - c_proj * proj
     if kn.no_rstd:
         dx = dx / rstd
+    if kn.std_for_rstd:
+        dx = dx / (rstd * rstd)
     by = layout.param_axes(x.ndim)
     times = x if kn.dweight_uses_x else (xm * dropped("x_hat")).reshape(x.shape)
     return {"x": dx.reshape(x.shape), "weight": (dy * times).sum(axis=by), "bias": dy.sum(axis=by)}

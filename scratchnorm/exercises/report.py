@@ -20,10 +20,25 @@ class Result:
     detail: str = ""                # which variant of the code (where eps was dropped, which axes), or, for an
     #                                 unrecognized dx, a constant ratio or its components along 1, x_hat, the rest
     headline: str = ""              # what is wrong, when it is not the max rel err (a shape, NaN, a large mean)
+    parts: list = field(default_factory=list)   # a compound mistake: [(code, detail, share of the error)]
+    trail: str = ""                 # a staged backward: which of its named intermediates first differs, and where
 
     def as_dict(self):
+        parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
-                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline)) if v}}
+                **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts),
+                                              ("trail", self.trail)) if v}}
+
+    @property
+    def codes(self) -> list:
+        """The codes of this output: its parts' for a compound mistake."""
+        return [c for c, _, _ in self.parts] or [self.code]
+
+    def explained(self, label) -> str:
+        """A compound mistake in one sentence: each slip, what it is, and its share of the error."""
+        n = {2: "Two", 3: "Three"}.get(len(self.parts), str(len(self.parts)))
+        each = "; ".join(f"{c} ({share:.0%} of the error{', ' + d if d else ''})" for c, d, share in self.parts)
+        return f"{label}: {n} mistakes together reproduce it: {each}"
 
     def line(self, label) -> str:
         """The output's line of the report: its status, then the number (or the fact) that is wrong."""
@@ -52,9 +67,10 @@ class Report:
     @property
     def diagnoses(self) -> list[str]:
         """The codes that apply, each once, in the order found; ["correct"] when nothing is wrong."""
-        if self.error or not self.results:
+        if self.error or not (self.results or self.errors):
             return []
-        codes = [r.code for r in self.results.values() if r.code != "correct"] + self.extra_codes
+        codes = [c for r in self.results.values() for c in r.codes if c != "correct"] + self.extra_codes
+        codes += ["raised_an_error"] if self.errors else []       # what raised was not checked: never "correct"
         return list(dict.fromkeys(codes)) or ["correct"]
 
     @property
@@ -105,9 +121,13 @@ class Report:
                 lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
         for r in self.results.values():
-            if r.detail:
-                lines.append(textwrap.fill(f"{self.labels[r.name]}: {r.detail}", 100, initial_indent="  ",
+            if r.parts:
+                lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",
                                            subsequent_indent="    "))
+            for said in (r.detail, r.trail):
+                if said:
+                    lines.append(textwrap.fill(f"{self.labels[r.name]}: {said}", 100, initial_indent="  ",
+                                               subsequent_indent="    "))
         lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]
         if self.ok and answers:
             lines.append("\nWell done. Questions to think about, with answers:")

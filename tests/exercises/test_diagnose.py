@@ -155,7 +155,8 @@ def test_mutants_of_two_codes_never_give_the_same_numbers(name, shapes):
 
 def test_every_code_has_a_sentence_and_every_exercise_its_codes():
     covered = {c for _, c, _, _ in CASES} | {"one_pass_variance", "mutates_dy", "wrong_shape", "dweight_not_reduced",
-                                             "correct", "unrecognized", "running_stats_in_training"}
+                                             "correct", "unrecognized", "running_stats_in_training",
+                                             "raised_an_error", "dweight_reduced_to_scalar"}
     assert covered == set(MISTAKES)
     for ex in EXERCISES.values():
         assert set(ex.codes) <= set(MISTAKES)
@@ -165,7 +166,7 @@ def test_every_code_has_a_sentence_and_every_exercise_its_codes():
     ("layernorm", {"backward": S.ln_backward_no_mean}, "missing_mean_term"),
     ("layernorm", {"backward": S.ln_backward_scales_dy_in_place}, "mutates_dy"),
     ("layernorm", {"backward": S.ln_backward_dweight_per_row}, "dweight_not_reduced"),
-    ("layernorm", {"backward": S.ln_backward_dbias_flat}, "wrong_shape"),
+    ("layernorm", {"backward": S.ln_backward_dbias_flat}, "dweight_reduced_to_scalar"),
     ("layernorm", {"forward": S.ln_forward_one_pass}, "one_pass_variance"),
     ("rmsnorm", {"backward": S.rms_backward_with_layernorm_mean}, "spurious_mean_term"),
     ("prmsnorm", {"backward": S.prms_backward_over_all}, "prefix_ignored"),
@@ -245,8 +246,10 @@ def _scale_dy(ex, kw, grads):
 
 @pytest.mark.parametrize("name", EXERCISES)
 @pytest.mark.parametrize("change, code", [(_unreduced, "dweight_not_reduced"), (_scale_dy, "mutates_dy"),
-                                          (lambda ex, kw, g: {**g, "x": g["x"][..., :-1]}, "wrong_shape")],
-                         ids=["dweight_not_reduced", "mutates_dy", "wrong_shape"])
+                                          (lambda ex, kw, g: {**g, "x": g["x"][..., :-1]}, "wrong_shape"),
+                                          (lambda ex, kw, g: {**g, "weight": np.sum(g["weight"])},
+                                           "dweight_reduced_to_scalar")],
+                         ids=["dweight_not_reduced", "mutates_dy", "wrong_shape", "dweight_reduced_to_scalar"])
 def test_shape_and_dy_mistakes_are_named_on_every_exercise(name, change, code):
     report = check(name, _wrapped(name, change))
     assert report.diagnoses == [code], str(report)

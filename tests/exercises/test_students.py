@@ -34,6 +34,11 @@ TABLE = {
     "one_pass": ("one_pass_variance", ("batchnorm", "layernorm")),
     "running_stats": ("running_stats_in_training", ("batchnorm",)),
     "per_position": ("groupnorm_per_position", ("groupnorm",)),
+    "cache_order": ("cache_unpacked_in_another_order", ALL), "dweight_scalar": ("dweight_reduced_to_scalar", ALL),
+    "eps_hard_coded": ("eps_hard_coded", ALL), "no_axis": ("reduced_without_axis", ALL),
+    "eps_subtracted_in_backward": ("eps_subtracted", ALL),
+    "dout_missing": ("dout_missing", ("layernorm", "groupnorm")),
+    "weight_out_of_sum": ("weight_out_of_sum", ("layernorm", "groupnorm")),
 }
 ROWS = [(f, name) for f, (_, names) in TABLE.items() for name in names]
 
@@ -149,8 +154,11 @@ def test_one_reduction_over_the_wrong_axis_says_which():
     report = check("layernorm", student("wrong_axis"))
     assert report.results["x"].detail.startswith("the backward's mean term over the batch, not over the features")
     report = check("batchnorm", student("wrong_axis"))
-    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the batch and "
-                                                 "the channels, not over the batch and the positions")
+    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the channels, "
+                                                 "not over the batch and the positions")
+    report = check("batchnorm", student("no_axis"))
+    assert report.results["x"].detail.startswith("the backward's sum of the x_hat term (dvar) over the whole array "
+                                                 "(no axis=)")
 
 
 def test_a_cache_forward_that_returns_no_cache_is_told_the_contract():
@@ -173,3 +181,23 @@ def test_spatial_batchnorm_is_checked_on_4d_input_when_asked_for():
     assert "read as the cache contract (CS231n): batchnorm_forward" in cli("spatial.py").stdout
     report = check("batchnorm", student("spatial_no_transpose"), pair="spatial_batchnorm")
     assert report.diagnoses == ["unrecognized"] and not report.ok, str(report)
+
+
+def test_a_cache_read_in_another_order_is_found_by_swapping_its_items():
+    """xhat and xmu (both (N, D)) unpacked the wrong way round: no mutant's numbers, but the learner's own
+    backward is right once the two items are swapped back."""
+    def batchnorm_forward(x, gamma, beta, bn_param):
+        xmu = x - x.mean(axis=0)
+        ivar = 1 / np.sqrt((xmu ** 2).mean(axis=0) + bn_param["eps"])
+        return gamma * xmu * ivar + beta, (xmu * ivar, xmu, gamma, ivar)
+
+    def batchnorm_backward(dout, cache):
+        xmu, xhat, gamma, ivar = cache                  # packed as (xhat, xmu, ...)
+        g, N = dout * gamma, dout.shape[0]
+        dx = ivar / N * (N * g - g.sum(axis=0) - xhat * (g * xhat).sum(axis=0))
+        return dx, (dout * xhat).sum(axis=0), dout.sum(axis=0)
+
+    report = check("batchnorm", {"batchnorm_forward": batchnorm_forward, "batchnorm_backward": batchnorm_backward})
+    assert report.diagnoses == ["cache_unpacked_in_another_order"], str(report)
+    assert report.results["x"].detail.startswith("items 0 and 1 of the forward's cache"), str(report)
+    assert report.results["weight"].code == "cache_unpacked_in_another_order"

@@ -1,5 +1,6 @@
 """reduced_over_wrong_axis, one reduction at a time: LayerNorm's mean term summed over the batch; BatchNorm's
-dvar summed over all features into one number; GroupNorm's mean term over every group of the example."""
+dvar summed over the features (axis=1) where it runs over the batch; GroupNorm's mean term over every group of
+the example."""
 import numpy as np
 
 
@@ -16,7 +17,7 @@ def batchnorm_backward(dout, cache):
     xmu, ivar, xhat, gamma = cache
     N = dout.shape[0]
     dxhat = dout * gamma
-    dvar = np.sum(dxhat * xmu) * -0.5 * ivar ** 3                  # axis=0 forgotten: one number
+    dvar = np.sum(dxhat * xmu, axis=1, keepdims=True) * -0.5 * ivar ** 3      # axis=0 meant
     dmu = np.sum(-dxhat * ivar, axis=0)
     dx = dxhat * ivar + dvar * 2 * xmu / N + dmu / N
     return dx, np.sum(dout * xhat, axis=0), np.sum(dout, axis=0)

@@ -1,0 +1,123 @@
+"""Every slip of the catalogue as a mutant: a code, the layout and knobs of its computation (mutants.py), the
+function it changes, and which variant it is, for the inputs of one draw (``mutants(ex, kw)``).
+
+A code may have several variants (where eps was dropped, which reduction ran over which axes); each variant is
+one key (code, detail), the same for every draw whatever its shape, so that a student is named only when one
+variant reproduces every draw.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+from itertools import combinations
+
+from .mutants import Layout
+
+# one mistake: its code, the layout and knobs of its computation, which function it applies to ("f", "b" or
+# "fb": the forward, the backward, both) and what variant it is, for the report
+Mutant = namedtuple("Mutant", "code layout knobs where detail", defaults=("fb", ""))
+HARD_CODED_EPS = (1e-5, 1e-3, 1e-6)           # the eps learners write in: CS231n's default first
+EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rstd in front of the x_hat term",
+              "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
+
+
+BLOCKS = {"row": ("the batch", "the features"), "batch": ("the batch", "the channels", "the positions"),
+          "group": ("the examples", "the groups", "the group's channels", "the positions")}
+EVERY_AXIS = "the whole array (no axis=)"
+RIGHT_BLOCKS = {"row": ["the features"], "batch": ["the batch", "the positions"],
+                "group": ["the group's channels", "the positions"]}
+
+
+def other_axes(layout: Layout, ndim: int) -> list[tuple[str, tuple]]:
+    """(name, axes) of every union of the view's blocks of axes (``BLOCKS``) but the one a statistic reduces
+    over: where one reduction may wrongly run. A block may be empty (no positions): the names, and so the
+    mutants, are the same whatever the shape (one that equals the right sum at some shape is harmless:
+    a right result is recognized first). All the blocks but the positions is left out: without positions it
+    is the whole array, ``EVERY_AXIS`` (np.sum without axis=, its own code)."""
+    blocks = {"row": [tuple(range(ndim - 1)), (ndim - 1,)], "batch": [(0,), (1,), tuple(range(2, ndim))],
+              "group": [(0,), (1,), (2,), tuple(range(3, ndim))]}[layout.kind]
+    out = []
+    for r in range(1, len(blocks) + 1):
+        for chosen in combinations(range(len(blocks)), r):
+            names = [BLOCKS[layout.kind][b] for b in chosen]
+            if r == len(blocks) - 1 and "the positions" in BLOCKS[layout.kind] and "the positions" not in names:
+                continue                            # the whole array when there are no positions: kept below
+            if names != RIGHT_BLOCKS[layout.kind]:
+                axes = tuple(sorted(sum((blocks[b] for b in chosen), ())))
+                out.append((EVERY_AXIS if r == len(blocks) else
+                            ", ".join(names[:-1]) + " and " + names[-1] if r > 1 else names[0], axes))
+    return out
+
+
+def mutants(ex, kw) -> list[Mutant]:
+    """Every mistake of the catalogue that applies to ``ex`` at these inputs."""
+    L, K_ = ex.layout_for(kw), ex.knobs_for(kw)
+    c = set(ex.codes)
+    out = [Mutant("missing_projection_term", L, K_.with_(c_proj=0.0), "b"),
+           Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b", "the sign of the x_hat term"),
+           Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b", "the x_hat term twice as large"),
+           Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b", "the x_hat term half as large"),
+           Mutant("missing_rstd", L, K_.with_(no_rstd=True), "b"),
+           Mutant("weight_not_applied", L, K_.with_(g_is_dy=True), "b"),
+           Mutant("dweight_uses_x", L, K_.with_(dweight_uses_x=True), "b"),
+           Mutant("eps_outside_sqrt", L, K_.with_(eps_outside=True)),
+           Mutant("eps_missing", L, K_.with_(eps_sign=0.0)),
+           Mutant("eps_subtracted", L, K_.with_(eps_sign=-1.0)),
+           Mutant("whole_array_statistics", Layout(L.kind, L.groups, "all"), K_),
+           Mutant("cache_unpacked_in_another_order", L, K_.with_(std_for_rstd=True), "b", "std where rstd belongs")]
+    out += [Mutant("eps_hard_coded", L, K_.with_(eps_value=v), "fb", f"eps = {v:g} in your forward, "
+                   f"not the {kw['eps']:g} it was given") for v in HARD_CODED_EPS]
+    for r in range(1, len(EPS_PLACES)):             # all of them: eps_missing's backward (see check_functions)
+        for places in combinations(EPS_PLACES, r):
+            detail = "eps left out of " + "; ".join(EPS_PLACES[p] for p in places)
+            out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
+            if "x_hat" not in places:               # sqrt(var - eps) where the backward takes its own root
+                out.append(Mutant("eps_subtracted", L, K_.with_(bwd_no_eps=frozenset(places), bwd_eps_sign=-1.0),
+                                  "b", "in the backward only, in " + "; ".join(EPS_PLACES[p] for p in places)))
+    if "missing_mean_term" in c:
+        out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
+                Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
+                Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
+                Mutant("unbiased_variance", L, K_.with_(ddof=1))]
+    if "dout_missing" in c:
+        out.append(Mutant("dout_missing", L, K_.with_(dy_in_dx=False), "b"))
+    if "weight_out_of_sum" in c:
+        sums = {"gmean": "the mean term's sum", "proj": "the x_hat term's sum (dvar)"}
+        for r in range(1, 3):
+            for places in combinations(sums, r):
+                if K_.center or "gmean" not in places:
+                    out.append(Mutant("weight_out_of_sum", L, K_.with_(weight_out=frozenset(places)), "b",
+                                      "the weight pulled out of " + " and ".join(sums[p] for p in places)))
+    if "spurious_mean_term" in c:
+        out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
+    if "prefix_ignored" in c:
+        d = kw["x"].shape[-1]
+        out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b", "the term on all d features"),
+                Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
+    if "groupnorm_per_position" in c:
+        out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
+    if "running_stats_in_training" in c and "running_mean" in kw:
+        out.append(Mutant("running_stats_in_training", L, K_.with_(running=(kw["running_mean"], kw["running_var"]))))
+    if "reduced_over_wrong_axis" in c:
+        out += _wrong_axes(ex, kw, L, K_)
+    return out
+
+
+def _wrong_axes(ex, kw, L, K_):
+    C = kw["x"].shape[1]
+    whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
+             "groupnorm": [(Layout("group", C), "per example and channel (an InstanceNorm)"),
+                           (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
+    out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
+    ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
+    what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
+            "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
+    right = " and ".join(RIGHT_BLOCKS[L.kind])
+    for name, other in other_axes(L, ndim):
+        code = "reduced_without_axis" if name == EVERY_AXIS else "reduced_over_wrong_axis"
+        for which in what:
+            for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
+                where = "f" if which in ("mean", "var", "var_own") else "b"
+                n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
+                out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor)), where,
+                                  f"{what[which]} over {name}, not over {right}{n}"))
+    return out
