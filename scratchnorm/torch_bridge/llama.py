@@ -23,7 +23,6 @@ import argparse
 import copy
 import sys
 
-import numpy as np
 import torch
 
 from ..exercises import check
@@ -116,7 +115,7 @@ def train_side_by_side(model, bridged, ids, steps: int = 5, lr: float = 0.1) -> 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scratchnorm.torch_bridge.llama",
                                  description="A learner's RMSNorm backward inside a tiny Hugging Face Llama.")
-    ap.add_argument("file", metavar="FILE", help="the learner's rmsnorm.py (python -m scratchnorm.exercises new rmsnorm)")
+    ap.add_argument("file", metavar="FILE", help="the learner's rmsnorm.py (`exercises new rmsnorm` wrote it)")
     ap.add_argument("--steps", type=int, default=5, help="SGD steps side by side (default 5)")
     args = ap.parse_args(argv)
     model = tiny_llama()
@@ -128,7 +127,8 @@ def main(argv=None) -> int:
     bad = failing(errors)
     worst = max((k for k in errors if k != "logits"), key=errors.get)
     print(f"  logits          max rel err {errors['logits']:.1e}   (tolerance {TOLERANCE['logits']:.0e})")
-    print(f"  {len(errors) - 1} gradients   worst {errors[worst]:.1e} ({worst})   (tolerance {TOLERANCE['gradient']:.0e})")
+    print(f"  {len(errors) - 1} gradients   worst {errors[worst]:.1e} ({worst})   "
+          f"(tolerance {TOLERANCE['gradient']:.0e})")
     for k in bad:
         print(f"  OFF  {k}: {errors[k]:.1e}")
     print("  SGD steps, loss of the model and of the learner's:")
