@@ -55,13 +55,31 @@ def test_the_learners_rmsnorm_trains_the_tiny_llama_as_torchs_does(llama):
     assert losses[-1, 1] < losses[0, 1]
 
 
-@pytest.mark.parametrize("learner,code,off", [
-    ("rmsnorm_no_projection", "missing_projection_term", "upstream"),    # every gradient before a norm's input
-    ("rmsnorm_dweight_uses_x", "dweight_uses_x", "norm weights"),        # only the norms' own weights
+# a learner's slip: the right file with one line of its backward changed
+SLIPS = {
+    "missing_projection_term": ("dx = rstd * (g - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True))",
+                                "dx = rstd * g"),
+    "dweight_uses_x": ("dweight = (dy * x_hat)", "dweight = (dy * x)"),
+}
+
+
+def slipped(code, tmp_path) -> Path:
+    right, wrong = SLIPS[code]
+    text = (LEARNERS / "rmsnorm_right.py").read_text()
+    assert text.count(right) == 1
+    path = tmp_path / "rmsnorm.py"
+    path.write_text(text.replace(right, wrong))
+    return path
+
+
+@pytest.mark.parametrize("code,off", [
+    ("missing_projection_term", "upstream"),      # every gradient before a norm's input
+    ("dweight_uses_x", "norm weights"),           # only the norms' own weights
 ])
-def test_a_wrong_backward_moves_the_gradients_and_the_checker_names_it(learner, code, off, llama, capsys):
+def test_a_wrong_backward_moves_the_gradients_and_the_checker_names_it(code, off, llama, capsys, tmp_path):
     model = llama.tiny_llama()
-    bridged, _, functions = llama.with_learners_norms(model, LEARNERS / f"{learner}.py")
+    learner = slipped(code, tmp_path)
+    bridged, _, functions = llama.with_learners_norms(model, learner)
     errors = llama.relative_errors(model, bridged, llama.tokens())
     bad = llama.failing(errors)
     assert "logits" not in bad                                          # the forward is right
@@ -72,7 +90,7 @@ def test_a_wrong_backward_moves_the_gradients_and_the_checker_names_it(learner, 
         assert "lm_head.weight" not in bad and "model.embed_tokens.weight" in bad and len(bad) == 19
     assert min(errors[k] for k in bad) > 100 * llama.TOLERANCE["gradient"]
     assert check("rmsnorm", functions).diagnoses == [code]
-    assert llama.main([str(LEARNERS / f"{learner}.py"), "--steps", "1"]) == 1
+    assert llama.main([str(learner), "--steps", "1"]) == 1
     assert f"  {code}: " in capsys.readouterr().out
 
 
