@@ -1,13 +1,14 @@
 r"""The torch bridge: a scratchnorm layer, or a learner's exercise file, inside a PyTorch model.
 
-Installed with the compare extra only (torch is imported here and nowhere else in the package; the core
-never needs it). Whatever is bridged keeps its own maths: torch calls its forward, hands the NumPy
-backward the upstream gradient, and passes on what it returns. Autograd differentiates nothing of it.
+It needs the compare extra (torch; transformers for the example): torch is imported here and nowhere else
+in the package, so the core never needs it. Whatever is bridged keeps its own maths: torch calls its
+forward, hands the NumPy backward the upstream gradient, and passes on what it returns. Autograd
+differentiates nothing of it.
 
-    from scratchnorm.torch_bridge import ExerciseNorm, LayerNorm as Bridged, replace_modules
+    from scratchnorm.torch_bridge import ExerciseNorm, LayerModule, replace_modules
 
     norm = ExerciseNorm("ex/rmsnorm.py", 64, eps=1e-5)     # the learner's forward and backward
-    norm = Bridged(scratchnorm.RMSNorm(64, eps=1e-5, dtype=np.float32))   # any one-input layer
+    norm = LayerModule(scratchnorm.RMSNorm(64, eps=1e-5))  # any one-input layer of the library
 
 ``numpy_function(forward, backward)`` is the one piece under both: a ``torch.autograd.Function`` from two
 NumPy callables,
@@ -16,9 +17,11 @@ NumPy callables,
     backward(dy, saved) -> (d array, ...)             one gradient per array, in their order
 
 Every returned gradient is checked: its shape must be its tensor's (a wrong shape is an error naming the
-gradient and the fix), and it is given its tensor's dtype (torch requires it: a float64 gradient of a
-float32 tensor comes back float32; that is the only conversion). ``scratchnorm.torch_bridge.llama`` is the
-worked example: a tiny Hugging Face Llama whose RMSNorms are the learner's.
+gradient and the fix). y gets x's dtype and each gradient its tensor's, as torch requires (a float64
+gradient of a float32 tensor comes back float32); nothing else is converted. Tensors reach NumPy as float32
+or float64 (NumPy has no torch.bfloat16: an error says to run the module in float32).
+``scratchnorm.torch_bridge.llama`` is the worked example: a tiny Hugging Face Llama whose RMSNorms are
+the learner's.
 """
 from __future__ import annotations
 
@@ -45,14 +48,16 @@ def _array(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
-def _gradient(g, like: tuple, what: str) -> torch.Tensor:
-    """The NumPy gradient ``g`` as a tensor of ``like`` = (shape, dtype, device), its tensor's."""
+def _tensor(a, like: tuple, what: str, fix: str) -> torch.Tensor:
+    """The NumPy array ``a`` (y, or a gradient) as a tensor of ``like`` = (shape, dtype, device)."""
     shape, dtype, device = like
-    g = np.asarray(g)
-    if g.shape != shape or g.dtype.kind != "f":
-        fail(ValueError, what, f"a float array of shape {shape} (the shape of what it differentiates)", g,
-             "return one gradient per input, each of its input's shape (sum a parameter's over the batch axes).")
-    return torch.from_numpy(np.ascontiguousarray(g)).to(dtype=dtype, device=device)
+    if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype.kind != "f":
+        fail(ValueError, what, f"a float array of shape {shape}", a, fix)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(dtype=dtype, device=device)
+
+
+def _like(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), t.dtype, t.device
 
 
 def numpy_function(forward, backward, names=("x",), name="NumpyFunction"):
@@ -65,15 +70,16 @@ def numpy_function(forward, backward, names=("x",), name="NumpyFunction"):
     def fwd(ctx, *args):
         tensors, constants = args[:n], args[n:]
         y, saved = forward(*(_array(t) for t in tensors), *constants)
-        ctx.saved, ctx.like = saved, [(tuple(t.shape), t.dtype, t.device) for t in tensors]
-        return torch.from_numpy(np.ascontiguousarray(y)).to(dtype=tensors[0].dtype, device=tensors[0].device)
+        ctx.saved, ctx.like = saved, [_like(t) for t in tensors]
+        return _tensor(y, ctx.like[0], "y", "return y, the normalized x, of x's shape (the forward's output).")
 
     def bwd(ctx, dy):
         grads = backward(_array(dy), ctx.saved)
         if len(grads) != n:
             fail(ValueError, "backward", f"{n} gradients ({', '.join(names)})", len(grads),
                  "return one gradient per input of the forward.")
-        out = [_gradient(g, like, f"d{what}") for g, like, what in zip(grads, ctx.like, names)]
+        out = [_tensor(g, like, f"d{what}", "return one gradient per input, each of its input's shape (sum a "
+                       "parameter's over the batch axes).") for g, like, what in zip(grads, ctx.like, names)]
         return (*out, *([None] * (len(ctx.needs_input_grad) - n)))   # the constants: no gradient
 
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(fwd), "backward": staticmethod(bwd)})

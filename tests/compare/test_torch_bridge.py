@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torch_bits import hugging_face
 
 import scratchnorm as sn
 from scratchnorm.exercises import check, library_solution
@@ -30,7 +31,8 @@ def bridge(torch):
 
 
 @pytest.fixture
-def llama(bridge, transformers):
+def llama(bridge):
+    hugging_face()
     from scratchnorm.torch_bridge import llama
     return llama
 
@@ -146,6 +148,10 @@ def test_bad_gradients_and_tensors_name_the_fix(bridge, torch):
     x = torch.ones(2, 4, requires_grad=True)
     with pytest.raises(ValueError, match=r"^dweight: expected a float array of shape \(4,\).*\(2, 4\).*Fix:"):
         norm(x).sum().backward()
+    cached = bridge.ExerciseNorm({"forward": lambda x, w, eps: (x * w, None), "backward": backward}, 4,
+                                 exercise="rmsnorm")                  # the cache contract's (y, cache)
+    with pytest.raises(ValueError, match=r"(?s)^y: expected a float array of shape \(2, 4\); received \(array.*Fix:"):
+        cached(x)
     with pytest.raises(TypeError, match=r"^tensor: expected a float32 or float64 tensor.*bfloat16.*Fix:"):
         norm(x.detach().bfloat16())
     with pytest.raises(TypeError, match=r"^k: expected a value for each of \['eps', 'k'\].*Fix: pass k="):

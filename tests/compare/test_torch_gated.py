@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from torch_bits import BF16, HALF, llama_bits, to_numpy, to_torch, ulps
+from torch_bits import BF16, HALF, hugging_face, llama_bits, to_numpy, to_torch, ulps
 
 import scratchnorm as sn
 
@@ -89,8 +89,7 @@ def float32_agreement(torch, x, z, s, nbg, groups):
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("nbg,groups", [(False, 1), (False, 4), (True, 1)],
                          ids=["mamba2", "mamba2-groups", "qwen3-next"])
-def test_llama_cast_is_the_hugging_face_class_bit_for_bit(nbg, groups, dtype, weights, backend, torch, transformers,
-                                                            rng):
+def test_llama_cast_is_the_hugging_face_class_bit_for_bit(nbg, groups, dtype, weights, backend, torch, rng):
     """weights="model": the module in the input dtype (a model loaded in it); "float32": float32 weights with
     a half input, as under autocast: promote=True (Mamba's output is then float32, Qwen3-Next's is not)."""
     n, d, eps = 2048, 128, 1e-6
@@ -98,7 +97,7 @@ def test_llama_cast_is_the_hugging_face_class_bit_for_bit(nbg, groups, dtype, we
     z = (3 * rng.standard_normal((n, d))).astype(dtype)
     wdtype = dtype if weights == "model" else np.dtype(np.float32)
     w = (1 + 0.1 * rng.standard_normal(d)).astype(wdtype)
-    module = hf_gated(transformers, nbg, d, groups, eps).to(torch.float32 if weights == "float32" else
+    module = hf_gated(hugging_face(), nbg, d, groups, eps).to(torch.float32 if weights == "float32" else
                                                               (torch.bfloat16 if dtype == BF16 else torch.float16))
     with torch.no_grad():
         module.weight.copy_(to_torch(torch, w))
@@ -125,12 +124,12 @@ def test_llama_cast_is_the_hugging_face_class_bit_for_bit(nbg, groups, dtype, we
 
 
 @pytest.mark.parametrize("dtype", HALF)
-def test_mamba2s_norm_between_blocks_is_rmsnorm_llama(dtype, backend, torch, transformers, rng):
+def test_mamba2s_norm_between_blocks_is_rmsnorm_llama(dtype, backend, torch, rng):
     """The README's Mamba 2 line: Mamba2RMSNorm rounds as LlamaRMSNorm does, RMSNorm(d, cast="llama")."""
     n, d, eps = 2048, 96, 1e-5
     x = (rng.standard_normal((n, d)) * np.exp(rng.uniform(-4.6, 2.3, (n, 1)))).astype(dtype)
     w = (1 + 0.1 * rng.standard_normal(d)).astype(dtype)
-    module = transformers.models.mamba2.modeling_mamba2.Mamba2RMSNorm(d, eps=eps)
+    module = hugging_face().models.mamba2.modeling_mamba2.Mamba2RMSNorm(d, eps=eps)
     module = module.to(torch.bfloat16 if dtype == BF16 else torch.float16)
     with torch.no_grad():
         module.weight.copy_(to_torch(torch, w))
