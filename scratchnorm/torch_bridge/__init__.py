@@ -127,6 +127,10 @@ class ExerciseNorm(torch.nn.Module):
         self.functions, self.names = functions, ex.grads                       # ("x", "weight"[, "bias"])
         extra = list(ex.functions["backward"][3:])                              # the stub's: eps, k, num_groups
         given = {"eps": eps, **constants}
+        unknown = sorted(set(given) - set(extra))
+        if unknown:
+            fail(TypeError, unknown[0], f"only the {self.exercise} stub's arguments {extra}", given[unknown[0]],
+                 f"leave {unknown[0]} out (the {self.exercise} exercise does not take it).")
         missing = [p for p in extra if p not in given]
         if missing:
             fail(TypeError, missing[0], f"a value for each of {extra} (the {self.exercise} stub's arguments)",
@@ -139,7 +143,7 @@ class ExerciseNorm(torch.nn.Module):
 
     def _forward(self, x, weight, *rest):
         constants = rest[len(self.names) - 2:]                 # after the bias, when there is one
-        y = self.functions["forward"](x, weight, *rest)
+        y = self.functions["forward"](x.copy(), weight.copy(), *rest)    # copies: a forward may write into x
         return y, (x, weight, constants)                       # what the learner's backward is given
 
     def _backward(self, dy, saved):

@@ -156,7 +156,23 @@ def test_bad_gradients_and_tensors_name_the_fix(bridge, torch):
         norm(x.detach().bfloat16())
     with pytest.raises(TypeError, match=r"^k: expected a value for each of \['eps', 'k'\].*Fix: pass k="):
         bridge.ExerciseNorm(library_solution("prmsnorm"), 4, exercise="prmsnorm")
+    with pytest.raises(TypeError, match=r"^k: expected only the rmsnorm stub's arguments \['eps'\].*Fix: leave k"):
+        bridge.ExerciseNorm(library_solution("rmsnorm"), 4, exercise="rmsnorm", k=2)
     prms = bridge.ExerciseNorm({"backward": library_solution("prmsnorm")["backward"]}, 4, exercise="prmsnorm", k=2)
     assert prms.own == ("backward",) and "the learner's backward" in repr(prms)
     with pytest.raises(ValueError, match=r"^exercise: expected one of 'layernorm'.*received None.*Fix:"):
         bridge.ExerciseNorm({"backward": backward}, 4)
+
+
+def test_a_forward_that_writes_into_x_leaves_the_backward_the_real_x(bridge, torch):
+    solution = library_solution("rmsnorm")
+
+    def forward(x, weight, eps):
+        y = solution["forward"](x, weight, eps)
+        x *= 0.0                                               # a learner's in-place slip, harmless to y
+        return y
+
+    norm = bridge.ExerciseNorm({"forward": forward, "backward": solution["backward"]}, 8, exercise="rmsnorm",
+                               dtype=torch.float64)
+    x = torch.randn((3, 8), generator=torch.Generator().manual_seed(0), dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: norm._function.apply(x, w, *norm.constants), (x, norm.weight))
