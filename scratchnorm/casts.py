@@ -2,7 +2,7 @@ r"""Where RMSNorm rounds to the input dtype: the ``cast=`` modes, and the models
 
 With float16 or bfloat16 input, implementations agree on the formula and disagree on where
 they round to the input dtype. The layers RMSNorm and GemmaRMSNorm, and add_rms_norm_forward
-(add_rmsnorm.py), take ``cast=``:
+(add_rmsnorm.py), take ``cast=``; GatedRMSNorm takes "gemma" and "llama" (gated_rmsnorm.py):
 
 ``"gemma"`` (the default: the library's dtype policy, dtypes.py)
     everything in float32 or wider, one rounding at the end:
@@ -21,7 +21,10 @@ they round to the input dtype. The layers RMSNorm and GemmaRMSNorm, and add_rms_
     * weight``), and add_rms_norm_forward(cast="llama") reproduces it. mean(x^2) is summed in float32
     in NumPy's pairwise order; PyTorch's CPU sum (and a GPU's) has its own order, so that float32
     statistic can differ in its last bit, and then, rarely, round(x_hat) by one ulp of the half dtype
-    (tests/compare/test_torch_fused.py counts both).
+    (tests/compare/test_torch_fused.py counts both). Hugging Face's gated norms round the same way, with
+    the gate in float32: Mamba 2's MambaRMSNormGated normalizes the float32 x * silu(gate) per group,
+    Qwen3-Next's Qwen3NextRMSNormGated multiplies round(round(x_hat) * w) by the float32 silu(gate)
+    and rounds once more (GatedRMSNorm(cast="llama"), gated_rmsnorm.py).
 
 ``"none"`` (a naive port: every tensor in the input dtype, as PyTorch computes it)
     the naive PyTorch port in bfloat16 or float16, written out:
@@ -58,7 +61,7 @@ import numpy as np
 from ._checks import CASTS, check_bool, fail
 from .eps_modes import rstd_from_ms
 
-__all__ = ["CASTS", "check_promote", "rms_norm_cast"]
+__all__ = ["CASTS", "check_promote", "llama_x_hat", "rms_norm_cast", "times_weight"]
 
 
 def check_promote(promote, cast) -> bool:
@@ -70,7 +73,14 @@ def check_promote(promote, cast) -> bool:
     return promote
 
 
-def _times_weight(x_hat, w, T, promote):
+def llama_x_hat(xf, eps, eps_mode, k, T):
+    """round(x_hat): x_hat = xf * rstd with mean(xf[..., :k]^2) and rstd in float32, rounded to T.
+    xf: (..., d) float32 (the input upcast, or Mamba 2's float32 x * silu(gate))."""
+    ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)         # (..., 1)
+    return (xf * rstd_from_ms(ms, np.float32(eps), eps_mode)).astype(T)
+
+
+def times_weight(x_hat, w, T, promote):
     """round(x_hat) * w: w rounded to T and the product rounded to T, or (promote) w kept and the
     product in the promoted dtype, as PyTorch's type promotion gives it."""
     if w is None:
@@ -89,11 +99,9 @@ def rms_norm_cast(x, scale, bias, eps, eps_mode, k, cast, *, offset=0.0, promote
     """
     T = x.dtype                                              # the input dtype: every rounding goes here
     if cast == "llama":
-        xf = x.astype(np.float32)                                                 # statistics in float32
-        ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)
-        x_hat = (xf * rstd_from_ms(ms, np.float32(eps), eps_mode)).astype(T)     # round(x_hat)
+        x_hat = llama_x_hat(x.astype(np.float32), eps, eps_mode, k, T)            # round(x_hat)
         w = None if scale is None else ((offset + scale) if offset else scale)
-        y = _times_weight(x_hat, w, T, promote)
+        y = times_weight(x_hat, w, T, promote)
     else:                                                    # "none"
         e = T.type(eps)
         if eps > 0 and e == 0:
@@ -109,7 +117,7 @@ def rms_norm_cast(x, scale, bias, eps, eps_mode, k, cast, *, offset=0.0, promote
         w = scale
         if scale is not None and offset:
             w = (np.float32(offset) + scale.astype(T).astype(np.float32)).astype(T)   # offset + w, rounded
-        y = _times_weight(y, w, T, promote)
+        y = times_weight(y, w, T, promote)
     if bias is not None:
         P = y.dtype
         y = (y.astype(np.float32) + bias.astype(P).astype(np.float32)).astype(P) if P == T else y + bias.astype(P)

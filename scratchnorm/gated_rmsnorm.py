@@ -34,6 +34,18 @@ product per element (no sum over the row), while the sum over the row that RMSNo
 the gate's gradient "sees" the normalization: du already carries it, and dgate = du * x * silu'(z)
 inherits it. ``gated_rms_norm_backward_staged`` walks the graph node by node; a test checks they agree.
 
+Half precision (``cast=``, casts.py). The default "gemma" computes in float64 and rounds once. "llama" is
+Hugging Face's: x and the gate upcast to float32, s = silu(gate) in float32, the statistics in float32,
+x_hat rounded to the input dtype T before the weight, and the weight product rounded to T:
+
+    gate first (MambaRMSNormGated)       y = round(round(x_hat(x * s)) * w)
+    norm first (Qwen3NextRMSNormGated)   y = round(float32(round(round(x_hat(x)) * w)) * s)
+
+(``promote=True``: the weight keeps its dtype, as RMSNorm's; Mamba's output then has the promoted dtype,
+Qwen3-Next's ends with ``.to(input_dtype)``.) s is the correctly rounded float32 silu; PyTorch's CPU
+silu is off by an ulp or two of float32 in about a third of its values (tests/compare/test_torch_gated.py
+counts what that changes). The backward is the exact formula's for every mode.
+
 sigmoid(z) is computed from e = exp(-|z|) <= 1: 1 / (1 + e) for z >= 0, e / (1 + e) for z < 0. Never an
 exp that overflows (1 / (1 + exp(-z)) does for z < -709), and no cancellation: (1 + tanh(z / 2)) / 2 loses
 every digit of a small sigmoid(-7) = 9e-4 but the first few.
@@ -43,9 +55,10 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import store, sum_rows, upstream
-from ._checks import check_bool, check_eps, check_groups, check_int, check_last_axis, fail
+from ._checks import check_bool, check_choice, check_eps, check_groups, check_int, check_last_axis, fail
 from ._doors import gated_rms_norm_args
 from .backend import implementation, register
+from .casts import check_promote, llama_x_hat, times_weight
 from .dtypes import as_float_array, upcast_half
 from .group_rmsnorm import group_rms_norm_backward, group_rms_norm_forward
 from .layer import Layer
@@ -74,6 +87,24 @@ def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm
     cache = {"inner": inner, "x": xf, "z": z, "n": n, "norm_before_gate": norm_before_gate,
              "weight": weight, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
+
+
+def gated_rms_norm_cast(x, gate, weight, num_groups, eps, norm_before_gate, *, promote=False):
+    """The forward with Hugging Face's roundings (cast="llama", module docstring), in NumPy (either backend).
+
+    x, gate: (..., d) of one half or float32 dtype T, already checked. Returns y in T (``promote`` and
+    gate first: the promoted dtype)."""
+    T, d = x.dtype, x.shape[-1]
+    s = silu_and_slope(gate.astype(np.float64))[0].astype(np.float32)      # (..., d) silu(gate.float())
+    xf = x.astype(np.float32)
+    u = xf if norm_before_gate else xf * s                                  # float32: what the norm sees
+    groups = u.reshape(u.shape[:-1] + (num_groups, d // num_groups))        # (..., G, d / G)
+    x_hat = llama_x_hat(groups, eps, "inside", d // num_groups, T).reshape(x.shape)   # round(x_hat)
+    n = times_weight(x_hat, weight, T, promote)                             # round(x_hat * w)
+    if not norm_before_gate:
+        return n
+    P = np.result_type(n.dtype, np.float32)                                 # the product: torch's promotion
+    return (n.astype(P) * s.astype(P)).astype(T)                            # .to(input_dtype)
 
 
 def gated_rms_norm_backward(dy, cache, *, dx_out=None):
@@ -125,21 +156,25 @@ def gated_rms_norm_backward_staged(dy, cache):
 
 
 class GatedRMSNorm(Layer):
-    """GatedRMSNorm(d, eps=1e-6, norm_before_gate=False, num_groups=1, elementwise_affine=True):
-    ``y = layer.forward(x, gate)``; ``dx, dgate = layer.backward(dy)``.
+    """GatedRMSNorm(d, eps=1e-6, norm_before_gate=False, num_groups=1, elementwise_affine=True, cast="gemma",
+    promote=False): ``y = layer.forward(x, gate)``; ``dx, dgate = layer.backward(dy)``.
 
     norm_before_gate=False: y = RMSNorm(x * silu(gate)) * weight (Mamba 2; mamba_ssm's eps is 1e-5);
     True: y = RMSNorm(x) * weight * silu(gate) (Qwen3-Next). num_groups: the statistic per group of
-    d / num_groups features (Mamba 2's ngroups). See the module docstring.
+    d / num_groups features (Mamba 2's ngroups). cast="llama": a half-precision or float32 input rounded
+    where Hugging Face's MambaRMSNormGated / Qwen3NextRMSNormGated round it; promote=True keeps the
+    weight's dtype there (casts.py). See the module docstring.
     """
 
     def __init__(self, d, eps=1e-6, norm_before_gate=False, num_groups=1, elementwise_affine=True, *,
-                 backend="numba", dtype=np.float64):
+                 cast="gemma", promote=False, backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
         self.d = check_int("d", d)
         self.eps = check_eps(eps)
         self.norm_before_gate = check_bool("norm_before_gate", norm_before_gate)
         self.num_groups = check_groups(num_groups, self.d)
+        self.cast = check_choice("cast", cast, ("gemma", "llama"))
+        self.promote = check_promote(promote, self.cast)
         self.elementwise_affine = check_bool("elementwise_affine", elementwise_affine)
         if self.elementwise_affine:
             self._add_param("weight", np.ones(self.d))
@@ -161,9 +196,13 @@ class GatedRMSNorm(Layer):
         check_last_axis("GatedRMSNorm", x, self.d)
 
     def _forward(self, x):
-        return implementation(self.backend, "gated_rms_norm_forward")(
-            x, self._gate, self.params.get("weight"), num_groups=self.num_groups, eps=self.eps,
-            norm_before_gate=self.norm_before_gate)
+        weight = self.params.get("weight")
+        y, cache = implementation(self.backend, "gated_rms_norm_forward")(
+            x, self._gate, weight, num_groups=self.num_groups, eps=self.eps, norm_before_gate=self.norm_before_gate)
+        if self.cast != "gemma" and x.dtype != np.float64:      # Hugging Face's roundings (module docstring)
+            y = gated_rms_norm_cast(x, self._gate, weight, self.num_groups, self.eps, self.norm_before_gate,
+                                    promote=self.promote)
+        return y, cache
 
     def _backward(self, dy, cache):
         grads = implementation(self.backend, "gated_rms_norm_backward")(dy, cache)
@@ -173,7 +212,9 @@ class GatedRMSNorm(Layer):
     def extra_repr(self):
         return (f"{self.d}, eps={self.eps}, norm_before_gate={self.norm_before_gate}"
                 + (f", num_groups={self.num_groups}" if self.num_groups > 1 else "")
-                + ("" if self.elementwise_affine else ", elementwise_affine=False"))
+                + ("" if self.elementwise_affine else ", elementwise_affine=False")
+                + (f", cast={self.cast!r}" if self.cast != "gemma" else "")
+                + (", promote=True" if self.promote else ""))
 
 
 register("numpy", {"gated_rms_norm_forward": gated_rms_norm_forward,

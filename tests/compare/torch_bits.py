@@ -1,12 +1,24 @@
 """Helpers of the comparisons with PyTorch: arrays across, the llama rows rule, a layer against autograd."""
 from __future__ import annotations
 
+import importlib
+
 import ml_dtypes  # the lessons extra, in requirements.txt: a missing ml_dtypes fails, as a missing torch does
 import numpy as np
 import pytest
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 HALF = [pytest.param(BF16, id="bfloat16"), pytest.param(np.dtype(np.float16), id="float16")]
+
+
+def hugging_face():
+    """transformers (the compare extra): Hugging Face's classes, built here from configs, nothing downloaded.
+    A missing transformers fails the test that needs it, as a missing torch does (tests/conftest.py)."""
+    try:
+        return importlib.import_module("transformers")
+    except ImportError as e:
+        pytest.fail(f"transformers is not installed: the compare tests need it. Fix: run `make test-compare`, "
+                    f"which installs the compare extra (pinned in pyproject.toml). ({e})", pytrace=False)
 
 
 def to_torch(torch, a):

@@ -130,3 +130,36 @@ def test_nan_propagates_and_gate_errors_name_the_fix(backend):
         fns(backend).gated_rms_norm_forward(x, np.ones((2, 4), np.float32))
     with pytest.raises(ValueError, match=r"^num_groups: expected a divisor of d=4"):
         sn.GatedRMSNorm(4, num_groups=3, backend=backend)
+
+
+@pytest.mark.parametrize("nbg", [False, True])
+def test_the_llama_cast_rounds_half_input_only_and_keeps_the_backward(nbg, backend, rng):
+    """cast="llama" (Hugging Face's roundings, checked bit for bit in tests/compare/test_torch_gated.py): no
+    effect in float64; in bfloat16 within 2 ulps of the default's one rounding; y's dtype as the classes give
+    it; the backward is the exact formula's either way."""
+    x, z, dy = (rng.standard_normal((64, 16)) for _ in range(3))
+    w = 1 + 0.1 * rng.standard_normal(16)
+    layers = {}
+    for cast in ("gemma", "llama"):
+        layers[cast] = sn.GatedRMSNorm(16, norm_before_gate=nbg, num_groups=2, cast=cast, backend=backend)
+        layers[cast].params["weight"] = w
+    y = {c: layer.forward(x, z) for c, layer in layers.items()}
+    assert np.array_equal(y["gemma"], y["llama"])
+    xb, zb = x.astype(BF16), z.astype(BF16)
+    y = {c: layer.forward(xb, zb) for c, layer in layers.items()}
+    assert y["llama"].dtype == BF16
+    assert not np.array_equal(y["gemma"].astype(np.float32), y["llama"].astype(np.float32))
+    within(y["llama"], y["gemma"], np.abs(y["gemma"].astype(np.float64)), 2 * 2.0 ** -7, "y")   # 2 ulps
+    dx = {c: layer.backward(dy.astype(BF16)) for c, layer in layers.items()}
+    assert all(np.array_equal(a.view(np.int16), b.view(np.int16)) for a, b in zip(dx["gemma"], dx["llama"]))
+    promoted = sn.GatedRMSNorm(16, norm_before_gate=nbg, cast="llama", promote=True, backend=backend,
+                               dtype=np.float32)
+    assert promoted.forward(xb, zb).dtype == (BF16 if nbg else np.float32)   # Qwen3-Next ends in the input dtype
+    assert "cast='llama', promote=True" in repr(promoted)
+
+
+def test_cast_errors_name_the_fix():
+    with pytest.raises(ValueError, match=r"^cast: expected one of 'gemma', 'llama'; received 'none'.*Fix:"):
+        sn.GatedRMSNorm(8, cast="none")
+    with pytest.raises(ValueError, match=r"^promote: expected False with cast='gemma'.*Fix: use cast='llama'"):
+        sn.GatedRMSNorm(8, promote=True)
