@@ -235,7 +235,8 @@ check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| i
 # $q\sum_i r_i/\sqrt{1+q^2}$, a residual that the readout, not the norm, puts into every example: it adds a
 # part that every minibatch's gradient shares, which inflates $\lVert G\rVert^2$ and makes RMSNorm look less
 # noisy for a reason that has nothing to do with the noise of a mean. A centred readout sees only
-# $\hat{x}\cdot r$, and leaves LayerNorm's loss exactly unchanged ($\hat{x}$ sums to 0). At fixed parameters each minibatch $b$ of $B = 32$ consecutive rows gives a gradient
+# $\hat{x}\cdot r$, and leaves LayerNorm's loss exactly unchanged ($\hat{x}$ sums to 0). At fixed parameters
+# each minibatch $b$ of $B = 32$ consecutive rows gives a gradient
 # $G_b = \partial L/\partial W = h_b^\top\, \partial L/\partial a$, and its noise is measured as
 #
 # $$\mathrm{NSR} = \frac{\overline{\lVert G_b - G\rVert^2}}{\lVert G\rVert^2}, \qquad G = \overline{G_b}

@@ -123,7 +123,8 @@ def summary_lines(entries: dict, md_cell) -> list[str]:
     lines = ["## Summary", "",
              "Each claim of a source once, with where the source made it, where the lessons test it, and the "
              "verdict of every row below that bears on it (lesson: verdict (value [interval])), in the order of "
-             "the rows; *(timed)* marks a value from a timer, graded on this machine under its load. *Inconclusive* is its own outcome: the data could not tell, which refutes nothing. "
+             "the rows; *(timed)* marks a value from a timer, graded on this machine under its load. "
+             "*Inconclusive* is its own outcome: the data could not tell, which refutes nothing. "
              "Verdicts differ when the conditions do: one layer is not a whole model, and this CPU is not the "
              "source's machine.", "",
              "| source claim | source | made for | tested here on | rows |", "|---|---|---|---|---|"]
