@@ -338,5 +338,5 @@ def plot_fusion_why(lesson, causes, fused):
            xticklabels=[f"{s[0]}x{s[1]}, {regime(fused * 4 * s[0] * s[1])}: library | own loops (hatched)"
                         for s, _ in causes],
            title="Where the fused forward's time goes (one thread, float32)")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4)
     lesson.save(fig, "why")
