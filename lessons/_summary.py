@@ -94,8 +94,8 @@ SUMMARY = (
           "the definitions, without the affine (07)", ("GroupNorm with G = 1",)),
     Entry("RMSNorm is numerically more stable in FP16/BF16", E003, "its summary table",
           "rounded inputs against float64 (08)", ("numerically more stable", "carries the input's variation")),
-    Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "the definition, and gradient profiles (11)",
-          ("is Post-Norm",)),
+    Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "what defines Post-Norm, a stream normalized "
+          "after every block, at initialization (11)", ("is Post-Norm",)),
 )
 
 
