@@ -1,8 +1,8 @@
 """A lesson opens as a notebook (jupytext) and runs headless in a Jupyter kernel (nbclient), quick sizes.
 
-Skipped, with the reason, where the book's tools are missing (a plain ``make test`` on a new venv). ``make test-book``, which ``.ci/run``
-calls, installs the three it needs (jupytext, nbclient, ipykernel) and runs this, where a skip fails
-(tests/book/never_skip.py); ``make book-check`` runs it too.
+Skipped, with the reason, where the book's tools are missing (a plain ``make test`` on a new venv).
+``make test-book``, which ``.ci/run`` calls, installs the three it needs (jupytext, nbclient, ipykernel)
+and runs this, where a skip fails (tests/book/never_skip.py); ``make book-check`` runs it too.
 """
 from __future__ import annotations
 
