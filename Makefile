@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lessons test test-compare lint bench gradcheck requirements clean book book-check
+.PHONY: lessons test test-compare test-book lint bench gradcheck requirements clean book book-check
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,24 @@ book: $(BOOK_STAMP)
 
 book-check: $(BOOK_STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q tests/book tests/lessons/test_cells.py
+
+# The book's own tests, run by .ci/run: lessons 03 and 04 executed as notebooks at the quick sizes (04 with a
+# learner's wrong backward, which the check must name; tests/book/test_notebook.py) and jupytext's reading of
+# every lesson (tests/lessons/test_cells.py). They need three of the book's tools, installed with their pins
+# from requirements-book.txt and nothing else of the book extra (no Sphinx, no browser). A skip fails here
+# (tests/book/never_skip.py); under `make test` these tests skip when the tools are missing.
+BOOK_TEST_STAMP := $(VENV)/.book-test-installed
+BOOK_TEST_TOOLS := jupytext|nbclient|ipykernel
+
+$(BOOK_TEST_STAMP): $(STAMP) requirements-book.txt
+	grep -E '^($(BOOK_TEST_TOOLS))==' requirements-book.txt > $(VENV)/requirements-book-test.txt
+	test "$$(wc -l < $(VENV)/requirements-book-test.txt)" -eq 3
+	$(PY) -m pip install -q -r $(VENV)/requirements-book-test.txt
+	touch $(BOOK_TEST_STAMP)
+
+test-book: $(BOOK_TEST_STAMP)
+	MPLBACKEND=Agg PYTHONPATH=tests/book $(PY) -m pytest -q -p never_skip tests/book/test_notebook.py \
+		tests/lessons/test_cells.py::test_jupytext_reads_the_same_cells
 
 bench: $(STAMP)
 	$(PY) -m scratchnorm.bench

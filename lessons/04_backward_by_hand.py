@@ -189,10 +189,9 @@ lesson.claim("LayerNorm's Jacobian has rank d − 2: it removes 1 and x̂, so su
 #
 # An explainer claims RMSNorm's gradient is "more stable", without the noise of the mean. The mean of one row
 # is computed exactly from that row: it carries no sampling noise. With a random upstream gradient the size of
-# $dx$ differs only by deterministic factors ($\sqrt{(d-1)/(d-2)}$ at zero mean, one more direction kept;
-# $\mathrm{std}/\mathrm{RMS} = 1/\sqrt{1 + m^2/s^2}$ with a mean $m$), and its relative spread over rows is
-# the same for both: that is fixed by the Jacobians' ranks, checked in the next cell, not a claim that could
-# come out either way.
+# $dx$ differs only by deterministic factors, set by the Jacobians' ranks and by the row's mean $m$ against its
+# std $s$ (question 2 asks for the one at zero mean), and its relative spread over rows is the same for both:
+# the next cell checks that; it is fixed by the algebra, not a claim that could come out either way.
 
 # %%
 # Gradient size and spread against the input's mean.
@@ -211,7 +210,7 @@ size = {k: np.array(v) for k, v in size.items()}
 ratio0 = size["RMSNorm"][0, 0] / size["LayerNorm"][0, 0]
 spread = {k: v[:, 1] / v[:, 0] for k, v in size.items()}   # relative spread over rows, per mean
 less_noise = 1 - spread["RMSNorm"].mean() / spread["LayerNorm"].mean()
-check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by sqrt((d-1)/(d-2))")
+check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by question 2's factor")
 shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d - 1))
 check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
 check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
@@ -226,7 +225,18 @@ check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| i
 #   L = \frac{1}{B}\sum_b \tfrac{1}{2}\,(y_b \cdot r - t_b)^2 ,$$
 #
 # with $d = 64$, no affine, a fixed readout $r$ and targets $t$ from a fixed teacher ($\tanh$ of a random
-# projection of $u$). At fixed parameters each minibatch $b$ of $B = 32$ consecutive rows gives a gradient
+# projection of $u$). The readout is *centred*, $\sum_i r_i = 0$, and the reason is the whole difference between
+# the norms. Write a row as $a = m\mathbf{1} + s\,\hat{x}$ with $m$ its mean, $s$ its std and $\hat{x}$ its
+# LayerNorm output; then, at $\epsilon = 0$,
+#
+# $$\mathrm{RMSNorm}(a) = \frac{\hat{x} + q\mathbf{1}}{\sqrt{1 + q^2}}, \qquad q = m/s .$$
+#
+# RMSNorm keeps the common part $q\mathbf{1}$, and a readout with $\sum_i r_i \ne 0$ turns it into
+# $q\sum_i r_i/\sqrt{1+q^2}$, a residual that the readout, not the norm, puts into every example: it adds a
+# part that every minibatch's gradient shares, which inflates $\lVert G\rVert^2$ and makes RMSNorm look less
+# noisy for a reason that has nothing to do with the noise of a mean. A centred readout sees only
+# $\hat{x}\cdot r$, and leaves LayerNorm's loss exactly unchanged ($\hat{x}$ sums to 0). At fixed parameters
+# each minibatch $b$ of $B = 32$ consecutive rows gives a gradient
 # $G_b = \partial L/\partial W = h_b^\top\, \partial L/\partial a$, and its noise is measured as
 #
 # $$\mathrm{NSR} = \frac{\overline{\lVert G_b - G\rVert^2}}{\lVert G\rVert^2}, \qquad G = \overline{G_b}
@@ -247,6 +257,7 @@ def layer(seed, n, d_in=48, d=64):
     h = np.maximum(u @ rng.standard_normal((d_in, d_in)) / np.sqrt(d_in), 0.0)   # ReLU features, mean > 0
     W0 = rng.standard_normal((d_in, d)) / np.sqrt(d_in)                           # entries N(0, 1/d_in)
     r = rng.standard_normal(d) / np.sqrt(d)
+    r -= r.mean()                                                                 # centred: sum(r) = 0
     t = np.tanh(u @ rng.standard_normal(d_in) / np.sqrt(d_in))                    # a teacher's targets
     return h, W0, r, t
 
@@ -392,8 +403,10 @@ lesson.takeaways(
     "mean(g x_hat)) because the centred row sums to zero.",
     f"RMSNorm's is the same without the mean term: dx = R g, the paper's R, which removes the direction x "
     f"(smallest singular value {s_rms[-1] / s_rms[0]:.0e} of the largest).",
-    "'RMSNorm's gradients are more stable', with a common row mean: " + lesson.result("(weights with a common mean)")
-    + "; without one: " + lesson.result("(zero-mean weights)") + ".")
+    "A row's mean carries no sampling noise, so 'more stable' can only mean the noise of dL/dW over minibatches; "
+    "with a centred readout RMSNorm is the noisier once the row has a common mean, since the mean it keeps "
+    "varies from example to example (" + lesson.result("(weights with a common mean)") + "; without one: "
+    + lesson.result("(zero-mean weights)") + "). A readout that sums that mean would hide it.")
 
 # %%
 lesson.finish()

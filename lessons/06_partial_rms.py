@@ -210,9 +210,8 @@ lesson.claim("pRMSNorm at p = 6.25% can stand in for RMSNorm on real features, w
 # %% [markdown]
 # ## Speed
 #
-# The statistic reads $k$ features, but the forward still reads and writes all $d$ of them, and the backward
-# needs $\sum_i g_i x_i$ over all $d$. The saving is therefore well below $1 - p$; on a CPU, where a row of a
-# few thousand features stays in cache between the two passes, it can vanish. Both layers are timed on
+# The statistic reads $k$ features, a fraction $p$ of the row. How much of the layer's time that saves is what
+# this section measures (question 2 asks why it is what it is). Both layers are timed on
 # float64 data, so that they run the same code path: for float32, scratchnorm's fused forward computes $y$ in
 # float32 only where nothing can overflow, which it can prove from $|\hat{x}_i| \le \sqrt{d}$ when every
 # feature feeds the statistic; with $k < d$ it cannot, so pRMSNorm's float32 forward takes the float64 path,

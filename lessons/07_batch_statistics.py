@@ -24,10 +24,9 @@
 # not depend on its batch-mates at all.
 #
 # GroupNorm$(G, C)$ on an input of shape $(N, C, L)$ normalizes each example over groups of $C/G$ channels.
-# $G = C$ is InstanceNorm (each channel over its positions). $G = 1$ is LayerNorm's normalization over the
-# whole $(C, L)$ example; but GroupNorm's affine has one weight and bias per channel ($2C$ parameters), where
-# LayerNorm over $(C, L)$ has one per element ($2CL$). With weight 1 and bias 0 the two agree; with
-# LayerNorm's per-element affine they do not.
+# $G = C$ is InstanceNorm (each channel over its positions). $G = 1$ normalizes the whole $(C, L)$ example, as
+# LayerNorm over $(C, L)$ does. Whether the two layers are the same layer, their learned scale and shift
+# included, is measured below; question 3 asks why it comes out as it does.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -35,7 +34,7 @@ import numpy as np
 
 import scratchnorm as sn
 from lessons._batch_plots import plot_batch_size, plot_groupnorm
-from lessons._common import FAILS, HOLDS, check, explainer, start
+from lessons._common import HOLDS, check, explainer, start
 from lessons._differences import vjp_by_differences
 from lessons._grading import below
 from lessons._stats import fit_slope, rms
@@ -194,12 +193,10 @@ ln.params["weight"], ln.params["bias"] = rng.uniform(0.5, 2, C * L), rng.normal(
 y_ln = ln.forward(x.reshape(n, -1)).reshape(x.shape)
 resid = channel_affine_residual(GroupNorm(1, C, affine=False, **KW).forward(x), y_ln)   # both share x_hat
 check(same < 1e-14, "LayerNorm with GroupNorm's per-channel affine spread over the positions agrees")
-lesson.claim("GroupNorm with G = 1 equals LayerNorm over (C, *), affine parameters included",
-             source=explainer("002", "§1.3.1 (4), point 6"),
-             measured=f"GN has {2 * C} affine parameters (per channel), LN over (C, L) {2 * C * L} (per element); "
-                      f"the best per-channel affine matches a random per-element one up to a relative residual "
-                      f"of {resid:.2f} (the value)",
-             value=resid, **below(1e-6, approx=0.05), expect=FAILS)
+check(resid > 0.1, "no per-channel affine reproduces a random per-element one")
+report(lesson, f"  the best per-channel affine matches LayerNorm's random per-element one up to a relative residual "
+               f"of {resid:.2f}; what decides it is fixed by the two layers' definitions (question 3), so this is "
+               "a check, not a claim")
 
 # %% [markdown]
 # ## The figures
@@ -226,16 +223,16 @@ plot_groupnorm(lesson, groups, to_in, to_ln, C, L)
 #
 # In training mode every example's gradient depends on the whole batch, through $\mu_B$ and $\sigma^2_B$.
 # The graph is LayerNorm's (lesson 04), with the statistics taken down the batch instead of along the
-# features: for an input of shape $(B, C)$, per channel $c$,
-# $\mu_c = \frac{1}{B}\sum_n x_{n,c}$; $x_c = x - \mu$; $v_c = \frac{1}{B}\sum_n x_{c,n,c}^2$;
-# $\mathrm{rstd}_c = (v_c + \epsilon)^{-1/2}$; $\hat{x} = x_c\,\mathrm{rstd}$; $y = \hat{x}\odot w + b$
+# features: for an input of shape $(B, C)$, per channel $j$ ($x_c$ is the centred input, as in lesson 04),
+# $\mu_j = \frac{1}{B}\sum_n x_{n,j}$; $x_c = x - \mu$; $v_j = \frac{1}{B}\sum_n x_{c;n,j}^2$;
+# $\mathrm{rstd}_j = (v_j + \epsilon)^{-1/2}$; $\hat{x} = x_c\,\mathrm{rstd}$; $y = \hat{x}\odot w + b$
 # ($w$, $b$ one per channel). Walking back through the same nodes, with every sum now over the batch:
 #
-# * $y$: passes on $g = dy \odot w$; gives $dw_c = \sum_n dy_{n,c}\hat{x}_{n,c}$ and $db_c = \sum_n dy_{n,c}$;
-# * $\hat{x}$: passes on $dx_c = g\,\mathrm{rstd}$ and $d\mathrm{rstd}_c = \sum_n g_{n,c}\, x_{c,n,c}$;
+# * $y$: passes on $g = dy \odot w$; gives $dw_j = \sum_n dy_{n,j}\hat{x}_{n,j}$ and $db_j = \sum_n dy_{n,j}$;
+# * $\hat{x}$: passes on $dx_c = g\,\mathrm{rstd}$ and $d\mathrm{rstd}_j = \sum_n g_{n,j}\, x_{c;n,j}$;
 # * $\mathrm{rstd}$: $dv = -\tfrac{1}{2}\mathrm{rstd}^3\, d\mathrm{rstd}$;
 # * $v$: adds $\tfrac{2}{B}\, dv\, x_c$ to $dx_c$;
-# * $x_c$ and $\mu$: $dx = dx_c - \frac{1}{B}\sum_n dx_{c,n}$, where the variance path's share of that
+# * $x_c$ and $\mu$: $dx = dx_c - \frac{1}{B}\sum_n dx_{c;n}$, where the variance path's share of that
 #   sum vanishes because each channel's centred values sum to zero over the batch.
 #
 # So $dx = \mathrm{rstd}\,(g - \overline{g}^{B} - \hat{x}\,\overline{g\hat{x}}^{B})$ with means over the
@@ -275,7 +272,8 @@ report(lesson, "  BatchNorm nodes against central differences (relative): " + ",
 # %% [markdown]
 # ## Exercise: BatchNorm's backward, yourself
 #
-# Fill in `backward` in the next cell (the walk above, with the sums down the batch), in the exercise's
+# Fill in `backward` in the next cell (the walk above, with the sums down the batch and, for an input with
+# positions such as $(N, C, L)$, over the positions too, as BatchNorm on images does), in the exercise's
 # contract: it gets the forward's inputs and returns the gradients. The cell after it checks it with
 # `scratchnorm.exercises.check`, which runs it on random float64 inputs with a random upstream gradient, reports
 # each gradient, and names the mistake when it recognizes one. **How to switch:** on this page (`make lessons`,
@@ -289,7 +287,9 @@ MINE = False                  # True once backward below is yours
 
 
 def backward(dy, x, weight, eps):
-    """BatchNorm in training mode, x (N, C): return {"x": dL/dx, "weight": dL/dw, "bias": dL/db}."""
+    """BatchNorm in training mode. x is (N, C) or (N, C, *positions): the check draws (6, 4), (5, 4, 3) and
+    (3, 4, 2, 3). Statistics per channel, over N and the positions (axis 0 and axes 2, 3, ...); weight (C,).
+    Return {"x": dL/dx (x's shape), "weight": dL/dw (C,), "bias": dL/db (C,)}."""
     raise NotImplementedError("write BatchNorm's backward here, then set MINE = True")
 
 

@@ -20,15 +20,18 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import matplotlib.pyplot as plt
 import numba
 import numpy as np
 
 from scratchnorm import fast
+from scratchnorm.fast._jit import n_chunks
+from scratchnorm.fast.float32 import bounded
+from scratchnorm.fast.rowwise import INSIDE
+from scratchnorm.fast.rowwise_tuned import forward_row_tuned
 from lessons._common import COMMON, VERDICTS, check, start
 from lessons._grading import above
-from lessons._speed import PAST_THE_CACHE, THREADS, Budget, copies, copy_line, one_thread, regime, yardstick
-from lessons._style import color
+from lessons._speed import (PAST_THE_CACHE, THREADS, Budget, copies, copy_line, one_thread, plot_fusion_time,
+                            plot_fusion_why, regime, yardstick)
 from lessons._training import interleaved_medians, report
 
 lesson = start(__name__, "18_fusion")
@@ -115,6 +118,7 @@ with one_thread(numba):
 # graded and recorded (`timed=True`), never asserted, whatever the verdict (`expect` = any).
 
 # %%
+gain = {regime(FUSED * nb): tt["add, then norm"] / tt["fused"] for _, nb, tt, _ in rows}   # pair over fused
 for shape, nbytes, t, copy in rows:
     where = f"{shape[0]}x{shape[1]} float32, {regime(FUSED * nbytes)}, {THREADS} thread"
     lesson.claim(f"The fused add + RMSNorm is faster than the add followed by the norm ({regime(FUSED * nbytes)})",
@@ -138,22 +142,131 @@ for shape, nbytes, t, copy in rows:
 # bytes). Hatched: the allocating calls.
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 4.2))
-names = list(rows[0][2])
-width = 0.8 / len(names)
-for i, name in enumerate(names):
-    ratio = [tt[name] / (FUSED * nb / (float(yardstick(c)) * 1e9)) for _, nb, tt, c in rows]
-    label = name if "allocating" in name else f"{name}, into kept buffers"
-    ax.bar(np.arange(len(rows)) + i * width, ratio, width, label=label, edgecolor="white",
-           color=color("add_rmsnorm" if name.startswith("fused") else "RMSNorm"),
-           hatch="//" if "allocating" in name else None)
-ax.axhline(1.0, color="k", lw=1, ls=":", label="fastest copy of 4 arrays (the fused bytes)")
-ax.axhline(PAIR / FUSED, color="k", lw=1, ls="--", label=f"{PAIR}/{FUSED} of it (the pair's bytes)")
-ax.set(xticks=np.arange(len(rows)) + 0.4 - width / 2,
-       xticklabels=[f"{s[0]}x{s[1]}\n{regime(FUSED * nb)}" for s, nb, *_ in rows],
-       ylabel="time / fastest copy time of 4 arrays", title="Residual add + RMSNorm forward, float32, one thread")
-ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-lesson.save(fig, "time")
+plot_fusion_time(lesson, rows, FUSED, PAIR)
+
+# %% [markdown]
+# ## Why the fused pass loses where the arrays fit in the cache
+#
+# Two suspects. The loop: the fused kernel runs, per row, the add and then the row-wise norm on $h$ while it is
+# in the L1 cache; in the cache the bytes it saves are cheap, so fusing the same two loops may gain nothing,
+# and any extra work would show. The call: every call pays a fixed cost in Python before the kernel runs
+# (argument checks, the output arrays, the cache for the backward), and the fused call checks two inputs and
+# prepares two outputs. The cell separates them. It writes its own three kernels from the library's row
+# function (`forward_row_tuned`, the one the fused kernel calls on each row of $h$): `add_rows`, `norm_rows`,
+# and `fused_rows`, which is both in one loop, as the library's kernel is. Own fused over own add + own norm
+# measures fusing the same loops, with no call overhead but numba's dispatch. Then the library's two paths
+# are timed on a single row of arrays of its own, where the call's fixed cost is nearly all of the time, and
+# apart from the large calls (interleaved with them, a one-row call came out many times slower: it pays for
+# what the large call left behind). One thread, the shapes of the first two regimes, interleaved medians.
+
+# %%
+@numba.njit
+def add_rows(x, r, h):
+    for i in range(x.shape[0]):
+        xr, rr, hr = x[i], r[i], h[i]
+        for j in range(x.shape[1]):
+            hr[j] = xr[j] + rr[j]
+
+
+@numba.njit
+def norm_rows(h, w, b, y, stats, eps, is_bounded):
+    for i in range(h.shape[0]):
+        forward_row_tuned(h[i], w, b, y[i], stats[:, i], False, h.shape[1], eps, INSIDE, is_bounded, False)
+
+
+@numba.njit
+def fused_rows(x, r, w, b, h, y, stats, eps, is_bounded):
+    for i in range(x.shape[0]):
+        xr, rr, hr = x[i], r[i], h[i]
+        for j in range(x.shape[1]):
+            hr[j] = xr[j] + rr[j]                                   # the add, then the norm on the row in L1
+        forward_row_tuned(hr, w, b, y[i], stats[:, i], False, x.shape[1], 1e-6, INSIDE, is_bounded, False)
+
+
+def why(lesson, rng, shape):
+    """Median times of the library's paths, the lesson's own kernels, and both library paths on one row."""
+    x, r = (rng.standard_normal(shape, dtype=np.float32) for _ in range(2))
+    w, b = rng.standard_normal(shape[1]).astype(np.float32), np.full(shape[1], -0.0, np.float32)
+    h, y, stats, hb = np.empty_like(x), np.empty_like(x), np.empty((3, shape[0])), np.add(x, r)
+    ok = bounded(w.reshape(1, -1), b.reshape(1, -1), shape[1])
+    fused_rows(x, r, w, b, h, y, stats, 1e-6, ok)
+    check(np.array_equal(y, fast.add_rms_norm_forward(x, r, w)[0]), "the lesson's fused loop gives the library's bits")
+    one = [a[:1].copy() for a in (x, r, h, y)]                   # one row, in arrays of its own
+    t = interleaved_medians({
+        "library fused": lambda: fast.add_rms_norm_forward(x, r, w, out=y, h_out=h),
+        "library add, then norm": lambda: fast.rms_norm_forward(np.add(x, r, out=h), w, out=y),
+        "own fused": lambda: fused_rows(x, r, w, b, h, y, stats, 1e-6, ok),
+        "own add": lambda: add_rows(x, r, h),
+        "own norm": lambda: norm_rows(hb, w, b, y, stats, 1e-6, ok)},
+        lesson.pick(40, max(20, min(400, int(1e8 / x.nbytes)))))
+    t.update(interleaved_medians({                                # timed apart: after a large call a small one
+        "library fused, one row": lambda: fast.add_rms_norm_forward(*one[:2], w, out=one[3], h_out=one[2]),
+        "library add, then norm, one row": lambda: fast.rms_norm_forward(np.add(*one[:2], out=one[2]), w,
+                                                                         out=one[3])}, 200))   # pays extra
+    report(lesson, f"  {shape}, {regime(FUSED * x.nbytes)}: "
+           + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in t.items()))
+    return shape, t
+
+
+with one_thread(numba):
+    causes = [why(lesson, rng, s) for s in shapes if regime(FUSED * 4 * s[0] * s[1]) != "past the cache"]
+loop_gain = {s: (t["own add"] + t["own norm"]) / t["own fused"] for s, t in causes}       # fusing the same loops
+fixed = {s: t["library fused, one row"] - t["library add, then norm, one row"] for s, t in causes}
+gap = {s: t["library fused"] - t["library add, then norm"] for s, t in causes}             # what fusion lost
+
+# %% [markdown]
+# The figure: per shape, each time over the library's add-then-norm time: the library's two paths, the
+# lesson's own loops (the fused loop beside the add and the norm stacked, hatched), and the library's two
+# paths on one row (triangles: the part of a call that does not grow with the rows).
+
+# %%
+plot_fusion_why(lesson, causes, FUSED)
+
+# %% [markdown]
+# ## dweight and dbias: a parallel sum in fixed chunks
+#
+# The backward's $dw = \sum_r dy_r \odot \hat{x}_r$ and $db = \sum_r dy_r$ run over every row, so threads that
+# split the rows must combine their sums. Triton's layer-norm tutorial teaches one way: each row adds its
+# share into one of a few partial buffers, row $r$ into buffer $r \bmod G$, under that buffer's lock, and a
+# second kernel sums the buffers. The rows add into a buffer in the order they take its lock, which can change
+# from run to run, and floating-point addition is not associative: the bits can change. scratchnorm's kernels
+# (`scratchnorm/fast/rowwise_drivers.py`) fix the order instead. The rows are cut into chunks by the row count
+# alone (`n_chunks`: at least 16 rows a chunk, at most 64 chunks, chunk $c$ the rows from $c\,R/C$ to
+# $(c+1)R/C$); each chunk sums its rows in order into its own float64 partial, whichever thread runs it; then
+# the partials are added in chunk order $0, 1, 2, \dots$. The cell checks that the library's $dw$, $db$ are
+# bitwise the same on 1 and 2 threads, and shows why the order is fixed: the same chunk partials, added in
+# shuffled orders (as the order of taking a lock would), give other bits.
+
+# %%
+x, dy = rng.standard_normal((1000, 256), dtype=np.float32) + 0.5, rng.standard_normal((1000, 256), dtype=np.float32)
+w = rng.standard_normal(256).astype(np.float32)
+grads = {}
+for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+    numba.set_num_threads(threads)
+    grads[threads] = fast.rms_norm_backward(dy, fast.rms_norm_forward(x, w)[1])
+numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+check(all(np.array_equal(g["weight"], grads[1]["weight"]) for g in grads.values()),
+      "dweight is bitwise the same on 1 and 2 threads")
+chunks = n_chunks(len(x))
+x64 = x.astype(np.float64)
+contrib = dy * (x64 / np.sqrt(np.mean(x64 ** 2, axis=1, keepdims=True) + 1e-6))      # (rows, d): dy x_hat
+part = np.array([contrib[c * len(x) // chunks:(c + 1) * len(x) // chunks].sum(axis=0) for c in range(chunks)])
+fixed_order = np.zeros(256)
+for p_c in part:                                                  # chunk 0, 1, 2, ...: one order, every time
+    fixed_order += p_c
+shuffled = []
+for seed in range(20):                                            # orders a lock could give
+    total = np.zeros(256)
+    for c in np.random.default_rng(seed).permutation(chunks):
+        total += part[c]
+    shuffled.append(total)
+differ = np.mean([np.count_nonzero(s_ != fixed_order) for s_ in shuffled]) / 256
+spread = max(np.max(np.abs(s_ - fixed_order)) for s_ in shuffled) / np.max(np.abs(fixed_order))
+report(lesson, f"  dweight over 1000 rows of 256 in {chunks} chunks: bitwise the same on threads "
+               f"{sorted(grads)}; the same partials in 20 shuffled orders: {differ:.0%} of the elements change, by "
+               f"at most {spread:.1e} of the largest; the lesson's fixed-order sum against the library's float32 "
+               "dweight "
+               f"{np.max(np.abs(fixed_order - grads[1]['weight'])) / np.max(np.abs(fixed_order)):.1e} of the largest")
 
 # %% [markdown]
 # ## Questions
@@ -169,19 +282,24 @@ lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / 
     f"{tt['add, then norm'] / tt['fused']:.2f} at {s[0]}x{s[1]} ({regime(FUSED * nb)}, {nb / 2**20:.2f} MiB an "
     "array)" for s, nb, tt, _ in rows) + ". Where the arrays fit in the cache, both paths run from it and the "
     "bytes saved count for less; for the smallest, a call's fixed cost is a large part of the time. " +
-    (("Below 0.95 (" + ", ".join(slower) + ") the fused pass was the slower one: fusing saves bytes, not "
-      "computation, and where bytes are cheap the fused kernel's own row loop (h, then the statistics, then y) "
-      "lost to the two separate calls; this lesson measures that, not why.") if slower else ""))
+    (("Below 0.95 (" + ", ".join(slower) + ") the fused pass was the slower one. Why, from the section on it: "
+      + "; ".join(f"at {s[0]}x{s[1]} it lost {gap[s] * 1e6:.0f} us, {fixed[s] * 1e6:.0f} us of it the call's extra "
+                  f"fixed cost (one row) and {(gap[s] - fixed[s]) * 1e6:.0f} us in the kernel, while the lesson's "
+                  f"own loops, fused, gave {loop_gain[s]:.2f}x against the same loops apart" for s in gap)
+      + ". A kernel loss with own loops at or above 1 is the library's kernel around the row function; own loops "
+      "below 1 would make fusing the loops itself the cost.")
+     if slower else ""))
 
 # %% [markdown]
-# **2.** Why do the claims time the paths writing into kept buffers rather than as the library's calls
-# allocate their outputs?
+# **2.** In exact arithmetic every order of adding the chunk partials gives the same $dw$. Why do the kernels fix
+# the order, and what would a lock's order have changed here?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
-lesson.answer(f"An allocating call also times the allocator: a fresh output may come back as new pages that are "
-              f"zeroed on first touch. At {shape[0]}x{shape[1]} the allocating fused call took "
-              f"{t['fused, allocating'] * 1e6:.0f} us against {t['fused'] * 1e6:.0f} us into kept buffers, a cost "
-              "that depends on what the process allocated before, not on the pass.")
+lesson.answer(f"Floating-point addition rounds after every step, so the sum depends on the order: the same {chunks} "
+              f"partials added in 20 shuffled orders changed {differ:.0%} of dweight's elements, by up to "
+              f"{spread:.1e} of the largest. A fixed order gives the same bits on 1 or 2 threads and from run to run "
+              "(checked), so a test can compare them exactly and a training run can be repeated bit for bit; the "
+              "price is a second, small pass over the partials.")
 
 # %% [markdown]
 # **3.** The bandwidth claim measures the fused pass against the fastest of three copies rather than one. Past
@@ -209,8 +327,18 @@ lesson.answer("A plain store first reads the line it writes (a read for ownershi
 
 # %% tags=["remove-input"]
 lesson.takeaways(
-    "Fusing the add into RMSNorm moves 4 arrays instead of 5, so it can save at most a fifth of the time; 'the "
-    "fused pass is faster', by regime: " + lesson.results("is faster than the add followed") + ".")
+    f"Fusion saves bytes, not arithmetic: one pass moves {FUSED} arrays where two calls move {PAIR}, so it can win "
+    f"at most {PAIR / FUSED:.2f}x, and only where the bytes set the time. Count the bytes first, then time it: "
+    "add-then-norm over fused was " + ", ".join(f"{v:.2f} ({r})" for r, v in gain.items()) + ".",
+    ("Fewer bytes do not make a faster call: the fused kernel was the slower in " + ", ".join(
+        r for r, v in gain.items() if v < 1) if min(gain.values()) < 1 else "The fused kernel was the faster in "
+     "every regime measured") + " ('the fused pass is faster', by regime: "
+    + lesson.results("is faster than the add followed") + "; timed, this machine). Measure the parts before "
+    "blaming the loop: of the loss (" + ", ".join(f"{v * 1e6:.0f} us" for v in gap.values()) + "), the call's "
+    "extra fixed cost was " + ", ".join(f"{v * 1e6:.0f} us" for v in fixed.values()) + ", and fusing the same "
+    "loops ourselves gave " + ", ".join(f"{v:.2f}x" for v in loop_gain.values()) + ".",
+    "A parallel sum is reproducible only if its order is fixed: the kernels cut the rows into chunks by the row "
+    "count alone and add the chunks' partials in order, so dweight has the same bits on any number of threads.")
 
 # %%
 lesson.finish()

@@ -305,11 +305,15 @@ lesson.answer(f"A score is q . k times a fixed scale, and |q . k| <= |q| |k|. Af
 
 # %% tags=["remove-input"]
 lesson.takeaways(
-    "'Peri-LN keeps the hidden states' variance from growing as Pre-LN's does': "
-    + lesson.result("keeps the hidden states' variance") + "; 'QK-Norm keeps the logits from growing': "
-    + lesson.result("QK-Norm keeps attention logits") + ".",
-    "'DeepNorm ends further below the plateau than Post-Norm' after a short run, by learning rate: "
-    + lesson.results("DeepNorm ends further") + ".")
+    f"Where the norm sits decides what it bounds: Pre-LN never normalizes the stream, and after the short training "
+    f"its last block's variance was {last['pre']:.3g} against Peri-LN's {last['peri']:.3g}, which normalizes what "
+    "each block adds ('Peri-LN keeps the variance from growing': " + lesson.result("keeps the hidden states' variance")
+    + "). A norm on q and k bounds the attention logits the same way: "
+    + lesson.result("QK-Norm keeps attention logits")
+    + ".",
+    "Stability is a claim about long runs; a short run shows only how fast a placement leaves the plateau, and that "
+    "depends on the learning rate: DeepNorm against Post-Norm, by rate: " + lesson.results("DeepNorm ends further")
+    + ".")
 
 # %%
 lesson.finish()

@@ -27,7 +27,7 @@ from lessons._common import VERDICTS, check, start, work
 from lessons._grading import below, within
 from lessons._stats import mean_interval
 from lessons._style import color
-from lessons._training import interval
+from lessons._training import interval, report
 from scratchnorm import nn
 
 lesson = start(__name__, "22_weight_decay_and_the_landscape")
@@ -119,8 +119,10 @@ check(max(r[:, 3].max() for rs in runs.values() for r in rs) < 1e-4, "the gradie
 # %% [markdown]
 # The last quarter of each run is taken as the equilibrium (the figure below shows the runs arriving): the
 # cell compares the measured norm with the norm the balance predicts from the measured
-# $\mathrm{E}\|u\|^2$, and the root-mean-square angle with $\theta^*$, per seed, and grades the ratios
-# measured / predicted on their 95% interval over seeds.
+# $\mathrm{E}\|u\|^2$, and the root-mean-square angle with $\theta^*$, per seed. These are checks of the
+# derivation, not claims: given $g \perp W_1$ (checked above) and the measured $\mathrm{E}\|u\|^2$, a run
+# that has settled can only sit at the balance, so no verdict could come out the other way. What the
+# derivation teaches is in its form: the angle depends on $\eta\lambda$ alone.
 
 # %%
 late = slice(3 * STEPS // 4, None)
@@ -136,22 +138,11 @@ theta_star = {s: np.sqrt(2 * s[0] * s[1] - (s[0] * s[1]) ** 2) / (1 - s[0] * s[1
 angle_ratio = [[np.sqrt(np.mean(r[late, 2] ** 2)) / theta_star[s] for r in runs[s]] for s in decayed]
 norm_m, angle_m = mean_interval(np.mean(norm_ratio, axis=0)), mean_interval(np.mean(angle_ratio, axis=0))
 norms_at = {s: np.mean([np.mean(r[late, 0]) for r in runs[s]]) for s in decayed}
-k = lesson.seeds
-lesson.claim("Weight decay holds a scale-invariant weight at the norm where its shrinking balances the "
-             "gradient's orthogonal push, and so sets the effective learning rate lr/||W||^2",
-             source=work("laarhoven", "abstract"),
-             measured=f"x -> W1 x -> RMSNorm -> ReLU -> readout, SGD, {STEPS} steps, equilibrium = the last "
-                      "quarter; mean ||W1|| over the norm predicted from E||u||^2, averaged over (lr, wd) = "
-                      + ", ".join(f"{s}" for s in decayed)
-                      + f" (norms {', '.join(f'{v:.2f}' for v in norms_at.values())}): " + interval(*norm_m, n=k),
-             value=norm_m[0], interval=norm_m[1:], **within(0.95, 1.05, approx=(0.85, 1.15)), expect=VERDICTS)
-lesson.claim("At equilibrium a scale-invariant weight turns by about sqrt(2 lr wd) per step, whatever the loss",
-             source=work("laarhoven", "abstract"),
-             measured=f"RMS tan(angle) per step over theta* = sqrt(2 lr wd - (lr wd)^2) / (1 - lr wd) "
-                      f"({theta_star[decayed[0]]:.4f} for lr wd = 1e-3), averaged over the three settings, whose "
-                      f"norms differ {max(norms_at.values()) / min(norms_at.values()):.1f}x: "
-                      + interval(*angle_m, n=k),
-             value=angle_m[0], interval=angle_m[1:], **within(0.95, 1.05, approx=(0.85, 1.15)), expect=VERDICTS)
+k, tol = lesson.seeds, lesson.pick(0.4, 0.05)             # a quick run is too short to settle: a loose bound
+check(np.all(np.abs(np.r_[norm_m, angle_m] - 1) < tol),
+      "at equilibrium the norm is the balance's (from the measured E||u||^2), the angle per step theta*")
+report(lesson, f"  equilibrium, the last quarter of {STEPS} steps: ||W1|| over the balance's {interval(*norm_m, n=k)};"
+               f" RMS tan(angle) over theta* {interval(*angle_m, n=k)}")
 
 # %% [markdown]
 # The figure: the norm of $W_1$ and the angle it turns per step, against the step, for the four settings
@@ -185,7 +176,10 @@ lesson.save(fig, "equilibrium")
 # each BatchNorm, every unit is scaled by a factor drawn from $U(0.75, 1.5)$ and shifted by one from
 # $U(-0.5, 0.5)$, drawn anew at every step, so the next layer's input distribution moves at every step
 # (Santurkar et al.'s test of internal covariate shift; their noise had a non-zero mean and non-unit
-# variance, changing over time). SGD at $\eta = 0.05$.
+# variance, changing over time). SGD at $\eta = 0.2$: Santurkar et al.'s question is why BatchNorm helps, so it
+# is asked where it does. At $\eta = 0.05$ this network trained as well without normalization as with it
+# (the previous version of this lesson ran there, and no normalization ended slightly *below* BatchNorm); the
+# larger step is where BatchNorm's help shows, and the cell after the training checks that it does.
 #
 # Every 40 steps, before the update, the cell measures how far the gradient predicts the landscape along
 # the step about to be taken: for step multiples $s \in \{0.25, 0.5, 1, 2, 4\}$ of $\eta \nabla L$, the
@@ -194,7 +188,7 @@ lesson.save(fig, "equilibrium")
 # al.'s measure (smaller: smoother, the gradient stays predictive over longer steps).
 
 # %%
-WIDTH, DEPTH, LR, MULTIPLES = 64, 6, 0.05, (0.25, 0.5, 1.0, 2.0, 4.0)
+WIDTH, DEPTH, LR, MULTIPLES = 64, 6, 0.2, (0.25, 0.5, 1.0, 2.0, 4.0)
 SMOOTH_STEPS, PROBE_EVERY = lesson.pick(120, 400), 40
 
 
@@ -269,21 +263,23 @@ final = {kind: [np.mean(r[0][-SMOOTH_STEPS // 4:]) for r in runs_] for kind, run
 check(all(np.isfinite(v).all() for v in final.values()), "every run trains to a finite loss")
 
 # %% [markdown]
-# The two claims: the ratio of the median $\beta$-smoothness with BatchNorm to without (paired by seed,
-# geometric mean, below 1: BatchNorm smoother), and the final-loss gap between noisy BatchNorm and
-# BatchNorm (paired; near 0: the noise, and the covariate shift it adds, cost nothing). For reference, the
-# gap between no normalization and BatchNorm is printed beside it.
+# First the premise: BatchNorm helps here, the final loss without normalization minus BatchNorm's (paired by
+# seed) is above 0. Then the two claims: the ratio of the median $\beta$-smoothness with BatchNorm to
+# without (paired by seed, geometric mean, below 1: BatchNorm smoother), and the final-loss gap between noisy
+# BatchNorm and BatchNorm (paired; near 0: the noise, and the covariate shift it adds, cost nothing).
 
 # %%
+none_gap = mean_interval(np.subtract(final["none"], final["batchnorm"]))
+check(none_gap[0] > 0, "BatchNorm helps this network train: no normalization ends above BatchNorm's loss")
 smoother = np.exp(mean_interval([np.log(np.median(b[1]) / np.median(n[1]))
                                  for b, n in zip(deep["batchnorm"], deep["none"])]))
 lesson.claim("BatchNorm makes the loss landscape smoother: the gradient changes less along the step",
              source=work("santurkar", "§3"),
              measured=f"6 hidden layers of 64, SGD lr {LR}, {SMOOTH_STEPS} steps; median effective beta-smoothness "
-                      f"over the run, BatchNorm / none, paired: " + interval(*smoother, n=k),
+                      f"over the run, BatchNorm / none, paired: " + interval(*smoother, n=k) + "; where BatchNorm "
+                      f"helps: final loss, no normalization - BatchNorm {interval(*none_gap, n=k)} nats",
              value=smoother[0], interval=smoother[1:], **below(0.9, approx=1.0), expect=VERDICTS)
 noisy_gap = mean_interval(np.subtract(final["noisy"], final["batchnorm"]))
-none_gap = mean_interval(np.subtract(final["none"], final["batchnorm"]))
 lesson.claim("BatchNorm with noise after it, which adds internal covariate shift, trains about as well as "
              "BatchNorm", source=work("santurkar", "§2"),
              measured=f"final loss (last quarter of {SMOOTH_STEPS} steps), noisy BatchNorm - BatchNorm, paired: "
@@ -322,9 +318,16 @@ lesson.save(fig, "landscape")
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 no_wd = np.mean(runs[(0.1, 0.0)], axis=0)
+half, tenth = STEPS // 2, STEPS // 10
+first, second = no_wd[half, 0] - no_wd[0, 0], no_wd[-1, 0] - no_wd[half, 0]
+shape = "slower" if second < 0.8 * first else "faster" if second > 1.25 * first else "not clearly faster or slower"
 lesson.answer(f"The orthogonal push only ever grows the norm: ||W1|| went from {no_wd[0, 0]:.2f} to "
               f"{no_wd[-1, 0]:.2f} here, so lr/||W1||^2 fell by {(no_wd[-1, 0] / no_wd[0, 0]) ** 2:.2f}x: a decay of "
-              "the learning rate nobody scheduled, steeper early (when the push is large) and slower later.")
+              f"the learning rate nobody scheduled. Each step adds lr^2 ||u||^2 / ||W1||^2 to ||W1||^2, which slows "
+              f"the growth only if ||u||^2 stays put. Here the norm grew by {first:.2f} over the first {half} steps "
+              f"and {second:.2f} over the last {STEPS - half}, {shape} in the second half, while ||u||^2 went from "
+              f"{np.mean(no_wd[:tenth, 1]):.2f} (the first tenth of the run) to {np.mean(no_wd[-tenth:, 1]):.2f} "
+              "(the last): the schedule it makes depends on the loss.")
 
 # %% [markdown]
 # **2.** The three settings with weight decay have norms a factor apart, yet turn the weight by the same
@@ -344,10 +347,14 @@ lesson.answer(f"Only the product lr x wd matters at equilibrium: the angle is ab
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 cost = ("cost something: its whole interval is above 0" if noisy_gap[1] > 0 else
         "cost nothing measurable: its interval reaches 0 or below")
-lesson.answer(f"It would end behind BatchNorm, toward the network without normalization. Here the noise {cost} "
-              f"(noisy BatchNorm - BatchNorm {interval(*noisy_gap, n=k)} nats), and no normalization - BatchNorm is "
-              f"{interval(*none_gap, n=k)}. A small He-initialized MLP is not the paper's VGG network, and how much "
-              "a given noise costs depends on its size: the verdict is about this setting.")
+share = noisy_gap[0] / none_gap[0]
+lesson.answer(f"It would end behind BatchNorm, toward the network without normalization, which ends above "
+              f"BatchNorm here by (nats) {interval(*none_gap, n=k)}. The noise {cost} (noisy BatchNorm - BatchNorm, "
+              f"nats: {interval(*noisy_gap, n=k)}), {share:.1f} times the cost of removing BatchNorm altogether. "
+              "Santurkar et al.'s noisy networks trained about as well as BatchNorm; here the noise "
+              + ("costs as much as BatchNorm's help or more" if share >= 1 else "costs part of BatchNorm's help")
+              + ": a small MLP is not their network, and how much a given noise costs depends on its size, so "
+              "the verdict is about this setting.")
 
 
 # %% [markdown]
@@ -355,11 +362,13 @@ lesson.answer(f"It would end behind BatchNorm, toward the network without normal
 
 # %% tags=["remove-input"]
 lesson.takeaways(
-    "'At equilibrium a scale-invariant weight turns by sqrt(2 lr wd) per step, whatever the loss': "
-    + lesson.result("turns by about sqrt") + "; 'weight decay holds its norm where decay balances the gradient': "
-    + lesson.result("Weight decay holds") + ".",
-    "'BatchNorm smooths the landscape': " + lesson.result("landscape smoother") + "; 'noisy BatchNorm trains "
-    "about as well as BatchNorm': " + lesson.result("noise after it") + ".")
+    "For a weight whose scale the loss cannot see, weight decay sets the norm, and through it the step: the "
+    f"angle the weight turns per step settles at sqrt(2 lr wd) whatever the loss (checked: {angle_m[0]:.3f} of "
+    "it). Tune lr x wd together; without decay the norm grows and the effective step shrinks unscheduled.",
+    "Where BatchNorm helps this network train (no normalization ends "
+    f"{none_gap[0]:.2f} nats behind it), 'BatchNorm's landscape is smoother', by the effective beta-smoothness: "
+    + lesson.result("landscape smoother") + "; 'noise after it costs nothing': " + lesson.result("noise after it")
+    + ". A measure of smoothness is evidence about one setting, not a mechanism.")
 
 # %%
 lesson.finish()

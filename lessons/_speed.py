@@ -296,3 +296,47 @@ def plot_bench_json(lesson, path):
     fig.suptitle(f"python -m scratchnorm.bench ({path.name}): {env['cpu']}, numba threads {env['numba_threads']};"
                  " hatched: RMSNorm", fontsize=10)
     lesson.save(fig, "bench")
+
+
+def plot_fusion_time(lesson, rows, fused, pair):
+    """Lesson 18: each path's time per call over the fastest copy's time for the fused pass's bytes, per shape."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    names = list(rows[0][2])
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        ratio = [tt[name] / (fused * nb / (float(yardstick(c)) * 1e9)) for _, nb, tt, c in rows]
+        label = name if "allocating" in name else f"{name}, into kept buffers"
+        ax.bar(np.arange(len(rows)) + i * width, ratio, width, label=label, edgecolor="white",
+               color=color("add_rmsnorm" if name.startswith("fused") else "RMSNorm"),
+               hatch="//" if "allocating" in name else None)
+    ax.axhline(1.0, color="k", lw=1, ls=":", label="fastest copy of 4 arrays (the fused bytes)")
+    ax.axhline(pair / fused, color="k", lw=1, ls="--", label=f"{pair}/{fused} of it (the pair's bytes)")
+    ax.set(xticks=np.arange(len(rows)) + 0.4 - width / 2,
+           xticklabels=[f"{s[0]}x{s[1]}\n{regime(fused * nb)}" for s, nb, *_ in rows],
+           ylabel="time / fastest copy time of 4 arrays", title="Residual add + RMSNorm forward, float32, one thread")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    lesson.save(fig, "time")
+
+
+def plot_fusion_why(lesson, causes, fused):
+    """Lesson 18: per shape, each time over the library's add-then-norm time: the library's paths, the lesson's
+    own loops, and the library's calls on one row."""
+    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
+    for k, (_, t) in enumerate(causes):
+        at, unit = 3.2 * k, t["library add, then norm"]
+        ax.bar(at, t["library fused"] / unit, 0.6, color=color("add_rmsnorm"), label="fused" if k == 0 else None)
+        ax.bar(at + 0.6, 1.0, 0.6, color=color("RMSNorm"), label="add, then norm" if k == 0 else None)
+        ax.bar(at + 1.4, t["own fused"] / unit, 0.6, color=color("add_rmsnorm"), hatch="//", edgecolor="white")
+        ax.bar(at + 2.0, t["own add"] / unit, 0.6, color="0.7",
+               label="own add (then own norm above it)" if k == 0 else None)
+        ax.bar(at + 2.0, t["own norm"] / unit, 0.6, bottom=t["own add"] / unit, color=color("RMSNorm"), hatch="//",
+               edgecolor="white")
+        for i, name in enumerate(("library fused, one row", "library add, then norm, one row")):
+            ax.plot(at + 0.6 * i, t[name] / unit, "kv", ms=7, label="the same call on one row" if k + i == 0 else None)
+    ax.set(xticks=[3.2 * k + 1 for k in range(len(causes))],
+           ylabel="time / the library's add, then norm",
+           xticklabels=[f"{s[0]}x{s[1]}, {regime(fused * 4 * s[0] * s[1])}: library | own loops (hatched)"
+                        for s, _ in causes],
+           title="Where the fused forward's time goes (one thread, float32)")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4)
+    lesson.save(fig, "why")

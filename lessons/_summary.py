@@ -36,20 +36,22 @@ SUMMARY = (
           "retrieval and question answering", SMALL_MODELS, ("trains as well as LayerNorm", "reaches LayerNorm's")),
     Entry("pRMSNorm (p = 6.25%) is competitive with RMSNorm, and cheaper", PAPER, "the same models, p = 6.25%",
           f"the estimate at d = 1024 (06); {SMALL_MODELS} (10, 12); one layer (06)",
-          ("pRMSNorm with p = 6.25%", "prefix RMS is a good estimate", "pRMSNorm is faster", "k from the released",
+          ("pRMSNorm with p = 6.25%", "prefix RMS is a good estimate", "pRMSNorm is faster",
            "pRMSNorm at p = 6.25%")),
+    Entry("pRMSNorm's statistic reads k = ⌈d·p⌉ features", PAPER, "§4.3, and its released code's int(d·p)",
+          "every (d, p) of a grid (06)", ("k from the released",)),
     Entry("Re-scaling invariance, not re-centering invariance (Table 1)", PAPER, "derived (§4.1)",
           "measured on random layers (03) and a deep MLP (01)", ("is invariant (Y) or not (N)", "Scaling the weights")),
     Entry("RMSNorm puts vectors on a sphere of radius √d and equals LayerNorm at mean 0", PAPER, "derived (§4)",
-          "random vectors (02); re-centred weights (15)",
-          ("sphere of radius", "When mean(x) = 0", "re-centred weights")),
+          "random vectors (02)", ("sphere of radius", "When mean(x) = 0")),
     Entry("The gradient analysis: R, and an implicit learning rate", PAPER, "derived (§4.2)",
           "finite differences and small networks (04, 05, 15)",
           ("R(δa)", "dL/dW =", "dL/dW is", "Large weights get smaller", "backward is R applied",
-           "Jacobian R has rank", "(eq. 8)", "keeps the weights from growing")),
+           "Jacobian R has rank", "keeps the weights from growing")),
     Entry("Re-centring is dispensable: it does not reduce the variance of hidden states or gradients", PAPER,
-          "the hypothesis of §1, tested there by whole-model results", "one layer on ReLU features, several seeds "
-          "(15)", ("Re-centring does not reduce",)),
+          "the hypothesis of §1, tested there by whole-model results", "the gradient noise of one layer on ReLU "
+          "features, centred readout, several seeds (15; the hidden states' variance is derived there, 1 + m²/s² "
+          "for a steady mean, and checked, not graded)", ("Re-centring does not reduce",)),
     Entry("Normalizing by the Euclidean norm instead of the RMS does not work", PAPER, "stated in §4",
           SMALL_MODELS + " (16)", ("Euclidean norm",)),
     Entry("LayerNorm needs fewer steps than no normalization but each costs more (Figure 1)", PAPER,
@@ -75,8 +77,8 @@ SUMMARY = (
           ("eps = 1e-8",)),
     Entry("ByteRMSNorm's .float() prevents overflow in half precision", E003, "its code, line by line",
           "float16 rows up to |x| = 32768 (14)", ("ByteRMSNorm",)),
-    Entry("An RMSNorm and a BatchNorm module, as code", E002, "its code", "float16 rows; (N, C, H, W) inputs; running "
-          "statistics (14)", ("explainer 002 RMSNorm", "Explainer 002's BatchNorm")),
+    Entry("A BatchNorm module, as code", E002, "its code", "(N, C, H, W) inputs; running statistics (14)",
+          ("Explainer 002's BatchNorm",)),
     Entry("The RMS of RMSNorm's output is about 1", E001, "a demo's printed output", "deep MLP (01), random "
           "vectors (02)", ("output is about 1",)),
     Entry("RMSNorm is 7%–10% faster than LayerNorm", E001, "stated", ONE_LAYER + " (09)", ("7%–10% faster",)),
@@ -89,11 +91,11 @@ SUMMARY = (
           ("BatchNorm does badly", "BatchNorm behaves differently", "do not depend on the batch",
            )),
     Entry("GroupNorm with one group is LayerNorm, with one channel per group InstanceNorm", E002, "stated",
-          "the definitions, with and without the affine (07)", ("GroupNorm with G = 1",)),
+          "the definitions, without the affine (07)", ("GroupNorm with G = 1",)),
     Entry("RMSNorm is numerically more stable in FP16/BF16", E003, "its summary table",
           "rounded inputs against float64 (08)", ("numerically more stable", "carries the input's variation")),
-    Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "the definition, and gradient profiles (11)",
-          ("is Post-Norm",)),
+    Entry("x + Sublayer(LayerNorm(x)) is Post-Norm", E003, "stated", "what defines Post-Norm, a stream normalized "
+          "after every block, at initialization (11)", ("is Post-Norm",)),
     # real data (lessons 23, 24): scikit-learn's digits and MNIST-1D, made offline
     Entry("RMSNorm matches LayerNorm's accuracy, on data nobody here made", PAPER, "machine translation, image "
           "classification, image-caption retrieval and question answering", "an MLP on scikit-learn's digits (23); "
@@ -124,11 +126,13 @@ def summary_lines(entries: dict, md_cell) -> list[str]:
     for e in entries.values():
         for c in e["claims"]:
             for i in entry_of(c["claim"]):
-                found[i].append(f"{e['number']}: {c['verdict']} ({shown_value(c)})")
+                timed = " (timed)" if c.get("timed") else ""
+                found[i].append(f"{e['number']}: {c['verdict']}{timed} ({shown_value(c)})")
     lines = ["## Summary", "",
              "Each claim of a source once, with where the source made it, where the lessons test it, and the "
              "verdict of every row below that bears on it (lesson: verdict (value [interval])), in the order of "
-             "the rows. *Inconclusive* is its own outcome: the data could not tell, which refutes nothing. "
+             "the rows; *(timed)* marks a value from a timer, graded on this machine under its load. "
+             "*Inconclusive* is its own outcome: the data could not tell, which refutes nothing. "
              "Verdicts differ when the conditions do: one layer is not a whole model, and this CPU is not the "
              "source's machine.", "",
              "| source claim | source | made for | tested here on | rows |", "|---|---|---|---|---|"]

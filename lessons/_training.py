@@ -178,5 +178,7 @@ def interleaved_medians(fns: dict, repeats: int) -> dict:
 
 
 def pm(a) -> str:
-    """'0.412 ± 0.031': the mean and standard deviation of the per-seed values ``a`` (printing)."""
-    return f"{a.mean():.3f} ± {a.std():.3f}"
+    """'0.412 ± 0.031 sd': the mean and the sample standard deviation (ddof = 1, the spread between seeds, not
+    the interval of the mean) of the per-seed values ``a`` (printing); one value prints alone."""
+    a = np.asarray(a, dtype=float)
+    return f"{a.mean():.3f}" if a.size < 2 else f"{a.mean():.3f} ± {a.std(ddof=1):.3f} sd"

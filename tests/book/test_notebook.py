@@ -1,6 +1,8 @@
 """A lesson opens as a notebook (jupytext) and runs headless in a Jupyter kernel (nbclient), quick sizes.
 
-Skipped, with the reason, without the book extra (``make book`` installs it; ``make book-check`` runs this).
+Skipped, with the reason, where the book's tools are missing (a plain ``make test`` on a new venv).
+``make test-book``, which ``.ci/run`` calls, installs the three it needs (jupytext, nbclient, ipykernel)
+and runs this, where a skip fails (tests/book/never_skip.py); ``make book-check`` runs it too.
 """
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-jupytext = pytest.importorskip("jupytext", reason="jupytext is in the book extra: `make book` installs it")
-nbclient = pytest.importorskip("nbclient", reason="nbclient is in the book extra: `make book` installs it")
-pytest.importorskip("ipykernel", reason="ipykernel is in the book extra: `make book` installs it")
+jupytext = pytest.importorskip("jupytext", reason="jupytext is in the book extra: `make test-book` installs it")
+nbclient = pytest.importorskip("nbclient", reason="nbclient is in the book extra: `make test-book` installs it")
+pytest.importorskip("ipykernel", reason="ipykernel is in the book extra: `make test-book` installs it")
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "03_invariance_table.py"

@@ -84,3 +84,13 @@ def test_jupytext_reads_the_same_cells():
         for c in answers:        # what Jupyter reads: the cell starts collapsed, source and output
             assert c.metadata.get("jupyter") == {"source_hidden": True, "outputs_hidden": True}, path.name
             assert "remove-input" in c.metadata.get("tags", []), path.name
+
+
+def test_the_batchnorm_stub_names_the_shapes_its_checker_draws():
+    """Lesson 07's fill-in stub tells the learner the shapes scratchnorm.exercises.check will pass: a backward
+    written for (N, C) alone would fail on (N, C, L) with a broadcast error and no diagnosis."""
+    from scratchnorm.exercises.diagnose import SHAPES
+    text = (ROOT / "lessons" / "07_batch_statistics.py").read_text(encoding="utf-8")
+    stub = text[text.index("def backward("):text.index("raise NotImplementedError")]
+    for shape in SHAPES["batch"]:
+        assert str(shape) in stub, f"lesson 07's stub does not name the checked shape {shape}"
