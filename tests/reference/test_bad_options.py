@@ -11,6 +11,7 @@ import scratchnorm as sn
 from scratchnorm import nn
 
 X, R = np.ones((2, 6)), np.ones((2, 6))
+BUF = np.empty((3, 6))              # out= and h_out= views of one buffer: the same rows, or one row shared
 
 
 def _fused(backend):
@@ -75,6 +76,11 @@ ROWS = [
      "offset", "nan"),
     ("fused add, offset a string", lambda b: _fused(b).add_rms_norm_forward(X, R, None, offset="1"), ValueError,
      "offset", "'1'"),
+    ("fused add, out is h_out", lambda b: _fused(b).add_rms_norm_forward(X, R, None, out=BUF[:2], h_out=BUF[:2]),
+     ValueError, "h_out", "overlaps out"),
+    ("fused add, out overlaps h_out", lambda b: _fused(b).add_rms_norm_forward(X, R, None, out=BUF[:2],
+                                                                               h_out=BUF[1:]),
+     ValueError, "h_out", "overlaps out"),
 ]
 
 
