@@ -8,14 +8,14 @@ import pytest
 from layer_helpers import clear_message
 
 import scratchnorm as sn
-from scratchnorm import nn
+from scratchnorm import fast, nn
 
 X, R = np.ones((2, 6)), np.ones((2, 6))
 BUF = np.empty((3, 6))              # out= and h_out= views of one buffer: the same rows, or one row shared
 
 
 def _fused(backend):
-    return sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    return sn if backend == "numpy" else fast
 
 
 ROWS = [
