@@ -101,9 +101,10 @@ def group_norm_args(x, weight, bias, num_groups, eps):
     return x, G, eps
 
 
-def add_rms_norm_args(x, residual, weight, eps, cast, offset):
+def add_rms_norm_args(x, residual, weight, eps, cast, offset, out=None, h_out=None):
     """add_rms_norm_forward: residual has x's shape and dtype (h = x + residual is stored in it); cast
-    one of CASTS; offset finite. Returns (x, residual, eps, offset)."""
+    one of CASTS; offset finite; out and h_out (y's and h's arrays) share no memory. Returns (x,
+    residual, eps, offset). (Either may overlap x or residual: h_out=residual updates the stream.)"""
     x = as_float_array(x)
     residual = as_float_array(residual, "residual")
     eps = check_eps(eps, allow_zero=True)
@@ -115,6 +116,10 @@ def add_rms_norm_args(x, residual, weight, eps, cast, offset):
              "pass the residual stream that x is added to; cast one of them first if the dtypes differ, "
              "e.g. residual.astype(x.dtype).")
     check_affine(weight, None, x.shape[-1])
+    if isinstance(out, np.ndarray) and isinstance(h_out, np.ndarray) and np.shares_memory(out, h_out):
+        fail(ValueError, "h_out", "an array that shares no memory with out (y and h are two results)",
+             "an array that overlaps out", "pass two separate arrays, e.g. out=np.empty_like(x) and "
+             "h_out=residual (the stream updated in place), or leave one of them None.")
     return x, residual, eps, offset
 
 

@@ -49,9 +49,10 @@ def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=
     weight: (d,) or None. eps >= 0 (eps = 0: an all-zero h gives NaN, as the formula does).
     cast: "gemma", "llama" or "none" (module docstring); offset: 0.0, or 1.0 for Gemma.
     out, h_out: arrays of x's shape and dtype to write y and h into (h_out=residual updates the
-    stream in place, as engines do); the backward reads h, so leave h_out alone until then.
+    stream in place, as engines do); the backward reads h, so leave h_out alone until then. They
+    are two results, so they may not share memory (a ValueError says so at the door, _doors.py).
     """
-    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset)
+    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset, out, h_out)
     h = np.add(x, residual)                              # (..., d) in x's dtype: the stream as stored
     scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
     y, norm_cache = rms_norm_forward(h, scale, eps=eps, out=out)

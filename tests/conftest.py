@@ -35,7 +35,7 @@ def _required(name: str):
         return importlib.import_module(name)
     except ImportError as e:
         pytest.fail(f"{name} is not installed: the compare tests need it. Fix: run `make test-compare`, which "
-                    f"installs the compare extra (pinned in pyproject.toml) into .venv. ({e})", pytrace=False)
+                    f"installs the compare extra (pinned in pyproject.toml) into .venv-compare. ({e})", pytrace=False)
 
 
 @pytest.fixture

@@ -76,8 +76,9 @@ twins = cache(_drivers)     # one compiled pair per setting of the switches, bui
 def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None):
     """h = x + residual, y = RMSNorm(h) * (offset + weight), numba kernels. Same arguments and result as
     ``scratchnorm.add_rms_norm_forward``; the cache is this backend's. An out= or h_out= that
-    overlaps x or residual (h_out=residual) is filled after the kernel, from a new array."""
-    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset)
+    overlaps x or residual (h_out=residual) is filled after the kernel, from a new array; out= and
+    h_out= that overlap each other are rejected at the door (_doors.py), as by the reference."""
+    x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset, out, h_out)
     scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
     y, h, cache = _add_rms_norm(x, residual, scale, eps, out, h_out)
     if cast != "gemma" and x.dtype != np.float64:       # the other roundings (module docstring)
@@ -96,7 +97,7 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
     xk, _ = as_rows(x, rows)
     rk, _ = as_rows(residual, rows)
     h, h_new = output_rows(h_out, xk, x.shape, x.dtype, xk, rk)          # (rows, d)
-    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk, h)
+    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk)           # (out and h_out never overlap: the door)
     stats = np.empty((3, rows))                         # mean (0), ms, rstd of each row (stats.py)
     w = affine_vector(weight, d, 1.0, xk.dtype)
     b = affine_vector(None, d, -0.0, xk.dtype)

@@ -170,6 +170,20 @@ def test_fused_add_out_and_h_out_in_place(dtype):
         fast.add_rms_norm_forward(x, r, w, h_out=np.empty((2, 2), dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_add_out_and_h_out_interleaved(dtype):
+    """out= and h_out= may be views of one buffer that share no element (every other column): both
+    backends accept them and fill each with its result. (Overlapping ones are rejected at the door:
+    tests/reference/test_bad_options.py; a bounds test would reject these too.)"""
+    x, r, dy, dh, w = fused_inputs((5, 24), dtype, seed=46)
+    want = add_rms(sn, x, r, dy, dh, w)
+    for mod in (sn, fast):
+        buf = np.zeros((5, 48), dtype)
+        y, h, _ = mod.add_rms_norm_forward(x, r, w, out=buf[:, ::2], h_out=buf[:, 1::2])
+        assert np.array_equal(buf[:, 1::2], want["h"]) and np.array_equal(h, want["h"])
+        np.testing.assert_allclose(buf[:, ::2], want["y"], rtol=1e-6 if dtype == np.float32 else 1e-12)
+
+
 @pytest.mark.parametrize("shape", [(7, 131), (6, 64)], ids=["d131", "d64"])
 def test_fused_add_streamed_gives_the_same_bits(monkeypatch, shape):
     """Beyond the cache the fused kernel writes h and y with non-temporal stores from a row buffer

@@ -8,13 +8,14 @@ import pytest
 from layer_helpers import clear_message
 
 import scratchnorm as sn
-from scratchnorm import nn
+from scratchnorm import fast, nn
 
 X, R = np.ones((2, 6)), np.ones((2, 6))
+BUF = np.empty((3, 6))              # out= and h_out= views of one buffer: the same rows, or one row shared
 
 
 def _fused(backend):
-    return sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    return sn if backend == "numpy" else fast
 
 
 ROWS = [
@@ -75,6 +76,11 @@ ROWS = [
      "offset", "nan"),
     ("fused add, offset a string", lambda b: _fused(b).add_rms_norm_forward(X, R, None, offset="1"), ValueError,
      "offset", "'1'"),
+    ("fused add, out is h_out", lambda b: _fused(b).add_rms_norm_forward(X, R, None, out=BUF[:2], h_out=BUF[:2]),
+     ValueError, "h_out", "overlaps out"),
+    ("fused add, out overlaps h_out", lambda b: _fused(b).add_rms_norm_forward(X, R, None, out=BUF[:2],
+                                                                               h_out=BUF[1:]),
+     ValueError, "h_out", "overlaps out"),
 ]
 
 

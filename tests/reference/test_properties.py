@@ -6,8 +6,9 @@ the worst of the batch (one row at 1e12 must not excuse a wrong answer in the ro
 Per output dtype, on the error normalized by the largest reference value of its row (for
 dweight/dbias: by the sum of the absolute values of their terms):
 * float64: 1e-13 * (1 + cond), cond = |mean| / std of the row for LayerNorm (the
-  unavoidable loss in x - mean), 1 for RMSNorm; a dweight sum weights each row's term by its
-  row's cond (dbias, a sum of dy alone, takes none). Gradients get 10x that.
+  unavoidable loss in x - mean), 1 for RMSNorm. Gradients get 10x that. A dweight sum is
+  allowed, per channel, the sum of its rows' own bounds: |dy| (1 + |x_hat|) times 10 * RTOL plus
+  that row's bound on x_hat, X_HAT_COND * EPS64 * cond (dbias, a sum of dy alone, takes none).
 * float32: 4 ulps (4 * 1.19e-7) — the reference rounds a float64 computation
   once; the numba row-wise forward computes y in float32, a few roundings
   (fast/rowwise_tuned.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
@@ -27,10 +28,14 @@ from hypothesis import strategies as st
 from reference_formulas import layer_norm, rms_norm
 
 import scratchnorm as sn
+from scratchnorm import fast
 
 EPS64 = np.finfo(np.float64).eps
 RTOL = {np.float64: 1e-13, np.float32: 4 * 1.19e-7, np.float16: 2 * 9.8e-4}
 LOG10_MAX = {np.float64: 150, np.float32: 30, np.float16: 4}
+# A case's x_hat is off by at most X_HAT_COND * EPS64 * cond * (1 + |x_hat|) (cond: the loss in x - mean):
+# measured at most 2.3 over 3000 random constant and large-mean rows, d from 1 to 4096, both backends.
+X_HAT_COND = 16
 
 # More cases: SCRATCHNORM_EXAMPLES=2000 make test
 SETTINGS = settings(max_examples=int(os.environ.get("SCRATCHNORM_EXAMPLES", 60)), deadline=None,
@@ -92,9 +97,10 @@ def check(got, ref, dtype, cond=1.0):
             #     does not depend on x, so no case's conditioning enters it)
             terms = ref[f"terms_{name}"]
             others = tuple(i for i in range(terms.ndim) if i != ref["feature_axis"] % terms.ndim)
-            allowed = np.sum(terms * (tol if name == "weight" else RTOL[dtype]), axis=others)
+            bound = mult * RTOL[dtype] + (X_HAT_COND * EPS64 * cond if name == "weight" else 0.0)
+            allowed = np.sum(terms * bound, axis=others)                # per channel: each case's own term
             err = np.abs(g - r) / np.maximum(ref[f"scale_{name}"], 1e-300)
-            bad = np.abs(g - r) > mult * allowed
+            bad = np.abs(g - r) > allowed
         worst = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if np.any(bad) else None
         assert not np.any(bad), (f"{name}: normalized error {float(np.max(np.where(bad, err, 0))):.3g} beyond its "
                                  f"case's tolerance (worst at {worst})")
@@ -132,7 +138,7 @@ def test_rms_norm_family_property(data, mode, p, backend):
         assume(np.all(np.sum(x.reshape(-1, d)[:, :k or d].astype(np.float64) ** 2, -1) > 0) or x.size == 0)
     ref = rms_norm(x, w, b, dy, eps=eps, mode=mode, k=k)
     assume(representable(ref, x.dtype))
-    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    fns = sn if backend == "numpy" else fast
     got = run(fns.rms_norm_forward, fns.rms_norm_backward, x, dy, weight=w, bias=b, eps=eps, eps_mode=mode, k=k)
     check(got, ref, x.dtype.type)
 
@@ -146,7 +152,7 @@ def test_layer_norm_property(data, backend):
     eps = 1e-5
     ref = layer_norm(x, w, b, dy, eps=eps)
     assume(representable(ref, x.dtype))
-    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    fns = sn if backend == "numpy" else fast
     got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=eps)
     check(got, ref, x.dtype.type, rows_cond(x, eps))
 
@@ -170,7 +176,7 @@ def test_regression_huge_single_feature_row_keeps_its_gradient(backend):
     5 digits of dx. Fixed by writing the backward with d log(rstd) / d ms (eps_modes.py)."""
     x = np.array([[3.45584192e104]])
     dy, w, b = np.array([[0.82161814]]), np.array([0.33043708]), np.array([-1.30315723])
-    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    fns = sn if backend == "numpy" else fast
     got = run(fns.rms_norm_forward, fns.rms_norm_backward, x, dy, weight=w, bias=b, eps=1e-6)
     check(got, rms_norm(x, w, b, dy, eps=1e-6), np.float64)
 
@@ -182,7 +188,7 @@ def test_regression_constant_row_with_a_large_mean(backend):
     x = np.full((1, 3), 3455.84192065)
     dy = np.array([[-1.30315723, 0.90535587, 0.44637457]])
     w, b = np.array([-0.53695324, 0.5811181, 0.3645724]), np.array([0.2941325, 0.02842224, 0.54671299])
-    fns = sn if backend == "numpy" else pytest.importorskip("scratchnorm.fast")
+    fns = sn if backend == "numpy" else fast
     got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=1e-5)
     check(got, layer_norm(x, w, b, dy, eps=1e-5), np.float64, cond=1.1e6)
 
@@ -191,17 +197,19 @@ def test_regression_constant_row_with_a_large_mean(backend):
 @pytest.mark.parametrize("wrong", ["y", "x", "weight", "bias"])
 def test_a_wrong_row_beside_an_ill_conditioned_one_is_caught(wrong):
     """One constant row at 1e12 (cond ~ 3e14) beside ordinary rows: a tolerance taken from the worst row
-    would exceed 1 and pass anything. Each wrong answer below must be caught. (dy is 0 on the constant row:
-    its x_hat is only good to ~0.07 in float64, so a dweight term dy * x_hat from it would carry that much
-    uncertainty, rightly; the other rows' terms must be judged on their own.)"""
+    would exceed 1 and pass anything. Each wrong answer below must be caught. dy is nonzero on the constant
+    row too: its x_hat is only good to EPS64 * cond ~ 0.07 in float64, and its term in each channel's dweight
+    is allowed that row's own bound (X_HAT_COND times it), not a multiple of the worst row's tolerance."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((4, 32))
     x[0] = 1e12
     dy, w, b = rng.standard_normal((4, 32)), rng.standard_normal(32), rng.standard_normal(32)
-    dy[0] = 0.0
     ref = layer_norm(x, w, b, dy, eps=1e-5)
     right = {k: np.asarray(ref[k], dtype=np.float64) for k in ("y", "x", "weight", "bias")}
-    check(right, ref, np.float64, rows_cond(x, 1e-5))                  # the right answer passes
+    check(right, ref, np.float64, rows_cond(x, 1e-5))                  # the right answer passes ...
+    for fns in (sn, fast):                                              # ... and so do both backends'
+        got = run(fns.layer_norm_forward, fns.layer_norm_backward, x, dy, weight=w, bias=b, eps=1e-5)
+        check(got, ref, np.float64, rows_cond(x, 1e-5))
     bad = dict(right)
     if wrong in ("y", "x"):
         bad[wrong] = right[wrong].copy()
