@@ -8,7 +8,7 @@ import time
 
 from .._checks import fail
 from .compare import COMPARE
-from .first_call import compile_report, probe_first_calls
+from .first_call import compile_report
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
@@ -104,7 +104,6 @@ def parse_args(argv):
                     help="skip the grid in a full run (it runs when torch is installed, not with --quick)")
     ap.add_argument("--json", metavar="PATH",
                     help="write the results as JSON (schema in the module docstring)")
-    ap.add_argument("--probe", help=argparse.SUPPRESS)
     ap.add_argument("--torch-memory", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.shapes is None:
@@ -180,9 +179,6 @@ def run_training_only(args, t0) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.probe:
-        print(json.dumps(probe_first_calls(json.loads(args.probe))))
-        return 0
     if args.torch_memory:
         print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0

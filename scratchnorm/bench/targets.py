@@ -123,5 +123,5 @@ def evaluate_targets(report: dict) -> list[dict]:
         "the lessons' models and larger ones, one step (fwd, loss, bwd, Adam), quiet and with one core busy")
     warm = (report.get("compile") or {}).get("warm") or {}
     add("first call with a warm cache", "<", 0.5, "s", warm.get("first_call_s"),
-        "fresh process: import numba + scratchnorm.fast + first forward")
+        "fresh interpreter, nothing loaded: import scratchnorm, numba, scratchnorm.fast + first forward")
     return targets
