@@ -33,7 +33,8 @@ does not get a core simply takes no chunk, and the caller does them all: never
 slower than one thread by more than the wake-up call, however busy the machine.
 
 Helpers are plain Python threads (``NUMBA_NUM_THREADS - 1`` of them, started on
-the first large call) blocked on a queue while idle: nothing spins. They call
+the first large call; a call wakes ``numba.get_num_threads() - 1`` of them once
+``numba.set_num_threads`` was called, see ``helpers``) blocked on a queue while idle: nothing spins. They call
 the kernel like the caller does; kernels are compiled with ``nogil=True``, so
 the threads run at the same time. A forked child starts helpers of its own when
 it needs them. With NUMBA_DISABLE_JIT=1 the kernels are plain Python and the
@@ -46,8 +47,9 @@ import queue
 import threading
 
 import numpy as np
-from numba import config, types
+from numba import config, get_num_threads, types
 from numba.core.extending import intrinsic
+from numba.np.ufunc import parallel as _numba_pool
 
 from ._jit import jit, jit_inline
 
@@ -116,8 +118,16 @@ def _serve(jobs: queue.SimpleQueue) -> None:
 
 
 def helpers() -> int:
-    """How many helper threads a large call wakes: NUMBA_NUM_THREADS - 1 (0 without the JIT)."""
-    return 0 if config.DISABLE_JIT else max(0, config.NUMBA_NUM_THREADS - 1)
+    """How many helper threads a large call wakes: numba's thread count less this one. That is
+    NUMBA_NUM_THREADS - 1, or, once numba's pool is running (``numba.set_num_threads`` starts it),
+    ``numba.get_num_threads() - 1`` of the calling thread, so that set_num_threads(1) means one thread
+    here too. 0 without the JIT."""
+    if config.DISABLE_JIT:
+        return 0
+    threads = config.NUMBA_NUM_THREADS
+    if getattr(_numba_pool, "_is_initialized", False):     # (asking earlier would start the pool)
+        threads = min(threads, get_num_threads())
+    return max(0, threads - 1)
 
 
 def _start() -> queue.SimpleQueue:
@@ -125,7 +135,7 @@ def _start() -> queue.SimpleQueue:
     with _lock:
         if _jobs is None:
             jobs = queue.SimpleQueue()
-            for i in range(helpers()):
+            for i in range(max(0, config.NUMBA_NUM_THREADS - 1)):
                 threading.Thread(target=_serve, args=(jobs,), name=f"scratchnorm-helper-{i}", daemon=True).start()
             _jobs = jobs
     return _jobs
@@ -143,8 +153,9 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
 def run(kernel, elements: int, *args):
     """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements."""
     work = np.zeros(2, np.int64)
-    if elements >= PARALLEL_MIN and helpers():
+    n = helpers() if elements >= PARALLEL_MIN else 0
+    if n:
         jobs = _jobs or _start()
-        for _ in range(helpers()):
+        for _ in range(n):
             jobs.put((kernel, args, work))
     return kernel(*args, work, True)

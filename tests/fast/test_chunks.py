@@ -96,9 +96,24 @@ def test_the_caller_never_waits_for_a_helper_that_took_no_chunk():
 
 def test_helpers_follow_numba_num_threads(monkeypatch):
     monkeypatch.setattr(chunks.config, "NUMBA_NUM_THREADS", 4)
+    monkeypatch.setattr(chunks._numba_pool, "_is_initialized", False)
     assert chunks.helpers() == (0 if chunks.config.DISABLE_JIT else 3)
     monkeypatch.setattr(chunks.config, "NUMBA_NUM_THREADS", 1)
     assert chunks.helpers() == 0
+
+
+def test_set_num_threads_one_means_no_helper():
+    """numba.set_num_threads(1) (the speed lessons' one thread) wakes no helper."""
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        assert chunks.helpers() == 0
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        assert chunks.helpers() == (0 if chunks.config.DISABLE_JIT else numba.config.NUMBA_NUM_THREADS - 1)
+    finally:
+        numba.set_num_threads(before)
 
 
 def test_a_large_call_with_helpers_gives_the_serial_bits(monkeypatch):
