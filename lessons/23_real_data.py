@@ -31,7 +31,7 @@ from lessons._common import COMMON, HOLDS, VERDICTS, check, paper, start, work
 from lessons._grading import above, below, within
 from lessons._stats import mean_interval
 from lessons._training import expect, interval, one_blas_thread, paired, pm, race, report, warm_up
-from lessons._training_plots import STYLE
+from lessons._training_plots import STYLE, plot_per_seed
 from scratchnorm import Linear, PartialRMSNorm, RMSNorm, nn
 
 lesson = start(__name__, "23_real_data")
@@ -232,10 +232,7 @@ for j, n in enumerate(BASELINES):
 ax_base.set(xticks=range(len(BASELINES)), xticklabels=list(BASELINES), ylim=(0, 1), ylabel="test accuracy",
             title=f"MNIST-1D baselines, {base_steps['logistic regression']} and {base_steps['MLP']} steps")
 ax_base.legend(loc="upper left")
-for s in range(k):
-    ax_dig.plot(range(len(NORMS)), [acc[n][s] for n in NORMS], color="0.7", lw=0.8)
-for j, n in enumerate(NORMS):
-    ax_dig.plot(np.full(k, j), acc[n], "o", color=STYLE[n][0])
+plot_per_seed(ax_dig, acc, NORMS, [STYLE[n][0] for n in NORMS])
 ax_dig.set(xticks=range(len(NORMS)), xticklabels=[STYLE[n][1] for n in NORMS[:-1]] + [f"pRMSNorm\n(k = {K} of {WIDE})"],
            ylabel="test accuracy", title=f"Digits (300 training images), MLP 64-{WIDE}-{NARROW}-10, "
                                          f"{digit_steps} steps")

@@ -29,7 +29,7 @@ from lessons._common import COMMON, VERDICTS, check, paper, start, work
 from lessons._grading import above, below
 from lessons._stats import mean_interval
 from lessons._training import interval, one_blas_thread, paired, pm, race, report, warm_up
-from lessons._training_plots import STYLE, seed_mean
+from lessons._training_plots import STYLE, plot_per_seed, seed_mean
 from scratchnorm import Linear, nn
 
 lesson = start(__name__, "24_convolution_and_batchnorm")
@@ -185,10 +185,7 @@ for n, runs in curves.items():
 ax_steps.set(xlabel="training step", ylabel="test loss (cross-entropy)",
              title=f"Test loss (mean of {k} seed{'s' if k > 1 else ''}; band: min–max)")
 ax_steps.legend(loc="upper right")
-for s in range(k):
-    ax_acc.plot(range(len(NORMS)), [acc[n][s] for n in NORMS], color="0.7", lw=0.8)
-for j, n in enumerate(NORMS):
-    ax_acc.plot(np.full(k, j), acc[n], "o", color=STYLE[n][0])
+plot_per_seed(ax_acc, acc, NORMS, [STYLE[n][0] for n in NORMS])
 ax_acc.set(xticks=range(len(NORMS)), xticklabels=[STYLE[n][1] for n in NORMS], ylabel="test accuracy",
            title=f"Test accuracy after {steps} steps, one line per seed")
 fig.suptitle(f"The MNIST-1D CNN (3 convolutions of {CHANNELS} channels), Adam lr 1e-2, batch 100")

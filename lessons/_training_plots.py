@@ -142,3 +142,12 @@ def plot_dyt_race(lesson, curves: dict, unigram: float, title: str) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(title)
     lesson.save(fig, "training")
+
+
+def plot_per_seed(ax, acc: dict, names, colors) -> None:
+    """One grey line per seed through the models' accuracies, and each model's seeds as dots of its colour."""
+    k = len(acc[names[0]])
+    for s in range(k):
+        ax.plot(range(len(names)), [acc[n][s] for n in names], color="0.7", lw=0.8)
+    for j, (n, dots) in enumerate(zip(names, colors)):
+        ax.plot(np.full(k, j), acc[n], "o", color=dots)

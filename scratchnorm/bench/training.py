@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,7 +189,7 @@ def run_training(torch=None, quick: bool = False, progress=print) -> list[dict]:
     models = QUICK_MODELS if quick else MODELS
     steps = 10 if quick else STEPS
     for load in ("quiet", "one core busy"):
-        with busy_core() if load != "quiet" else _nothing():
+        with busy_core() if load != "quiet" else nullcontext():
             for model in models:
                 progress(f"training step: {model.name} {model.norm}, {load}")
                 built = {backend: stepper(model, backend) for backend in ("numba", "numpy")}
@@ -203,8 +203,3 @@ def run_training(torch=None, quick: bool = False, progress=print) -> list[dict]:
                     rows.append({"model": model.name, "norm": model.norm, "batch": model.batch, "load": load,
                                  "backend": backend, **t})
     return rows
-
-
-@contextmanager
-def _nothing():
-    yield
