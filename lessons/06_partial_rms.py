@@ -43,6 +43,7 @@ from lessons._stats import geometric_interval
 from lessons._style import color
 
 lesson = start(__name__, "06_partial_rms")
+RUNS_ALONE = True   # it times single calls: `python -m lessons` runs it with no other lesson beside it
 
 # %%
 PS = np.array([1 / 64, 1 / 32, 0.0625, 0.125, 0.25, 0.5, 1.0])

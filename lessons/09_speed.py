@@ -50,6 +50,7 @@ from lessons._speed import (DTYPE, LABELS, REGIMES, STEPS, STYLES, THREADS, Budg
                             optional_torch, pct, plot_bandwidth, plot_time, regime, sweep, yardstick)
 
 lesson = start(__name__, "09_speed")
+RUNS_ALONE = True   # it times single calls: `python -m lessons` runs it with no other lesson beside it
 
 # %% [markdown]
 # ## The setup and the operation count

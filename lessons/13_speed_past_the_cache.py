@@ -32,6 +32,7 @@ from lessons._speed import (DTYPE, PAST_THE_CACHE, THREADS, Budget, copy_line, m
                             plot_bench_json, regime, sweep)
 
 lesson = start(__name__, "13_speed_past_the_cache")
+RUNS_ALONE = True   # it times single calls: `python -m lessons` runs it with no other lesson beside it
 
 # %% [markdown]
 # ## The setup

@@ -36,6 +36,7 @@ from lessons._speed import (PAST_THE_CACHE, THREADS, Budget, copies, copy_line, 
 from lessons._training import interleaved_medians, report
 
 lesson = start(__name__, "18_fusion")
+RUNS_ALONE = True   # it times single calls: `python -m lessons` runs it with no other lesson beside it
 
 # %% [markdown]
 # ## The four paths

@@ -1,18 +1,30 @@
-"""The runner: ``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]`` (see lessons/__init__.py).
+"""The runner: ``python -m lessons [NN ...] [--quick] [--seeds N] [--jobs J] [--out DIR]`` (see lessons/__init__.py).
 
 It runs each lesson file from top to bottom (``runpy``) with a :class:`~lessons._common.Lesson` it made,
 which the lesson's ``start(__name__, stem)`` picks up; prints one progress line per lesson and a summary
 table; and merges the lessons' claims into the ledger (lessons/_ledger.py). A lesson that raises is
 reported as FAILED and the others still run.
+
+Two at a time. The lessons run NumPy's BLAS and numba's kernels on one thread each (``one_blas_thread``,
+_training.py: at these sizes a second thread costs more than it saves), so on a 2-core machine one lesson
+leaves a core idle. The runner runs ``--jobs`` lessons at once (default: the cores this process may use), each
+in a worker process of its own, which halves the run on two cores. A lesson that times single kernel calls
+(its file sets ``RUNS_ALONE = True``) runs first, with nothing beside it, so that its times are those of a
+quiet machine; the training lessons' timing claims compare models stepped in turn (``race``), which a
+neighbour slows alike. The seconds the ledger records for a lesson are its own wall-clock time, beside
+whatever ran with it. ``--jobs 1`` runs every lesson in this process, in order.
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import re
 import runpy
 import sys
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,12 +36,18 @@ from lessons._grading import VERDICTS
 from lessons._ledger import write_ledger
 
 TITLE = re.compile(r"^# # (.+)$", re.MULTILINE)     # the first markdown heading: "# # The title"
+ALONE = re.compile(r"^RUNS_ALONE = True\b", re.MULTILINE)   # a lesson that times kernels: nothing beside it
 
 
 def lesson_title(path: Path) -> str:
     """The title of a lesson: the level-1 heading of its first markdown cell."""
     found = TITLE.search(Path(path).read_text(encoding="utf-8"))
     return found.group(1).strip() if found else "(no title)"
+
+
+def runs_alone(path: Path) -> bool:
+    """Whether the lesson file sets ``RUNS_ALONE = True`` (it times single kernel calls)."""
+    return ALONE.search(Path(path).read_text(encoding="utf-8")) is not None
 
 
 def discover(directory: Path = LESSONS_DIR) -> list[Path]:
@@ -85,6 +103,18 @@ def _seed_count(text: str) -> int:
     return int(text)
 
 
+def _job_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of lessons to run at once, at least 1; "
+                                         f"received {text!r}. Fix: --jobs 2 (or --jobs 1: one after the other).")
+    return int(text)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS says, else os.cpu_count())."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def parse_args(argv, *, prog: str, allow_numbers: bool):
     ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
     if allow_numbers:
@@ -92,6 +122,9 @@ def parse_args(argv, *, prog: str, allow_numbers: bool):
     ap.add_argument("--quick", action="store_true", help="small sizes (< 10 s per lesson); the tests use it")
     ap.add_argument("--seeds", type=_seed_count, default=None,
                     help="independent runs of each training lesson (default: 5, or 1 with --quick)")
+    ap.add_argument("--jobs", type=_job_count, default=None,
+                    help="lessons run at once, each in a process of its own (default: the usable cores; "
+                         "1: all in this process, in order)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
                                                                     f"(default: {DEFAULT_OUT})")
     return ap.parse_args(argv)
@@ -132,14 +165,27 @@ def print_summary(results: list[Result], ledger: Path) -> None:
     print(f"claims ledger: {ledger}")
 
 
+def print_progress(r: Result) -> None:
+    print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
+          f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
+
+
 def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
-                seeds: int | None = None) -> int:
+                seeds: int | None = None, jobs: int = 1) -> int:
+    kw = {"quick": quick, "out": out, "verbose": verbose, "seeds": seeds}
     results = []
-    for path in paths:
-        r = run_one(path, quick=quick, out=out, verbose=verbose, seeds=seeds)
-        print(f"{r.number}  {r.title}  [{r.status}, {r.seconds:.1f} s, {len(r.figures)} figures: "
-              f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
-        results.append(r)
+    alone = [p for p in paths if jobs == 1 or runs_alone(p)]
+    for path in alone:                                  # in order, in this process, nothing beside them
+        results.append(run_one(path, **kw))
+        print_progress(results[-1])
+    rest = [p for p in paths if p not in alone]
+    if rest:                                            # `jobs` at a time, each in a fresh worker process
+        spawn = multiprocessing.get_context("spawn")   # not fork: no thread pool or lock of ours is copied
+        with ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=spawn) as pool:
+            for done in as_completed([pool.submit(run_one, path, **kw) for path in rest]):
+                results.append(done.result())
+                print_progress(results[-1])
+    results.sort(key=lambda r: r.number)
     ledger = write_ledger(out, results, replace_all=replace_all)
     print_summary(results, ledger)
     return 1 if any(r.status != "ok" for r in results) else 0
@@ -150,7 +196,9 @@ def main(argv=None) -> int:
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
-    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds)
+    jobs = args.jobs if args.jobs is not None else usable_cores()
+    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
+                       jobs=jobs)
 
 
 def run_alone(path, argv=None) -> int:

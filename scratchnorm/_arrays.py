@@ -7,13 +7,17 @@ from ._checks import check_dy, fail
 from .dtypes import as_float_array, is_bfloat16, round_to
 
 
-def store(result: np.ndarray, dtype, out=None, name: str = "out") -> np.ndarray:
+def store(result: np.ndarray, dtype, out=None, name: str = "out", *, owned: bool = False) -> np.ndarray:
     """Round the float64 ``result`` to ``dtype`` once; write into ``out`` when given.
 
-    Always a new array (or ``out``): ``result`` may be an array the cache keeps,
-    such as x_hat, and a caller writing into y must not change what backward uses.
+    A new array (or ``out``): ``result`` may be an array the cache keeps, such as
+    x_hat, and a caller writing into y must not change what backward uses.
+    ``owned=True`` says nothing else holds ``result`` (a temporary of the caller's
+    expression): then it is returned as it is when it already has ``dtype``, not copied.
     """
     if out is None:
+        if owned and result.dtype == dtype:
+            return result
         return round_to(result, dtype)
     if not isinstance(out, np.ndarray) or out.shape != result.shape or out.dtype != dtype:
         fail(ValueError, name, f"an array of shape {result.shape} and dtype {np.dtype(dtype)}", out,

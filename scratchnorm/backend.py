@@ -37,6 +37,7 @@ OPS = (
     "add_rms_norm_forward", "add_rms_norm_backward",
     "dyt_forward", "dyt_backward",
     "gated_rms_norm_forward", "gated_rms_norm_backward",
+    "sgd_update", "adam_update",          # the optimizers' steps (scratchnorm.nn.updates)
 )
 
 

@@ -89,7 +89,7 @@ class Layer:
 
     # -- parameters -------------------------------------------------------
     def _add_param(self, name: str, value) -> None:
-        dict.__setitem__(self.params, name, np.asarray(value, dtype=self.dtype))
+        dict.__setitem__(self.params, name, np.ascontiguousarray(value, dtype=self.dtype))   # optim.py flattens it
 
     def _add_buffer(self, name: str, value) -> None:
         self.buffers[name] = np.asarray(value, dtype=self.dtype)
@@ -129,7 +129,7 @@ class Layer:
                  "pass the gradient of the loss with respect to this layer's output.")
         grads = self._backward(dy, self._cache)
         dx = grads.pop("x")
-        self.grads = {name: grads[name] for name in self.params}
+        self._keep_grads(grads)
         return dx
 
     # -- to be provided by each layer --------------------------------------
@@ -140,6 +140,10 @@ class Layer:
 
     def _check_input(self, x: np.ndarray) -> None:
         """Raise a clear error if x's shape does not fit the layer."""
+
+    def _keep_grads(self, grads: dict) -> None:
+        """``self.grads``: the gradient of each parameter, from what ``_backward`` returned."""
+        self.grads = {name: grads[name] for name in self.params}
 
     def _forward(self, x):  # pragma: no cover - abstract
         raise NotImplementedError

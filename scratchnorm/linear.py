@@ -32,7 +32,7 @@ def linear_forward(x, weight, bias=None):
     xw = upcast_half(x)                                          # the dtype the product is computed in
     a = matmul_rows(xw, weight.T.astype(xw.dtype, copy=False))
     if bias is not None:
-        a = a + bias.astype(xw.dtype, copy=False)
+        a += bias.astype(xw.dtype, copy=False)                   # a is the product's new array
     return a.astype(x.dtype, copy=False), {"x": x, "weight": weight, "bias": bias}
 
 
@@ -44,7 +44,7 @@ def linear_backward(da, cache):
     grads = {"x": matmul_rows(dw, weight.astype(dw.dtype, copy=False)).astype(da.dtype, copy=False)}
     x2 = x.reshape(-1, x.shape[-1])
     da2 = da.reshape(-1, da.shape[-1])
-    grads["weight"] = (da2.T.astype(weight.dtype) @ x2.astype(weight.dtype))
+    grads["weight"] = da2.T.astype(weight.dtype, copy=False) @ x2.astype(weight.dtype, copy=False)
     if bias is not None:
         grads["bias"] = sum_rows(da).astype(bias.dtype)
     return grads

@@ -55,6 +55,7 @@ from .tricks import kernel
 from .layernorm import layer_norm_backward, layer_norm_forward
 from .rmsnorm import rms_norm_backward, rms_norm_forward
 from .rowwise_api import group_rms_norm_backward, group_rms_norm_forward
+from .updates import adam_update, sgd_update
 
 # The numba backend's table, registered by scratchnorm.backend on the first numba call:
 # operation -> kernel. Every operation of backend.OPS must be here (checked at registration).
@@ -74,6 +75,8 @@ KERNELS = {
     "dyt_forward": dyt_forward, "dyt_backward": dyt_backward,
     # gated RMSNorm (Mamba 2, Qwen3-Next): gated_rmsnorm.py
     "gated_rms_norm_forward": gated_rms_norm_forward, "gated_rms_norm_backward": gated_rms_norm_backward,
+    # the optimizers' steps (scratchnorm.nn's SGD and Adam): updates.py
+    "sgd_update": sgd_update, "adam_update": adam_update,
 }
 
 __all__ = ["KERNELS", "kernel", *KERNELS]

@@ -87,27 +87,27 @@ def merge_heads(a):
 def causal_attention_forward(q, k, v):
     """o = softmax(mask(q k^T / sqrt(dh))) v per head. q, k, v: (B, H, T, dh). Returns ``(o, cache)``."""
     dtype = q.dtype
-    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    q, k, v = (a.astype(np.float64, copy=False) for a in (q, k, v))
     T, dh = q.shape[-2:]
     scale = 1.0 / np.sqrt(dh)
     S = (q @ k.swapaxes(-1, -2)) * scale                        # (B, H, T, T)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)          # (T, T): True where j > i
     P, _ = softmax_forward(np.where(future, -np.inf, S))        # (B, H, T, T)
     o = P @ v                                                   # (B, H, T, dh)
-    return store(o, dtype), {"q": q, "k": k, "v": v, "P": P, "scale": scale, "dtype": dtype}
+    return store(o, dtype, owned=True), {"q": q, "k": k, "v": v, "P": P, "scale": scale, "dtype": dtype}
 
 
 def causal_attention_backward(do, cache):
     """Returns {"q", "k", "v"}, each (B, H, T, dh). See the module docstring."""
     q, k, v, P, scale = cache["q"], cache["k"], cache["v"], cache["P"], cache["scale"]
-    do = do.astype(np.float64)                                  # (B, H, T, dh)
+    do = do.astype(np.float64, copy=False)                                # (B, H, T, dh)
     dP = do @ v.swapaxes(-1, -2)                                # (B, H, T, T)
     dv = P.swapaxes(-1, -2) @ do                                # (B, H, T, dh)
     dS = softmax_backward(dP, P)                                # (B, H, T, T); 0 where masked
     dq = (dS @ k) * scale                                       # (B, H, T, dh)
     dk = (dS.swapaxes(-1, -2) @ q) * scale                      # (B, H, T, dh)
     dtype = cache["dtype"]
-    return {"q": store(dq, dtype), "k": store(dk, dtype), "v": store(dv, dtype)}
+    return {"q": store(dq, dtype, owned=True), "k": store(dk, dtype, owned=True), "v": store(dv, dtype, owned=True)}
 
 
 class CausalSelfAttention(Container):

@@ -9,7 +9,7 @@ The names nest: a Transformer's first attention weight is
 "blocks.0.attn.f.qkv.weight". An optimizer walks ``params`` and ``grads``
 under these names and never needs to know how the model is built.
 
-``params`` and ``buffers`` are live views of the children's dicts, not
+``params``, ``buffers`` and ``grads`` are live views of the children's dicts, not
 copies: the arrays they hand out are the children's own arrays, so an
 in-place update ``params[name] -= lr * grads[name]`` changes the model, and
 a value assigned to a child directly is seen through the view.
@@ -17,7 +17,8 @@ a value assigned to a child directly is seen through the view.
 A container follows the layer contract (layer.py): ``forward(x)`` runs the
 children's forwards (each child keeps its own cache), ``backward(dy)`` runs
 their backwards in reverse order and collects their gradients under the
-prefixed names. ``train()`` / ``eval()`` reach every child. A layer object
+prefixed names (``grads``, the view, reads each child's own after its
+backward: nothing is copied up the tree). ``train()`` / ``eval()`` reach every child. A layer object
 may appear once in a container: its cache holds one forward at a time.
 """
 from __future__ import annotations
@@ -113,6 +114,7 @@ class Container(Layer):
         self.children: dict[str, Layer] = {}
         self.params = PrefixedView(self, "params")
         self.buffers = PrefixedView(self, "buffers")
+        self.grads = PrefixedView(self, "grads")
 
     def add(self, name: str, layer: Layer) -> Layer:
         check_layer(f"{type(self).__name__} child {name!r}", layer)
@@ -131,11 +133,12 @@ class Container(Layer):
         return self
 
     def _with_child_grads(self, dx) -> dict:
-        """{"x": dx} and every child's gradients under prefixed names, for ``_backward``."""
-        grads = {"x": dx}
-        for child_name, child in self.children.items():
-            grads.update({f"{child_name}.{k}": v for k, v in child.grads.items()})
-        return grads
+        """{"x": dx}, what ``_backward`` returns: the children's gradients are already in their own
+        ``grads``, which ``self.grads`` shows under prefixed names."""
+        return {"x": dx}
+
+    def _keep_grads(self, grads: dict) -> None:
+        """Nothing to keep: ``self.grads`` is a view of the children's."""
 
     def __repr__(self):
         lines = [f"{type(self).__name__}({self.extra_repr()}"]

@@ -46,7 +46,7 @@ def softmax_cross_entropy_forward(logits, targets):
     """L = mean over rows of logsumexp(z) - z[t]. Returns ``(L, cache)``; L is a 0-d array of logits' dtype."""
     logits = as_float_array(logits, "logits")
     targets = check_targets(targets, logits)
-    z = upcast_half(logits).astype(np.float64)                                 # (..., C)
+    z = upcast_half(logits).astype(np.float64, copy=False)                               # (..., C)
     lse = logsumexp(z)                                                         # (..., 1)
     z_t = np.take_along_axis(z, targets[..., None], axis=-1)                   # (..., 1)
     loss = np.mean(lse - z_t)
@@ -60,7 +60,7 @@ def softmax_cross_entropy_backward(dloss, cache):
     g = np.exp(z - cache["lse"])                                               # softmax(z), (..., C)
     np.put_along_axis(g, targets[..., None], np.take_along_axis(g, targets[..., None], axis=-1) - 1.0, axis=-1)
     M = targets.size
-    return {"x": store(float(dloss) * g / M, cache["dtype"])}
+    return {"x": store(float(dloss) * g / M, cache["dtype"], owned=True)}
 
 
 class SoftmaxCrossEntropy(Layer):

@@ -2,8 +2,8 @@ r"""Softmax over the last axis, its backward, and a stable log-sum-exp.
 
 Forward
     m   = max_j z_j                       taken out so that no exp overflows
-    lse = m + log sum_j exp(z_j - m)      log-sum-exp; exp(z_j - m) <= 1
-    p_i = exp(z_i - lse)
+    e_j = exp(z_j - m)                    <= 1, and 1 at the maximum
+    p_i = e_i / sum_j e_j                 = exp(z_i - lse), lse = m + log sum_j e_j (log-sum-exp)
 
 Entries equal to -inf (masked attention scores) give p_i = 0 exactly, as
 long as the row has one finite entry, which sets m.
@@ -28,8 +28,10 @@ def logsumexp(z):
 
 
 def softmax_forward(z):
-    """p = exp(z - logsumexp(z)) over the last axis. Returns ``(p, cache)``; p is also the cache."""
-    p = np.exp(z - logsumexp(z))
+    """p = exp(z - m) / sum(exp(z - m)) over the last axis, m the row's maximum. Returns ``(p, cache)``;
+    p is also the cache."""
+    p = np.exp(z - z.max(axis=-1, keepdims=True))             # (..., C), one exp an entry
+    p /= p.sum(axis=-1, keepdims=True)
     return p, p
 
 

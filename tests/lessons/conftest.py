@@ -48,5 +48,6 @@ sys.exit(main(sys.argv[1:]))
 @pytest.fixture(scope="session")
 def jittered_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("jittered")
-    proc = run("-c", JITTERED, "--quick", "--out", str(out))
+    proc = run("-c", JITTERED, "--quick", "--jobs", "1", "--out", str(out))   # 1: the patched clock is this
+    # process's; a worker process (--jobs 2) would import the real one
     return proc, out

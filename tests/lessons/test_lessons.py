@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
 
 from lessons._grading import VERDICTS  # noqa: E402
-from lessons._runner import discover, run_lessons  # noqa: E402
+from lessons._runner import discover, run_lessons, runs_alone  # noqa: E402
 
 
 def test_every_lesson_passes_quick(quick_run):
@@ -113,6 +113,29 @@ def test_false_claim_is_a_result_but_a_contradicted_text_fails(tmp_path, capsys)
     assert ledger["97_false_claim"]["claims"][0]["verdict"] == "does not hold"
     assert ledger["98_wrong_text"]["status"] == "FAILED"
     assert "The lesson failed" in (out / "CLAIMS.md").read_text()
+
+
+def test_two_at_a_time_gives_the_ledger_of_one_at_a_time(tmp_path, capsys):
+    """--jobs 2: each lesson in a worker process, the ledger in lesson order, a failure still reported."""
+    paths = []
+    for n, expect in ((94, "FAILS"), (95, "FAILS"), (96, "HOLDS")):
+        p = tmp_path / f"{n}_lesson_{n}.py"
+        p.write_text(LESSON_TEMPLATE.format(title=f"Lesson {n}", stem=p.stem, expect=expect))
+        paths.append(p)
+    paths[1].write_text(paths[1].read_text().replace("lesson = start(", "RUNS_ALONE = True\nlesson = start(", 1))
+    assert [runs_alone(p) for p in paths] == [False, True, False]
+    ledgers, first = [], []
+    for jobs in (1, 2):
+        assert run_lessons(paths, quick=True, out=tmp_path / str(jobs), replace_all=True, jobs=jobs) == 1
+        ledger = json.loads((tmp_path / str(jobs) / "claims.json").read_text())
+        ledgers.append({stem: (r["status"], [c["verdict"] for c in r["claims"]]) for stem, r in ledger.items()})
+        printed = capsys.readouterr().out.splitlines()
+        first.append(printed[0][:2])
+        table = [ln[:2] for ln in printed if ln.startswith(("94     ", "95     ", "96     "))]
+        assert table == ["94", "95", "96"]                                 # the summary in lesson order
+    assert list(ledgers[1]) == [p.stem for p in paths]                   # in lesson order
+    assert ledgers[0] == ledgers[1] and ledgers[1]["96_lesson_96"][0] == "FAILED"
+    assert first == ["94", "95"]          # one at a time: in order; two at a time: the lesson that runs alone first
 
 
 def test_zero_lessons(tmp_path, capsys):

@@ -90,7 +90,8 @@ def test_whole_model_gradcheck_catches_a_wrong_positional_gradient():
     class Broken(nn.Transformer):
         def _backward(self, dlogits, cache):
             grads = super()._backward(dlogits, cache)
-            grads["pos_emb.weight"] = grads["pos_emb.weight"] * 1.001
+            pos = self.children["pos_emb"]                   # the container's grads are a view of its children's
+            pos.grads["weight"] = pos.grads["weight"] * 1.001
             return grads
 
     case = next(c for c in CASES if c.label == "nn.Transformer layernorm")
@@ -584,3 +585,28 @@ def test_generate():
     message_parts(e.value)
     with pytest.raises(ValueError, match="vocab_size"):
         model.generate(np.array([[9]]), 2)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_adam_on_a_nested_model_gives_the_bits_of_the_numpy_expressions(rng, backend):
+    """Both backends' updates (nn/updates.py, fast/updates.py) against optim.py's lines written out here,
+    on a container inside a container (the walk resolves each parameter to the layer that owns it):
+    the same bits."""
+    model = nn.Sequential(sn.Linear(3, 5, seed=1), nn.Sequential(nn.GELU(), sn.LayerNorm(5)), sn.Linear(5, 2, seed=2))
+    opt = nn.Adam(model, lr=0.01, betas=(0.8, 0.9), backend=backend)
+    expect = {k: v.copy() for k, v in model.params.items()}
+    m = {k: 0.0 for k in expect}
+    s = {k: 0.0 for k in expect}
+    for t in (1, 2, 3):
+        model.forward(rng.standard_normal((4, 3)))
+        model.backward(rng.standard_normal((4, 2)))
+        for k, g in model.grads.items():
+            if k == "x":
+                continue
+            m[k] = 0.8 * m[k] + (1 - 0.8) * g
+            s[k] = 0.9 * s[k] + (1 - 0.9) * g * g
+            expect[k] -= 0.01 * ((m[k] / (1 - 0.8**t)) / (np.sqrt(s[k] / (1 - 0.9**t)) + 1e-8))
+        opt.step()
+    assert sorted(expect) == sorted(model.params)
+    for k, v in model.params.items():
+        np.testing.assert_array_equal(v, expect[k], err_msg=k)
