@@ -13,10 +13,18 @@ in a worker process of its own, which halves the run on two cores. A lesson that
 quiet machine; the training lessons' timing claims compare models stepped in turn (``race``), which a
 neighbour slows alike. The seconds the ledger records for a lesson are its own wall-clock time, beside
 whatever ran with it. ``--jobs 1`` runs every lesson in this process, in order.
+
+Each worker runs NumPy's BLAS, OpenMP and numba on one thread (the environment it is started with): two
+workers with two threads each would put four spinning threads on two cores, and a lesson that multiplies
+outside ``one_blas_thread`` (01's deep MLP) took 10 s beside another lesson instead of 2 s alone. The
+workers take the longest lessons first, by the seconds of the last run's ledger, so that the run does not
+end with one long lesson and an idle core.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import multiprocessing
 import os
 import re
@@ -170,6 +178,35 @@ def print_progress(r: Result) -> None:
           f"{', '.join(r.figures) if r.figures else 'none'}]", flush=True)
 
 
+WORKER_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def one_thread_each():
+    """Worker processes started in the block run BLAS, OpenMP and numba on one thread (they read these
+    variables when they start); this process's own settings, already read, are untouched, and the
+    variables are restored after."""
+    before = {name: os.environ.get(name) for name in WORKER_THREADS}
+    os.environ.update({name: "1" for name in WORKER_THREADS})
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def last_seconds(out: Path):
+    """path -> the seconds its lesson took in the last run recorded in <out>/claims.json (0 if none)."""
+    try:
+        ledger = json.loads((out / "claims.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        ledger = {}
+    return lambda path: float(ledger.get(Path(path).stem, {}).get("seconds") or 0.0)
+
+
 def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
                 seeds: int | None = None, jobs: int = 1) -> int:
     kw = {"quick": quick, "out": out, "verbose": verbose, "seeds": seeds}
@@ -178,10 +215,10 @@ def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool,
     for path in alone:                                  # in order, in this process, nothing beside them
         results.append(run_one(path, **kw))
         print_progress(results[-1])
-    rest = [p for p in paths if p not in alone]
+    rest = sorted((p for p in paths if p not in alone), key=last_seconds(out), reverse=True)   # longest first
     if rest:                                            # `jobs` at a time, each in a fresh worker process
         spawn = multiprocessing.get_context("spawn")   # not fork: no thread pool or lock of ours is copied
-        with ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=spawn) as pool:
+        with one_thread_each(), ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=spawn) as pool:
             for done in as_completed([pool.submit(run_one, path, **kw) for path in rest]):
                 results.append(done.result())
                 print_progress(results[-1])

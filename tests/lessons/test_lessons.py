@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -136,6 +137,15 @@ def test_two_at_a_time_gives_the_ledger_of_one_at_a_time(tmp_path, capsys):
     assert list(ledgers[1]) == [p.stem for p in paths]                   # in lesson order
     assert ledgers[0] == ledgers[1] and ledgers[1]["96_lesson_96"][0] == "FAILED"
     assert first == ["94", "95"]          # one at a time: in order; two at a time: the lesson that runs alone first
+
+
+def test_a_worker_runs_on_one_thread_and_this_process_keeps_its_settings(tmp_path, monkeypatch):
+    p = tmp_path / "93_threads.py"
+    p.write_text(LESSON_TEMPLATE.format(title="Threads", stem=p.stem, expect="HOLDS").replace(
+        "value=2 + 2, **exactly(5)", "value=int(__import__('os').environ['OPENBLAS_NUM_THREADS']), **exactly(1)"))
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    assert run_lessons([p, p], quick=True, out=tmp_path / "out", replace_all=True, jobs=2) == 0
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
 
 
 def test_zero_lessons(tmp_path, capsys):
