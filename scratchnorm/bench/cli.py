@@ -12,10 +12,11 @@ from .first_call import compile_report
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
-from .report import print_report, training_table
+from .report import print_report, stalls_table, training_table
 from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import evaluate_targets
+from .stalls import run_stalls
 from .training import run_training
 
 DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
@@ -100,6 +101,10 @@ def parse_args(argv):
                     help="only the training steps of the lessons' models, quiet and with one core busy "
                          "(bench/training.py)")
     ap.add_argument("--no-training", action="store_true", help="skip the training steps in a full run")
+    ap.add_argument("--stalls", action="store_true",
+                    help="only the stall check: LayerNorm/RMSNorm calls with one core busy against the same "
+                         "calls on one thread (bench/stalls.py)")
+    ap.add_argument("--no-stalls", action="store_true", help="skip the stall check in a full run")
     ap.add_argument("--no-grid", action="store_true",
                     help="skip the grid in a full run (it runs when torch is installed, not with --quick)")
     ap.add_argument("--json", metavar="PATH",
@@ -144,6 +149,7 @@ def run(args) -> dict:
                       if ctx.torch and not args.quick and not args.no_grid else None)
     report["training"] = (None if args.no_training
                           else run_training(ctx.torch, quick=args.quick, progress=progress))
+    report["stalls"] = None if args.no_stalls else run_stalls(quick=args.quick, progress=progress)
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
@@ -177,6 +183,16 @@ def run_training_only(args, t0) -> int:
     return 0
 
 
+def run_stalls_only(args, t0) -> int:
+    rows = run_stalls(quick=args.quick, progress=progress)
+    print(f"\n{stalls_table(rows)}\n({time.perf_counter() - t0:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"schema": "scratchnorm-bench-stalls/1", "rows": rows}, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.torch_memory:
@@ -190,6 +206,8 @@ def main(argv=None) -> int:
             return run_grid_only(args, t0)
         if args.training:
             return run_training_only(args, t0)
+        if args.stalls:
+            return run_stalls_only(args, t0)
         report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)

@@ -18,6 +18,9 @@ GB/s (1e9 bytes), shapes [N, D]:
     grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
     training     [{model, norm, batch, load: quiet|one core busy, backend: numba|numpy|torch, median_s,
                    norm_share, norm_s}] (training.py) or null (--no-training)
+    stalls       [{norm, shape, dtype, step, {default,one_thread,naive}_{median_s,p90_s,calls}, median_ratio,
+                   p90_ratio,
+                   p90_over_median}] (stalls.py: one core busy) or null (--no-stalls)
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
@@ -122,6 +125,10 @@ def print_report(report: dict) -> None:
         print("\nTraining steps of the lessons' models (median ms per step; ratios above 1: numba is faster; BLAS "
               "threads as set by the user)")
         print(training_table(report["training"]))
+    if report.get("stalls"):
+        print("\nStalls: one core kept busy by another process; µs per call, the default call (out=) against the "
+              "same call on one thread and the naive kernel (ratios: over the one-thread median)")
+        print(stalls_table(report["stalls"]))
     if report.get("fused"):
         print(f"\n{fused_table(report['fused'])}")
     if report["rms_over_ln"]:
@@ -219,3 +226,12 @@ def training_table(rows: list[dict]) -> str:
                     f"{npy['norm_s'] / nb['norm_s']:.2f}"])
     return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba", "torch ms", "torch/numba",
                   "norms' share", "norms numba ms", "norms numpy ms", "numpy/numba"], out, left=3)
+
+
+def stalls_table(rows: list[dict]) -> str:
+    """Median and p90 (µs) of the default call, the one-thread call and the naive kernel, one core busy."""
+    cols = [f"{impl}_{q}_s" for impl in ("default", "one_thread", "naive") for q in ("median", "p90")]
+    out = [[r["norm"], shape_str(r["shape"]), r["step"], *(f"{r[c] * 1e6:.1f}" for c in cols),
+            f"{r['median_ratio']:.2f}", f"{r['p90_ratio']:.2f}", f"{r['p90_over_median']:.2f}"] for r in rows]
+    return table(["norm", "shape", "step", "default median", "p90", "one thread median", "p90", "naive median",
+                  "p90", "median / 1 thread", "p90 / 1 thread p90", "p90 / 1 thread median"], out, left=3)

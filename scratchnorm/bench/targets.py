@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .grid import MARGIN
 from .norms import shape_str
+from .stalls import LIMIT as STALL_LIMIT
 
 IN_CACHE = (1024, 1024)      # all of a call's float32 arrays fit the last-level cache together
 LARGE = (8192, 4096)
@@ -121,6 +122,11 @@ def evaluate_targets(report: dict) -> list[dict]:
     add("training steps where the default backend is at least as fast as NumPy's", ">=", len(pairs) or 1,
         f"of {len(pairs)}", sum(npy >= nb for nb, npy in pairs if npy) if pairs else None,
         "the lessons' models and larger ones, one step (fwd, loss, bwd, Adam), quiet and with one core busy")
+    stalls = report.get("stalls") or []
+    add(f"points where threads add no stall: median and p90 with one core busy <= {STALL_LIMIT} x one thread's", ">=",
+        len(stalls) or 1, f"of {len(stalls)}",
+        sum(max(r["median_ratio"], r["p90_ratio"]) <= STALL_LIMIT for r in stalls) if stalls else None,
+        "LayerNorm/RMSNorm forward and backward, float32, out=, one core busy (stalls.py)")
     warm = (report.get("compile") or {}).get("warm") or {}
     add("first call with a warm cache", "<", 0.5, "s", warm.get("first_call_s"),
         "fresh interpreter, nothing loaded: import scratchnorm, numba, scratchnorm.fast + first forward")

@@ -30,7 +30,10 @@ BLAS threads, which spin after a matrix product), a thread may not run for a
 whole scheduler time slice: a 30 µs kernel then took 8 ms, and a training step
 5 to 10 times longer than with the NumPy backend (NOTES.md). Here a helper that
 does not get a core simply takes no chunk, and the caller does them all: never
-slower than one thread by more than the wake-up call, however busy the machine.
+slower than one thread by more than the wake-up call, however busy the machine. One stall
+remains: a helper that took a chunk and then lost its core holds the caller until it runs again. So
+helpers wake only when a core was free for them over the last 0.1 s (idle.py): with another process
+on the other core a call runs on its own thread.
 
 Helpers are plain Python threads (``NUMBA_NUM_THREADS - 1`` of them, started on
 the first large call; a call wakes ``numba.get_num_threads() - 1`` of them once
@@ -52,6 +55,7 @@ from numba.core.extending import intrinsic
 from numba.np.ufunc import parallel as _numba_pool
 
 from ._jit import jit, jit_inline
+from .idle import core_is_idle
 
 ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
 MAX_CHUNKS = 64         # ... and there are at most this many chunks
@@ -151,9 +155,10 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
 
 
 def run(kernel, elements: int, *args):
-    """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements."""
+    """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements
+    when a core is free for them (idle.py)."""
     work = np.zeros(2, np.int64)
-    n = helpers() if elements >= PARALLEL_MIN else 0
+    n = helpers() if elements >= PARALLEL_MIN and core_is_idle() else 0
     if n:
         jobs = _jobs or _start()
         for _ in range(n):

@@ -1,0 +1,67 @@
+"""Is a core idle? Whether a large call should wake a helper thread (chunks.py), from the machine's recent load.
+
+A helper that takes a chunk and then loses its core to another process holds the caller until it runs
+again: a scheduler time slice, milliseconds (the bench's ``--stalls`` showed 90th percentiles 2-10 times
+the one-thread time at 1024x1024 with one core busy). A helper pays only when a core is free, so a call
+wakes helpers only when, over the last ``WINDOW`` seconds, the cores that neither this process nor any
+other used, plus what this process used beyond its one calling thread, come to at least ``IDLE_MIN``
+of a core:
+
+    free = idle + ours - 1        idle: cores idle on average; ours: cores this process used
+
+On a quiet machine that is 1 whether our helpers ran (idle 0, ours 2) or not (idle 1, ours 1); with
+another process on one of two cores it is 0 (idle 0, ours 1), and the call runs on its own thread.
+
+Linux counts each CPU's idle time in /proc/stat (the first line sums all CPUs, in clock ticks). The file
+is read at most once per ``WINDOW``; a call in between reuses the last answer, so a call pays a clock
+read. Where there is no /proc/stat (macOS, Windows), every core counts as idle: the helpers run as before.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+WINDOW = 0.1        # seconds between two readings of /proc/stat
+IDLE_MIN = 0.5      # of a core, idle on average over the window: a helper may wake
+STAT = "/proc/stat"
+
+# the last reading (threads may race on it: each answer is still one that a reading gave)
+_last = {"at": -1.0, "cpu": 0.0, "idle": 0, "total": 0, "answer": True}
+
+
+def cpu_ticks(text: str) -> tuple[int, int]:
+    """(idle ticks, all ticks) summed over the CPUs, from /proc/stat's first line
+    ("cpu user nice system idle iowait irq softirq steal ..."): idle is idle + iowait."""
+    fields = text.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu":
+        raise ValueError(f"{STAT}: expected a first line starting 'cpu'; received {text[:40]!r}")
+    ticks = [int(v) for v in fields[1:]]
+    return ticks[3] + ticks[4], sum(ticks[:8])         # guest time is already in user and nice
+
+
+def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int) -> float:
+    """Cores idle on average between two readings of ``cpu_ticks`` (0 when no tick passed)."""
+    d_idle, d_total = after[0] - before[0], after[1] - before[1]
+    return cpus * d_idle / d_total if d_total > 0 else 0.0
+
+
+def core_is_idle() -> bool:
+    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? True without
+    /proc/stat, and on the first call (nothing to compare with)."""
+    now = time.monotonic()
+    last = _last
+    if now - last["at"] < WINDOW:
+        return last["answer"]
+    cpu = time.process_time()                          # this process's CPU seconds, all its threads
+    try:
+        with open(STAT, "rb") as f:
+            idle, total = cpu_ticks(f.read(256).decode("ascii", "replace"))
+    except (OSError, ValueError, IndexError):
+        return True
+    answer = True
+    if last["at"] >= 0:
+        ours = (cpu - last["cpu"]) / (now - last["at"])
+        free = idle_cores((last["idle"], last["total"]), (idle, total), os.cpu_count() or 1) + ours - 1
+        answer = free >= IDLE_MIN
+    _last.update(at=now, cpu=cpu, idle=idle, total=total, answer=answer)
+    return answer
