@@ -272,8 +272,9 @@ def fake_report(numba_t, warm_first_call, ahead=39, small_ratio=1.2, price=1.1, 
     training = [{"model": "m", "norm": "rmsnorm", "load": load, "backend": b, "median_s": t, "norm_share": 0.1,
                  "norm_s": 0.1 * t}
                 for load in ("quiet", "one core busy") for b, t in (("numba", numba_t), ("numpy", 1.1))]
+    stalls = [{"median_ratio": 1.0, "p90_ratio": 1.2}]
     return {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
-            "compile": {"warm": {"first_call_s": warm_first_call}}}
+            "stalls": stalls, "compile": {"warm": {"first_call_s": warm_first_call}}}
 
 
 def one(targets, name, where=None):
