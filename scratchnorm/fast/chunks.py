@@ -33,7 +33,7 @@ does not get a core simply takes no chunk, and the caller does them all: never
 slower than one thread by more than the wake-up call, however busy the machine. One stall
 remains: a helper that took a chunk and then lost its core holds the caller until it runs again. So
 helpers wake only when a core was free for them over the last 0.1 s (idle.py): with another process
-on the other core a call runs on its own thread.
+on the other core, or NumPy's BLAS threads spinning there, a call runs on its own thread.
 
 Helpers are plain Python threads (``NUMBA_NUM_THREADS - 1`` of them, started on
 the first large call; a call wakes ``numba.get_num_threads() - 1`` of them once
@@ -48,6 +48,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 
 import numpy as np
 from numba import config, get_num_threads, types
@@ -111,14 +112,19 @@ _jobs: queue.SimpleQueue | None = None       # (kernel, args, work) for the help
 _lock = threading.Lock()
 
 
+_helper_seconds = [0.0]   # seconds the helpers have spent in kernels (idle.py: they count as free cores)
+
+
 def _serve(jobs: queue.SimpleQueue) -> None:
     """A helper: run each job's kernel as a helper (caller=False) for as long as the process lives."""
     while True:
         kernel, args, work = jobs.get()
+        start = time.perf_counter()
         try:
             kernel(*args, work, False)
         except Exception:   # noqa: BLE001 - the caller runs the same call and raises the same error
             pass
+        _helper_seconds[0] += time.perf_counter() - start      # (two helpers may race: a few µs lost)
 
 
 def helpers() -> int:
@@ -158,7 +164,7 @@ def run(kernel, elements: int, *args):
     """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements
     when a core is free for them (idle.py)."""
     work = np.zeros(2, np.int64)
-    n = helpers() if elements >= PARALLEL_MIN and core_is_idle() else 0
+    n = helpers() if elements >= PARALLEL_MIN and core_is_idle(_helper_seconds[0]) else 0
     if n:
         jobs = _jobs or _start()
         for _ in range(n):

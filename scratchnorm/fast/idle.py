@@ -3,14 +3,15 @@
 A helper that takes a chunk and then loses its core to another process holds the caller until it runs
 again: a scheduler time slice, milliseconds (the bench's ``--stalls`` showed 90th percentiles 2-10 times
 the one-thread time at 1024x1024 with one core busy). A helper pays only when a core is free, so a call
-wakes helpers only when, over the last ``WINDOW`` seconds, the cores that neither this process nor any
-other used, plus what this process used beyond its one calling thread, come to at least ``IDLE_MIN``
-of a core:
+wakes helpers only when, over the last ``WINDOW`` seconds, the idle cores plus the cores our own
+helpers kept busy (they would be idle without them) come to at least ``IDLE_MIN`` of a core:
 
-    free = idle + ours - 1        idle: cores idle on average; ours: cores this process used
+    free = idle + helpers         both averaged over the window
 
-On a quiet machine that is 1 whether our helpers ran (idle 0, ours 2) or not (idle 1, ours 1); with
-another process on one of two cores it is 0 (idle 0, ours 1), and the call runs on its own thread.
+On a quiet 2-core machine that is 1 whether our helpers ran (idle 0, helpers 1) or not (idle 1);
+with another process on the other core it is 0, and the call runs on its own thread. Everything else
+counts as busy, this process's other threads too: NumPy's BLAS threads spinning after a matrix
+product hold a core as surely as another program does.
 
 Linux counts each CPU's idle time in /proc/stat (the first line sums all CPUs, in clock ticks). The file
 is read at most once per ``WINDOW``; a call in between reuses the last answer, so a call pays a clock
@@ -26,7 +27,7 @@ IDLE_MIN = 0.5      # of a core, idle on average over the window: a helper may w
 STAT = "/proc/stat"
 
 # the last reading (threads may race on it: each answer is still one that a reading gave)
-_last = {"at": -1.0, "cpu": 0.0, "idle": 0, "total": 0, "answer": True}
+_last = {"at": -1.0, "helpers": 0.0, "idle": 0, "total": 0, "answer": True}
 
 
 def cpu_ticks(text: str) -> tuple[int, int]:
@@ -45,14 +46,14 @@ def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int) -> fl
     return cpus * d_idle / d_total if d_total > 0 else 0.0
 
 
-def core_is_idle() -> bool:
-    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? True without
+def core_is_idle(helper_seconds: float) -> bool:
+    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? ``helper_seconds``:
+    the seconds our helpers have spent in kernels so far (chunks.py counts them). True without
     /proc/stat, and on the first call (nothing to compare with)."""
     now = time.monotonic()
     last = _last
     if now - last["at"] < WINDOW:
         return last["answer"]
-    cpu = time.process_time()                          # this process's CPU seconds, all its threads
     try:
         with open(STAT, "rb") as f:
             idle, total = cpu_ticks(f.read(256).decode("ascii", "replace"))
@@ -60,8 +61,8 @@ def core_is_idle() -> bool:
         return True
     answer = True
     if last["at"] >= 0:
-        ours = (cpu - last["cpu"]) / (now - last["at"])
-        free = idle_cores((last["idle"], last["total"]), (idle, total), os.cpu_count() or 1) + ours - 1
+        helpers = (helper_seconds - last["helpers"]) / (now - last["at"])
+        free = idle_cores((last["idle"], last["total"]), (idle, total), os.cpu_count() or 1) + helpers
         answer = free >= IDLE_MIN
-    _last.update(at=now, cpu=cpu, idle=idle, total=total, answer=answer)
+    _last.update(at=now, helpers=helper_seconds, idle=idle, total=total, answer=answer)
     return answer

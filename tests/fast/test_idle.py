@@ -1,4 +1,4 @@
-"""idle.py: whether a core is free for a helper, from /proc/stat and this process's CPU time."""
+"""idle.py: whether a core is free for a helper, from /proc/stat and our helpers' time."""
 from __future__ import annotations
 
 import pytest
@@ -19,32 +19,31 @@ def test_idle_cores_is_the_idle_share_of_the_ticks_times_the_cpus():
     assert idle.idle_cores((7, 9), (7, 9), cpus=2) == 0.0                 # no tick passed
 
 
-@pytest.mark.parametrize("other_busy, ours, free", [(0.0, 1.0, True),    # quiet, our caller runs
-                                                    (0.0, 2.0, True),    # quiet, our helper ran too
-                                                    (1.0, 1.0, False),   # another process on a core
-                                                    (1.0, 0.0, False),   # ... and we were idle
-                                                    (0.0, 0.0, True)])   # nobody ran
-def test_a_core_is_free_unless_another_process_holds_it(monkeypatch, tmp_path, other_busy, ours, free):
-    """Two cores, 0.2 s between the readings (100 ticks a second): the second reading decides."""
+@pytest.mark.parametrize("busy, helpers, free", [(1.0, 0.0, True),     # quiet, our caller ran alone
+                                                (2.0, 1.0, True),     # quiet, our helper ran too
+                                                (2.0, 0.0, False),    # another process on the other core
+                                                (2.0, 0.2, False),    # ... and our helper barely ran
+                                                (0.0, 0.0, True)])    # nobody ran
+def test_a_core_is_free_if_idle_or_held_by_our_own_helpers(monkeypatch, tmp_path, busy, helpers, free):
+    """Two cores, 0.2 s between the readings (100 ticks a second): the second reading decides. ``busy``:
+    cores busy on average, our helpers' included."""
     stat = tmp_path / "stat"
     monkeypatch.setattr(idle, "STAT", str(stat))
     monkeypatch.setattr(idle.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(idle, "_last", {"at": -1.0, "cpu": 0.0, "idle": 0, "total": 0, "answer": True})
-    clock, cpu = [100.0], [5.0]
+    monkeypatch.setattr(idle, "_last", {"at": -1.0, "helpers": 0.0, "idle": 0, "total": 0, "answer": True})
+    clock = [100.0]
     monkeypatch.setattr(idle.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(idle.time, "process_time", lambda: cpu[0])
     stat.write_text(STAT.format(user=1000, system=0, idle=1000, iowait=0))
-    assert idle.core_is_idle()                                           # the first reading: nothing to compare
-    busy_ticks = round(20 * (other_busy + ours))                          # 20 ticks a core in 0.2 s
+    assert idle.core_is_idle(5.0)                                        # the first reading: nothing to compare
+    busy_ticks = round(20 * busy)                                         # 20 ticks a core in 0.2 s
     stat.write_text(STAT.format(user=1000 + busy_ticks, system=0, idle=1000 + 40 - busy_ticks, iowait=0))
     clock[0] += 0.05
-    assert idle.core_is_idle()                                           # within the window: the last answer
+    assert idle.core_is_idle(5.0)                                        # within the window: the last answer
     clock[0] += 0.15
-    cpu[0] += 0.2 * ours
-    assert idle.core_is_idle() is free
+    assert idle.core_is_idle(5.0 + 0.2 * helpers) is free
 
 
 def test_without_proc_stat_every_core_counts_as_idle(monkeypatch, tmp_path):
     monkeypatch.setattr(idle, "STAT", str(tmp_path / "absent"))
-    monkeypatch.setattr(idle, "_last", {"at": -1.0, "cpu": 0.0, "idle": 0, "total": 0, "answer": False})
-    assert idle.core_is_idle()
+    monkeypatch.setattr(idle, "_last", {"at": -1.0, "helpers": 0.0, "idle": 0, "total": 0, "answer": False})
+    assert idle.core_is_idle(0.0)
