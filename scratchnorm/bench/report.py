@@ -17,7 +17,7 @@ GB/s (1e9 bytes), shapes [N, D]:
                  numba_layer_f64_params (the default float64 ones)
     grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
     training     [{model, norm, batch, load: quiet|one core busy, backend: numba|numpy|torch, median_s,
-                   norm_share, norm_s}] (training.py) or null (--no-training)
+                   norm_share, norm_s, samples; numba rows: paired_ratio}] (training.py) or null (--no-training)
     stalls       [{norm, shape, dtype, step, {default,one_thread,naive}_{median_s,p90_s,calls}, median_ratio,
                    p90_ratio,
                    p90_over_median}] (stalls.py: one core busy) or null (--no-stalls)
@@ -219,12 +219,12 @@ def training_table(rows: list[dict]) -> str:
         by = {r["backend"]: r for r in rows if (r["model"], r["norm"], r["load"]) == (model, norm, load)}
         nb, npy, tch = by.get("numba"), by.get("numpy"), by.get("torch")
         out.append([model, norm, load, f"{nb['median_s'] * 1e3:.2f}", f"{npy['median_s'] * 1e3:.2f}",
-                    f"{npy['median_s'] / nb['median_s']:.2f}",
+                    f"{nb['paired_ratio']:.2f}",
                     f"{tch['median_s'] * 1e3:.2f}" if tch else "-",
                     f"{tch['median_s'] / nb['median_s']:.2f}" if tch else "-",
                     f"{nb['norm_share']:.0%}", f"{nb['norm_s'] * 1e3:.2f}", f"{npy['norm_s'] * 1e3:.2f}",
                     f"{npy['norm_s'] / nb['norm_s']:.2f}"])
-    return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba", "torch ms", "torch/numba",
+    return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba, paired", "torch ms", "torch/numba",
                   "norms' share", "norms numba ms", "norms numpy ms", "numpy/numba"], out, left=3)
 
 

@@ -13,6 +13,15 @@ on each backend (their forward and backward, timed inside the step: what the
 backend changes, less noisy than the whole step, whose matrix products stall
 when BLAS's threads miss a core).
 
+Paired steps. With one core busy a matrix product stalls at random, a few milliseconds at a time,
+and a median over steps lands on the stalled or the unstalled steps by chance: the same model's
+step medians moved by 2x between runs, either way. The numba and numpy steps are taken in turn (the
+order alternating), so step i of one and step i of the other saw the same machine; the ratio of the
+two backends is the median over i of numpy_i / numba_i (``paired_ratio``). A pair in which neither
+stalled gives the backends' own ratio, and one in which both did a ratio on the same side of 1 (the
+same stall added to both); such pairs are the majority whatever the stall rate (p^2 + (1 - p)^2 >=
+1/2), so the median of the ratios is on the side of 1 the backends are, which is what the target reads.
+
 Models (MODELS): lesson 10's MLP (10 hidden layers of 64, batches of 128),
 lesson 16's (4 of 64), the BatchNorm MLP, lesson 12's Transformer (d 48, 2
 blocks, 4 heads, 16 tokens, batches of 32), and larger versions of the MLP and
@@ -128,12 +137,14 @@ def time_steps(steps: dict, clocks: dict, n: int = STEPS, budget_s: float = BUDG
     """Median seconds of a step of each of ``steps`` (name -> function), the steps taken in turn (so that
     each sees the same machine), and each norm clock's share of its summed step time."""
     samples = {name: [] for name in steps}
+    names = list(steps)
     start = time.perf_counter()
     for i in range(WARM_UP + n):
         if i == WARM_UP:
             for clock in clocks.values():
                 clock.seconds = 0.0
-        for name, step in steps.items():
+        for name in names[i % len(names):] + names[:i % len(names)]:      # the order alternates
+            step = steps[name]
             t0 = time.perf_counter()
             step()
             if i >= WARM_UP:
@@ -142,8 +153,14 @@ def time_steps(steps: dict, clocks: dict, n: int = STEPS, budget_s: float = BUDG
             break
     return {name: {"median_s": statistics.median(s),
                    "norm_share": clocks[name].seconds / sum(s) if name in clocks else None,
-                   "norm_s": clocks[name].seconds / len(s) if name in clocks else None}
+                   "norm_s": clocks[name].seconds / len(s) if name in clocks else None,
+                   "samples": s}
             for name, s in samples.items()}
+
+
+def paired_ratio(slow: list, fast: list) -> float:
+    """The median over the steps taken together of slow_i / fast_i (see "Paired steps" above)."""
+    return statistics.median(a / b for a, b in zip(slow, fast))
 
 
 def torch_stepper(model: Model, torch):
@@ -196,6 +213,7 @@ def run_training(torch=None, quick: bool = False, progress=print) -> list[dict]:
                 fns = {backend: fn for backend, (fn, _) in built.items()}
                 budget = 0.3 if quick else BUDGET_S
                 timed = time_steps(fns, {backend: clock for backend, (_, clock) in built.items()}, steps, budget)
+                timed["numba"]["paired_ratio"] = paired_ratio(timed["numpy"]["samples"], timed["numba"]["samples"])
                 torch_step = torch_stepper(model, torch) if torch is not None else None
                 if torch_step is not None:      # apart: torch's threads spin between its calls
                     timed.update(time_steps({"torch": torch_step}, {}, steps, budget))

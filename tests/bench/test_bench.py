@@ -270,7 +270,7 @@ def fake_report(numba_t, warm_first_call, ahead=39, small_ratio=1.2, price=1.1, 
         grid.append({"norm": name, "shape": list(shape), "op": op, "ratio": ratio, "ahead": ratio >= 1.1})
     copy = [{"shape": [1024, 1024], "dtype": "float32", "best_gbs": 100.0}]
     training = [{"model": "m", "norm": "rmsnorm", "load": load, "backend": b, "median_s": t, "norm_share": 0.1,
-                 "norm_s": 0.1 * t}
+                 "norm_s": 0.1 * t, **({"paired_ratio": 1.1 / t} if b == "numba" else {})}
                 for load in ("quiet", "one core busy") for b, t in (("numba", numba_t), ("numpy", 1.1))]
     stalls = [{"median_ratio": 1.0, "p90_ratio": 1.2}]
     return {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
