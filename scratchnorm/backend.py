@@ -38,6 +38,7 @@ OPS = (
     "dyt_forward", "dyt_backward",
     "gated_rms_norm_forward", "gated_rms_norm_backward",
     "sgd_update", "adam_update",          # the optimizers' steps (scratchnorm.nn.updates)
+    "gelu_forward", "gelu_backward",      # scratchnorm.nn's GELU (nn/activations.py)
 )
 
 

@@ -55,6 +55,7 @@ from .tricks import kernel
 from .layernorm import layer_norm_backward, layer_norm_forward
 from .rmsnorm import rms_norm_backward, rms_norm_forward
 from .rowwise_api import group_rms_norm_backward, group_rms_norm_forward
+from .gelu import gelu_backward, gelu_forward
 from .updates import adam_update, sgd_update
 
 # The numba backend's table, registered by scratchnorm.backend on the first numba call:
@@ -77,6 +78,8 @@ KERNELS = {
     "gated_rms_norm_forward": gated_rms_norm_forward, "gated_rms_norm_backward": gated_rms_norm_backward,
     # the optimizers' steps (scratchnorm.nn's SGD and Adam): updates.py
     "sgd_update": sgd_update, "adam_update": adam_update,
+    # scratchnorm.nn's GELU: gelu.py
+    "gelu_forward": gelu_forward, "gelu_backward": gelu_backward,
 }
 
 __all__ = ["KERNELS", "kernel", *KERNELS]

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._arrays import store
 from ..dtypes import as_float_array, upcast_half
+from ..backend import implementation, register
 from ..layer import Layer
 
 GELU_C = np.sqrt(2.0 / np.pi)
@@ -88,10 +89,17 @@ class ReLU(_Activation):
 
 
 class GELU(_Activation):
-    """GELU(): tanh approximation, y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    """GELU(): tanh approximation, y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); on the layer's backend
+    (numba: scratchnorm/fast/gelu.py, one loop; numpy: the functions above)."""
 
-    _pair = (gelu_forward, gelu_backward)
+    def _forward(self, x):
+        return implementation(self.backend, "gelu_forward")(x)
 
+    def _backward(self, dy, cache):
+        return implementation(self.backend, "gelu_backward")(dy, cache)
+
+
+register("numpy", {"gelu_forward": gelu_forward, "gelu_backward": gelu_backward})
 
 #: name -> class, for the ``activation=`` argument of the model builders
 ACTIVATIONS = {"relu": ReLU, "gelu": GELU}

@@ -610,3 +610,23 @@ def test_adam_on_a_nested_model_gives_the_bits_of_the_numpy_expressions(rng, bac
     assert sorted(expect) == sorted(model.params)
     for k, v in model.params.items():
         np.testing.assert_array_equal(v, expect[k], err_msg=k)
+
+
+def test_the_gelu_kernels_agree_with_the_reference():
+    """fast/gelu.py against nn/activations.py: the constants equal; the forward within 4 ulps of each
+    element (its exp is the C library's); the backward, from the same cache, the same bits."""
+    from scratchnorm.fast import gelu as fast_gelu
+
+    assert (fast_gelu.GELU_C, fast_gelu.GELU_A) == (nn.activations.GELU_C, nn.activations.GELU_A)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(2000) * 3, [-1000.0, -30.0, -1e-9, 0.0, 1e-300, 5.0, 1000.0]])
+    for dtype in (np.float64, np.float32, np.float16):
+        xd = x.astype(dtype).reshape(223, 9)
+        y_ref, cache = nn.gelu_forward(xd)
+        y, cache_fast = fast_gelu.gelu_forward(xd)
+        assert y.dtype == dtype and cache_fast.keys() == cache.keys()
+        ulp = np.spacing(np.abs(y_ref).astype(dtype))
+        assert np.all(np.abs(y.astype(np.float64) - y_ref) <= 4 * ulp.astype(np.float64)), dtype
+        np.testing.assert_allclose(cache_fast["s"], cache["s"], rtol=4e-16, atol=1e-300)
+        dy = rng.standard_normal(xd.shape).astype(dtype)
+        assert nn.gelu_backward(dy, cache)["x"].tobytes() == fast_gelu.gelu_backward(dy, cache)["x"].tobytes()

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import scratchnorm as sn
-from scratchnorm.nn import updates
+from scratchnorm.nn import activations, updates
 from scratchnorm.backend import OPS, REGISTRY, Registry, RegistryError
 
 
@@ -79,7 +79,7 @@ def test_an_unregistered_operation_is_a_clear_error():
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_operation_has_both_implementations(op):
-    reference = getattr(sn, op, None) or getattr(updates, op)      # the optimizers' steps: scratchnorm.nn.updates
+    reference = next(getattr(home, op) for home in (sn, activations, updates) if hasattr(home, op))   # nn's: there
     assert REGISTRY.implementation("numpy", op) is reference
     assert REGISTRY.implementation("numba", op).__module__.startswith("scratchnorm.fast.")
 
