@@ -613,8 +613,8 @@ def test_adam_on_a_nested_model_gives_the_bits_of_the_numpy_expressions(rng, bac
 
 
 def test_the_gelu_kernels_agree_with_the_reference():
-    """fast/gelu.py against nn/activations.py: the constants equal; the forward within 4 ulps of each
-    element (its exp is the C library's); the backward, from the same cache, the same bits."""
+    """fast/gelu.py against nn/activations.py: the constants equal, and the same bits both ways (the same
+    operations in the same order, NumPy's exp in both)."""
     from scratchnorm.fast import gelu as fast_gelu
 
     assert (fast_gelu.GELU_C, fast_gelu.GELU_A) == (nn.activations.GELU_C, nn.activations.GELU_A)
@@ -625,8 +625,6 @@ def test_the_gelu_kernels_agree_with_the_reference():
         y_ref, cache = nn.gelu_forward(xd)
         y, cache_fast = fast_gelu.gelu_forward(xd)
         assert y.dtype == dtype and cache_fast.keys() == cache.keys()
-        ulp = np.spacing(np.abs(y_ref).astype(dtype))
-        assert np.all(np.abs(y.astype(np.float64) - y_ref) <= 4 * ulp.astype(np.float64)), dtype
-        np.testing.assert_allclose(cache_fast["s"], cache["s"], rtol=4e-16, atol=1e-300)
+        assert y.tobytes() == y_ref.tobytes() and cache_fast["s"].tobytes() == cache["s"].tobytes(), dtype
         dy = rng.standard_normal(xd.shape).astype(dtype)
         assert nn.gelu_backward(dy, cache)["x"].tobytes() == fast_gelu.gelu_backward(dy, cache)["x"].tobytes()
