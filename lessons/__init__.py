@@ -2,7 +2,7 @@ r"""The lessons of scratchnorm: short scripts that measure what the layers do an
 
 Running them
 ------------
-    python -m lessons                 # every lesson, in order (``make lessons``)
+    python -m lessons                 # every lesson (``make lessons``), as many at once as there are cores
     python -m lessons 03              # one lesson; ``python -m lessons 03 05`` several
     python -m lessons --quick         # small sizes, < 10 s a lesson (the tests run this)
     python -m lessons --jobs 1        # one lesson at a time (default: as many at once as there are cores;
