@@ -30,10 +30,11 @@ uncentered row's y = x * rstd * w + b runs in float32 from rstd rounded once
 float32 (``float32.fits``) and ``float32.bounded`` holds for the whole call
 (every feature feeds the statistic, and sqrt(m) sum|w| + sum|b| is under a
 quarter of float32's largest value; so pRMSNorm, k < m, stays float64). With
-u = 2^-24 that y passes through 4 roundings of |x_hat * w| (rstd, * rstd, * w,
-the store) and 1 of the sum with b: within 4u |x_hat * w| + 2u |b| of the exact
-value (tests/fast/test_kernels.py allows 8u and 8u). The fused add
-(add_rmsnorm.py) runs the same ``forward_row``.
+u = 2^-24, |x_hat * w| passes through 5 roundings (rstd and w to float32,
+* rstd, * w, + b) and |b| through 2 (b to float32, + b): y is within
+5u |x_hat * w| + 2u |b| of the exact value (tests/fast/test_kernels.py allows 8u
+of both). A weight or bias that float32 cannot hold (> 3.4e38) makes the whole
+call float64. The fused add (add_rmsnorm.py) runs the same ``forward_row``.
 
 Threads and stores. The rows are cut into chunks fixed by their number
 (``chunks.n_chunks``); the backward sums dweight and dbias per chunk and adds
@@ -157,23 +158,32 @@ def backward_row(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
 
 # -- all rows -------------------------------------------------------------------------------
 def _forward_rows(x, w, b, y, stats, center, k, eps, mode, stream):
-    """x, y: (rows * G, m); w, b: (G, m) in x's dtype (or float64); stats: (3, rows * G). ``stream``
-    (w and b in x's dtype): y is written with non-temporal stores, a fence ending each chunk of rows.
-    ``center`` reaches the inlined row as a constant, so each compiled row holds only its own branch
-    (a run-time branch in the row cost 12-25% on GroupRMSNorm's short rows: NOTES.md)."""
+    """x, y: (rows * G, m); w, b: (G, m) in x's dtype; stats: (3, rows * G). ``stream``: y is written
+    with non-temporal stores, the rows in chunks, each ending with a fence.
+
+    ``center`` and ``stream`` reach the inlined ``forward_row`` as constants (True or False at each
+    of its four calls), so each compiled copy holds only its own branches: as run-time values inside
+    the row they made GroupRMSNorm's forward, rows of 64 features, 1.3-1.6x slower (NOTES.md)."""
     rows = x.shape[0]
     G = w.shape[0]
     is_bounded = bounded(w, b, k)
+    if not stream:
+        for r in prange(rows):
+            g = r % G
+            if center:
+                forward_row(x[r], w[g], b[g], y[r], stats[:, r], True, k, eps, mode, is_bounded, False)
+            else:
+                forward_row(x[r], w[g], b[g], y[r], stats[:, r], False, k, eps, mode, is_bounded, False)
+        return
     chunks = n_chunks(rows)
     for c in prange(chunks):
         for r in range(c * rows // chunks, (c + 1) * rows // chunks):
             g = r % G
             if center:
-                forward_row(x[r], w[g], b[g], y[r], stats[:, r], True, k, eps, mode, is_bounded, stream)
+                forward_row(x[r], w[g], b[g], y[r], stats[:, r], True, k, eps, mode, is_bounded, True)
             else:
-                forward_row(x[r], w[g], b[g], y[r], stats[:, r], False, k, eps, mode, is_bounded, stream)
-        if stream:
-            store_fence()                          # this chunk's streamed rows are visible
+                forward_row(x[r], w[g], b[g], y[r], stats[:, r], False, k, eps, mode, is_bounded, True)
+        store_fence()                              # this chunk's streamed rows are visible
 
 
 def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, center, k, eps, mode):
