@@ -10,8 +10,8 @@
 #   intermediate a new array. The paper's code is written the same way (unfused framework operations).
 # * "numba": the fused kernels of `scratchnorm.fast`, a few passes over each row, statistics and sums in
 #   float64 (LayerNorm's and RMSNorm's kernels compute $y$ and $dx$ of a float32 input in float32 from them:
-#   `fast/layernorm.py` and `fast/rmsnorm.py` count the roundings; pRMSNorm runs the general row-wise kernel,
-#   `fast/rowwise.py`).
+#   `fast/layernorm.py` and `fast/rmsnorm.py` count the roundings; pRMSNorm runs the variants' kernels,
+#   `fast/variants.py`).
 # * "torch": PyTorch on the CPU, if it is installed (it is optional): `F.layer_norm` and `F.rms_norm`,
 #   autograd for the backward; torch has no pRMSNorm, so the lesson composes it from torch operations.
 #

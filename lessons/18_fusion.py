@@ -27,8 +27,7 @@ from scratchnorm import fast
 from scratchnorm.fast import chunks as fast_chunks
 from scratchnorm.fast.chunks import n_chunks
 from scratchnorm.fast.float32 import bounded
-from scratchnorm.fast.rowwise import INSIDE
-from scratchnorm.fast.rowwise_tuned import forward_row_tuned
+from scratchnorm.fast.variants import INSIDE, forward_row
 from lessons._common import COMMON, VERDICTS, check, start
 from lessons._grading import above
 from lessons._speed import (PAST_THE_CACHE, THREADS, Budget, copies, copy_line, one_thread, plot_fusion_time,
@@ -154,7 +153,7 @@ plot_fusion_time(lesson, rows, FUSED, PAIR)
 # and any extra work would show. The call: every call pays a fixed cost in Python before the kernel runs
 # (argument checks, the output arrays, the cache for the backward), and the fused call checks two inputs and
 # prepares two outputs. The cell separates them. It writes its own three kernels from the library's row
-# function (`forward_row_tuned`, the one the fused kernel calls on each row of $h$): `add_rows`, `norm_rows`,
+# function (`forward_row`, the one the fused kernel calls on each row of $h$): `add_rows`, `norm_rows`,
 # and `fused_rows`, which is both in one loop, as the library's kernel is. Own fused over own add + own norm
 # measures fusing the same loops, with no call overhead but numba's dispatch. Then the library's two paths
 # are timed on a single row of arrays of its own, where the call's fixed cost is nearly all of the time, and
@@ -173,7 +172,7 @@ def add_rows(x, r, h):
 @numba.njit
 def norm_rows(h, w, b, y, stats, eps, is_bounded):
     for i in range(h.shape[0]):
-        forward_row_tuned(h[i], w, b, y[i], stats[:, i], False, h.shape[1], eps, INSIDE, is_bounded, False)
+        forward_row(h[i], w, b, y[i], stats[:, i], False, h.shape[1], eps, INSIDE, is_bounded, False)
 
 
 @numba.njit
@@ -182,7 +181,7 @@ def fused_rows(x, r, w, b, h, y, stats, eps, is_bounded):
         xr, rr, hr = x[i], r[i], h[i]
         for j in range(x.shape[1]):
             hr[j] = xr[j] + rr[j]                                   # the add, then the norm on the row in L1
-        forward_row_tuned(hr, w, b, y[i], stats[:, i], False, x.shape[1], 1e-6, INSIDE, is_bounded, False)
+        forward_row(hr, w, b, y[i], stats[:, i], False, x.shape[1], 1e-6, INSIDE, is_bounded, False)
 
 
 def why(lesson, rng, shape):

@@ -7,7 +7,7 @@ learner can act on it without reading the source:
 
 The checks run at the earliest point that can see the problem: the
 constructor for hyper-parameters, ``forward`` for the input array. This module
-holds the checks of single arguments; ``_doors.py`` combines them into the
+holds the checks of single arguments; ``_arguments.py`` combines them into the
 checks of each operation, which both backends call.
 """
 from __future__ import annotations

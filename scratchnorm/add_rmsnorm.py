@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, upstream
-from ._doors import add_rms_norm_args
+from ._results import store, upstream
+from ._arguments import add_rms_norm_args
 from .backend import register
 from .casts import rms_norm_cast
 from .rmsnorm import rms_norm_backward, rms_norm_forward
@@ -50,7 +50,7 @@ def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=
     cast: "gemma", "llama" or "none" (module docstring); offset: 0.0, or 1.0 for Gemma.
     out, h_out: arrays of x's shape and dtype to write y and h into (h_out=residual updates the
     stream in place, as engines do); the backward reads h, so leave h_out alone until then. They
-    are two results, so they may not share memory (a ValueError says so at the door, _doors.py).
+    are two results, so they may not share memory (a ValueError says so in the argument checks, _arguments.py).
     """
     x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset, out, h_out)
     h = np.add(x, residual)                              # (..., d) in x's dtype: the stream as stored

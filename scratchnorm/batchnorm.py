@@ -68,10 +68,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, upstream
+from ._results import store, upstream
 from ._per_channel import add_channel_affine, channel_affine, channel_affine_grads, channel_sum, dx_hat_of, per_channel
 from ._checks import check_bool, check_channels_input, check_eps, check_int, check_momentum, fail
-from ._doors import batch_norm_args, batch_norm_eval_args
+from ._arguments import batch_norm_args, batch_norm_eval_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .layer import Layer

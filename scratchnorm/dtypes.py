@@ -13,8 +13,8 @@
   LayerNorm and RMSNorm compute their elementwise loops (y, and the backward's
   dx) in float32 from those float64 statistics (twice the SIMD lanes), within
   the bounds their module docstrings count (scratchnorm/fast/layernorm.py,
-  rmsnorm.py); the general row-wise kernel does so for y only
-  (scratchnorm/fast/rowwise_tuned.py).
+  rmsnorm.py); the variants' kernels do so for an uncentered y only
+  (scratchnorm/fast/variants.py).
 * float16 inputs are upcast to float32 when they enter the function (one
   copy; the numba backend widens them to float64, which is just as exact),
   handled as float32 inputs are by the reference, and the final output, *after*

@@ -29,9 +29,9 @@ from numbers import Real
 
 import numpy as np
 
-from ._arrays import store, sum_rows, upstream
+from ._results import store, sum_rows, upstream
 from ._checks import check_bool, check_int, check_last_axis, fail
-from ._doors import dyt_args
+from ._arguments import dyt_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .layer import Layer

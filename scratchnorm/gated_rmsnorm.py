@@ -54,9 +54,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows, upstream
+from ._results import store, sum_rows, upstream
 from ._checks import check_bool, check_choice, check_eps, check_groups, check_int, check_last_axis, fail
-from ._doors import gated_rms_norm_args
+from ._arguments import gated_rms_norm_args
 from .backend import implementation, register
 from .casts import check_promote, llama_x_hat, times_weight
 from .dtypes import as_float_array, upcast_half

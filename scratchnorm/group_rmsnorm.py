@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows, upstream
+from ._results import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_choice, check_eps, check_groups, check_int, check_last_axis
-from ._doors import group_rms_norm_args
+from ._arguments import group_rms_norm_args
 from .backend import implementation, register
 from .layer import Layer
 from .rmsnorm import rms_norm_backward, rms_norm_forward

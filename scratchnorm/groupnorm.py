@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, upstream
+from ._results import store, upstream
 from ._per_channel import add_channel_affine, channel_affine, channel_affine_grads, dx_hat_of
 from ._checks import check_bool, check_channels_input, check_eps, check_groups, check_int, fail
-from ._doors import group_norm_args
+from ._arguments import group_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .layer import Layer

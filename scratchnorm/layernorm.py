@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows, upstream
+from ._results import store, sum_rows, upstream
 from ._checks import check_bool, check_eps
 from ._shapes import rows_of
-from ._doors import layer_norm_args
+from ._arguments import layer_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
 from .trailing_axes import TrailingAxesNorm

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import sum_rows
+from ._results import sum_rows
 from ._checks import check_array_shape, check_bool, check_int, check_last_axis
 from .dtypes import as_float_array, upcast_half
 from .layer import Layer

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store, sum_rows, upstream
+from ._results import store, sum_rows, upstream
 from ._checks import EPS_MODES, check_bool, check_choice, check_eps
-from ._doors import rms_norm_args
+from ._arguments import rms_norm_args
 from .backend import implementation, register
 from ._shapes import rows_of
 from .casts import CASTS, check_promote, rms_norm_cast

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import store
+from ._results import store
 from ._checks import check_array_shape, check_last_axis, check_nonempty, fail
 from .dtypes import as_float_array, upcast_half
 from .layer import Layer

@@ -4,7 +4,6 @@ r"""python -m scratchnorm.bench: how fast is each normalization, against memory 
     python -m scratchnorm.bench --norms layernorm,rmsnorm --shapes 4096x1024 --dtypes float32
     python -m scratchnorm.bench --quick --json bench.json         # tiny shapes, few repeats
     python -m scratchnorm.bench --grid                            # only the grid against torch.nn
-    python -m scratchnorm.bench --kernel readable                 # the readable kernels, no trick
 
 A full run takes several minutes (the NumPy reference at 8192x4096 is slow); --quick takes
 seconds, about half a minute with torch and jax and the first-call subprocesses
@@ -28,9 +27,6 @@ What is measured, in one process, as medians of timed calls after a warm-up:
   LayerNorm, RMSNorm, BatchNorm and GroupNorm through the layer classes with default arguments
   against torch.nn's, forward, backward and both, at the shapes of the performance issue, as the
   ratio torch time / ours at every point.
-
-``--kernel`` picks the numba kernels timed: "tuned" (the default), "readable", or a list of the
-tricks to keep (``scratchnorm/fast/tricks.py``).
 
 The report (``report.py``, which also gives the JSON's shape) prints each figure's median, its
 effective bandwidth and its share of the copy's, and ratios against the numba time.

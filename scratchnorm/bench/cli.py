@@ -57,15 +57,6 @@ def parse_threads(s: str) -> int:
     return int(s)
 
 
-def parse_kernel(s: str):
-    """--kernel: "tuned", "readable", or comma-separated tricks (scratchnorm/fast/tricks.py)."""
-    from ..fast.tricks import TRICKS
-
-    if s in ("tuned", "readable"):
-        return s
-    return parse_list(s, tuple(TRICKS), "kernel")
-
-
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m scratchnorm.bench",
                                  description="Time every normalization against the copy roofline, "
@@ -91,9 +82,6 @@ def parse_args(argv):
                     default=list(COMPARE), help="torch,torch_compile,jax (default, when importable; torch_compile "
                                                 "needs torch and a C++ compiler, and compiles each shape first) "
                                                 "or none")
-    ap.add_argument("--kernel", type=parse_kernel, default="tuned",
-                    help="the numba kernels to time: tuned (default), readable (no trick), or the tricks to keep, "
-                         "comma-separated (scratchnorm/fast/tricks.py lists them)")
     ap.add_argument("--no-compile", action="store_true", help="skip the first-call subprocesses")
     ap.add_argument("--grid", action="store_true",
                     help="only the layer-class grid against torch.nn (bench/grid.py); needs torch")
@@ -127,7 +115,7 @@ def run(args) -> dict:
               "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
                          "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
                          "threads": ctx.threads,
-                         "compare": args.compare, "kernel": args.kernel},
+                         "compare": args.compare},
               "environment": environment(ctx), "notes": ctx.notes, "copy": [], "results": [], "layers": []}
     for shape in args.shapes:
         for dtype in args.dtypes:
@@ -199,16 +187,13 @@ def main(argv=None) -> int:
         print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0
     t0 = time.perf_counter()
-    from ..fast import kernel
-
-    with kernel(args.kernel):
-        if args.grid:
-            return run_grid_only(args, t0)
-        if args.training:
-            return run_training_only(args, t0)
-        if args.stalls:
-            return run_stalls_only(args, t0)
-        report = run(args)
+    if args.grid:
+        return run_grid_only(args, t0)
+    if args.training:
+        return run_training_only(args, t0)
+    if args.stalls:
+        return run_stalls_only(args, t0)
+    report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)
     print(f"\n({report['wall_s']:.1f} s)")

@@ -2,7 +2,7 @@
 GB/s (1e9 bytes), shapes [N, D]:
 
     schema       "scratchnorm-bench/2"
-    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare, kernel}
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
     environment  {python, numpy, numba, torch, jax, cpu, cpu_count, numba_threads, torch_threads,
                   jax_threads, openblas, last_level_cache_bytes, load_average, disable_jit}
     notes        [str]: what was skipped and why
@@ -67,9 +67,6 @@ def print_report(report: dict) -> None:
     llc = f", last-level cache {env['last_level_cache_bytes'] >> 20} MiB" if env.get("last_level_cache_bytes") else ""
     print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); threads: numba {env['numba_threads']}, "
           f"torch {env['torch_threads']} (set equal to numba's), jax: {env['jax_threads']}")
-    kernel = report["config"].get("kernel", "tuned")
-    print(f"numba kernels: {kernel if isinstance(kernel, str) else 'tricks ' + ', '.join(kernel)} "
-          "(--kernel; scratchnorm/fast/tricks.py)")
     if env["openblas"]:
         print("environment (left as found): " + ", ".join(f"{k}={v}" for k, v in env["openblas"].items()))
     for note in report["notes"]:

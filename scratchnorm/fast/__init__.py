@@ -4,15 +4,14 @@ Every reference function that has kernels is exported here under its own name
 and listed in ``KERNELS``, the table ``scratchnorm.backend`` registers on the
 first numba call. Importing scratchnorm does not import this package (nor
 numba). Nothing here imports a reference module: the argument checks come from
-``_doors.py``, shared with the reference, so both raise the same errors.
+``_arguments.py``, shared with the reference, so both raise the same errors.
 
 Where things are: layernorm.py and rmsnorm.py (LayerNorm's and RMSNorm's own
-kernels and functions: what the layers run with default options); rowwise.py
-(the general row-wise kernel, for the RMSNorm variants and GroupRMSNorm),
-rowwise_tuned.py (its tricks, switched by tricks.py), rowwise_drivers.py (its
-rows on threads) and rowwise_api.py (its functions); stats.py (the float64
+kernels and functions: what the layers run with default options); variants.py
+(the kernels and functions of the RMSNorm variants and GroupRMSNorm: eps
+outside or clamped, pRMSNorm's k, a bias, a learnable eps); stats.py (the float64
 sums, the stats layout); float32.py (when a row runs in float32);
-add_rmsnorm.py (the residual add fused into the row-wise kernel);
+add_rmsnorm.py (the residual add fused into the variants' forward row);
 the (N, C, *) family: batchnorm.py (BatchNorm's functions) on
 batchnorm_columns.py ((N, C) inputs, short slabs) and batchnorm_slabs.py
 (images; the formulas), groupnorm.py (GroupNorm's and InstanceNorm's) on
@@ -36,8 +35,8 @@ order: the bits are the same for any thread count.
 
 Precision. float32 in, float32 out; statistics and sums in float64. LayerNorm's
 and RMSNorm's kernels compute y and dx of a float32 input in float32 from them
-(layernorm.py, rmsnorm.py count the roundings), the general row-wise kernel its
-y (rowwise_tuned.py); everything else is float64, rounded once at the store.
+(layernorm.py, rmsnorm.py count the roundings), the variants their uncentered
+y (variants.py); everything else is float64, rounded once at the store.
 float16 is computed as float64 and rounded once. No
 fast-math except reassociation inside pure sums (_jit.py): NaN and Inf propagate.
 
@@ -51,27 +50,26 @@ from .batchnorm import batch_norm_backward, batch_norm_eval_backward, batch_norm
 from .dyt import dyt_backward, dyt_forward
 from .gated_rmsnorm import gated_rms_norm_backward, gated_rms_norm_forward
 from .groupnorm import group_norm_backward, group_norm_forward
-from .tricks import kernel
 from .layernorm import layer_norm_backward, layer_norm_forward
 from .rmsnorm import rms_norm_backward, rms_norm_forward
-from .rowwise_api import group_rms_norm_backward, group_rms_norm_forward
+from .variants import group_rms_norm_backward, group_rms_norm_forward
 from .gelu import gelu_backward, gelu_forward
 from .updates import adam_update, sgd_update
 
 # The numba backend's table, registered by scratchnorm.backend on the first numba call:
 # operation -> kernel. Every operation of backend.OPS must be here (checked at registration).
 KERNELS = {
-    # LayerNorm and RMSNorm: layernorm.py and rmsnorm.py (their variants: rowwise.py, rowwise_api.py)
+    # LayerNorm and RMSNorm: layernorm.py and rmsnorm.py (their variants: variants.py)
     "layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
     "rms_norm_forward": rms_norm_forward, "rms_norm_backward": rms_norm_backward,
-    # GroupRMSNorm: the general row-wise kernel (rowwise.py, rowwise_api.py)
+    # GroupRMSNorm: the variants' kernels (variants.py)
     "group_rms_norm_forward": group_rms_norm_forward, "group_rms_norm_backward": group_rms_norm_backward,
     # (N, C, *) inputs: batchnorm_columns.py, batchnorm_slabs.py, groupnorm_kernels.py (kernels),
     # batchnorm.py and groupnorm.py (wrappers; InstanceNorm uses group_norm_*)
     "batch_norm_forward": batch_norm_forward, "batch_norm_backward": batch_norm_backward,
     "batch_norm_eval_forward": batch_norm_eval_forward, "batch_norm_eval_backward": batch_norm_eval_backward,
     "group_norm_forward": group_norm_forward, "group_norm_backward": group_norm_backward,
-    # today's models: add_rmsnorm.py (residual add fused with RMSNorm, on the row-wise kernel), dyt.py
+    # today's models: add_rmsnorm.py (residual add fused with RMSNorm, on the variants' forward row), dyt.py
     "add_rms_norm_forward": add_rms_norm_forward, "add_rms_norm_backward": add_rms_norm_backward,
     "dyt_forward": dyt_forward, "dyt_backward": dyt_backward,
     # gated RMSNorm (Mamba 2, Qwen3-Next): gated_rmsnorm.py
@@ -82,4 +80,4 @@ KERNELS = {
     "gelu_forward": gelu_forward, "gelu_backward": gelu_backward,
 }
 
-__all__ = ["KERNELS", "kernel", *KERNELS]
+__all__ = ["KERNELS", *KERNELS]

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._arrays import store
+from .._results import store
 from .._checks import check_dy, fail
 from ..dtypes import as_float_array
 from ._jit import jit
@@ -49,7 +49,7 @@ def writable_rows(buf, shape: tuple, dtype, rows: int, *inputs) -> np.ndarray | 
 
     None when ``buf`` is None, is not a C-contiguous array of ``shape`` and
     ``dtype``, or overlaps one of ``inputs``. Then the kernel writes a new array,
-    and ``_arrays.store`` checks ``buf`` (raising the library's error if it does not
+    and ``_results.store`` checks ``buf`` (raising the library's error if it does not
     fit) and copies the result into it.
     """
     if buf is None or not isinstance(buf, np.ndarray) or buf.dtype != dtype or buf.shape != shape:

@@ -9,24 +9,24 @@
   flag used: without "nnan"/"ninf" a NaN or Inf still reaches the sum, and
   the order of the partial sums is fixed by the compiled code, not by the data
   or the thread count, so the results stay bitwise reproducible.
-* ``serial_and_parallel``: one driver, compiled twice, for the kernels that still
-  use ``prange`` (BatchNorm, GroupNorm, DyT, gated RMSNorm, the general row-wise
-  kernel of the RMSNorm variants). The parallel twin runs its ``prange`` loops on
-  numba's threads, only from PARALLEL_MIN elements: below, a thread that misses a
-  scheduler slice would stall the call (chunks.py says why LayerNorm's and
-  RMSNorm's kernels share their chunks another way). Both twins split the rows
-  into the same chunks (chunks.n_chunks), so they give the same bits.
-* ``run_twin``: calls the serial or the parallel twin, safely from threads and
-  from forked children (below).
+* ``serial_and_prange``: one kernel compiled twice, serial and with its ``prange``
+  loops on numba's threads, for the kernels that use ``prange`` (BatchNorm,
+  GroupNorm, DyT, gated RMSNorm, the fused add, the variants). Both split the
+  rows into the same chunks (chunks.n_chunks), so they give the same bits.
+* ``run_by_size``: runs the prange kernel of such a pair only from PARALLEL_MIN
+  elements (below, a thread that misses a scheduler slice would stall the call;
+  chunks.py says why LayerNorm's and RMSNorm's kernels share their chunks
+  another way), else the serial one; safely from threads and from forked
+  children (below).
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
 TBB is there) aborts the process when two Python threads launch parallel
 regions at once, and GNU OpenMP ("omp", the default here) kills a child made by
-``fork`` that launches one after its parent did. So a parallel twin runs only
+``fork`` that launches one after its parent did. So a prange kernel runs only
 under a process-wide lock taken without waiting: a thread that finds the pool
-busy runs the serial twin instead, at the same time, rather than queueing. And a
-forked child (``os.register_at_fork``) always runs the serial twins: data-loader
+busy runs the serial kernel instead, at the same time, rather than queueing. And a
+forked child (``os.register_at_fork``) always runs the serial kernels: data-loader
 workers and ``multiprocessing`` pools with the "fork" start method then work on
 every threading layer, one core each. ("spawn" and "forkserver" children are
 fresh processes and use the pool as usual.)
@@ -98,7 +98,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 22  # elements from which a prange twin is used (chunks.py says why so few calls do)
+PARALLEL_MIN = 1 << 22  # elements from which a prange kernel runs (chunks.py says why so few calls do)
 
 
 def jit(fn):
@@ -115,23 +115,23 @@ def jit_sum(fn):
     return njit(fastmath={"reassoc"}, **OPTIONS)(fn)
 
 
-def serial_and_parallel(fn):
-    """(serial, parallel) dispatchers of ``fn``.
+def serial_and_prange(fn):
+    """(serial, prange): ``fn`` compiled without and with ``parallel=True``, for ``run_by_size``.
 
     numba's on-disk cache is keyed by the function's qualified name, not by its
-    options, so each twin is a copy of ``fn`` under a name of its own.
+    options, so each is a copy of ``fn`` under a name of its own.
     """
-    twins = []
+    pair = []
     for parallel in (False, True):
-        twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-        twin.__qualname__ = f"{fn.__qualname__}_{'parallel' if parallel else 'serial'}"
-        twin.__doc__ = fn.__doc__
-        twins.append(njit(parallel=parallel, **OPTIONS)(twin))
-    return tuple(twins)
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = f"{fn.__qualname__}_{'parallel' if parallel else 'serial'}"
+        copy.__doc__ = fn.__doc__
+        pair.append(njit(parallel=parallel, **OPTIONS)(copy))
+    return tuple(pair)
 
 
-_POOL = threading.Lock()        # held while a parallel twin runs (module docstring)
-_forked = False                 # True in a child made by fork: serial twins only
+_POOL = threading.Lock()        # held while a prange kernel runs (module docstring)
+_forked = False                 # True in a child made by fork: serial kernels only
 
 
 def _after_fork_in_child() -> None:
@@ -144,20 +144,21 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _call(twins, large: bool, args):
-    """The parallel twin for a ``large`` input, only while this thread holds the pool's lock, and never in
-    a forked child; else the serial twin (module docstring). Same bits either way."""
+def _call(pair, large: bool, args):
+    """The prange kernel of ``pair`` for a ``large`` input, only while this thread holds the pool's lock,
+    and never in a forked child; else the serial one (module docstring). Same bits either way."""
     if large and not _forked:
         pool = _POOL
         if pool.acquire(False):
             try:
-                return twins[1](*args)
+                return pair[1](*args)
             finally:
                 pool.release()
-    return twins[0](*args)
+    return pair[0](*args)
 
 
-def run_twin(twins, elements: int, rows: int, *args, min_factor: int = 1):
-    """Run ``twins`` on ``args``: parallel for more than one row and at least ``min_factor *
-    PARALLEL_MIN`` elements (``_call``). ``min_factor`` raises that size (BatchNorm's: 8)."""
-    return _call(twins, rows > 1 and elements >= min_factor * PARALLEL_MIN, args)
+def run_by_size(pair, elements: int, rows: int, *args, min_factor: int = 1):
+    """Run a ``serial_and_prange`` pair on ``args``: its prange kernel for more than one row and at least
+    ``min_factor * PARALLEL_MIN`` elements (``_call``), else its serial one. ``min_factor`` raises that
+    size (BatchNorm's: 8)."""
+    return _call(pair, rows > 1 and elements >= min_factor * PARALLEL_MIN, args)

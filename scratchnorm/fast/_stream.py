@@ -13,9 +13,8 @@ result that the next layer would find in cache is written normally. The forward
 also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's partial
 first and last lines are written plainly, which costs more than streaming saves
 on shorter rows. Rows the forward computes in float64 are written plainly too.
-The backward streams only when asked (NOTES.md: it did not pay). The row-wise forwards take
-``stream=True`` / ``False`` to force the choice (benchmark, lessons); so do the general kernel's
-backwards.
+The backward never streams (NOTES.md: it did not pay). The row-wise forwards take
+``stream=True`` / ``False`` to force the choice (benchmark, lessons).
 
 The usable cache is the last-level cache that Linux's sysfs reports
 (DEFAULT_CACHE_BYTES when it cannot be read), capped at CACHE_PER_CPU_BYTES for
@@ -26,11 +25,11 @@ project's machine).
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
 store where the target has none): ``affine_line`` computes
-y = ((x - hi) - lo) * rs * w + b on a line, in ``affine_row``'s order (so the
+y = ((x - hi) - lo) * rs * w + b on a line, in ``layernorm.affine_row``'s order (so the
 same bits), and ``store_line`` copies a line. A line store starts on a 64-byte
 boundary: ``line_start`` gives the elements before it, written plainly, as are
-those after the last whole line. The backward computes two rows of dx into a
-small (2, m) buffer that stays in L1/L2 and copies them out with ``stream_row``.
+those after the last whole line (``affine_row_streamed``). The fused add builds
+each row of h in a small buffer that stays in L1 and copies it out with ``stream_row``.
 
 Ordering. Non-temporal stores are weakly ordered: another thread may not see
 them until a fence. The kernels call ``store_fence`` (LLVM ``fence seq_cst``) at
@@ -155,7 +154,7 @@ else:
     def affine_line(typingctx, x, w, b, y, j, hi, lo, rs):
         """y = ((x - hi) - lo) * rs * w + b on one cache line from element j, in the arrays' dtype
         (the scalars must have it too), y written with a non-temporal store (y + j on a 64-byte
-        boundary). The operations and their order are affine_row's, so the bits are too."""
+        boundary). The operations and their order are layernorm.affine_row's, so the bits are too."""
         if not (_rows_of_one_dtype(x, w, b, y) and isinstance(j, types.Integer) and hi == lo == rs == x.dtype):
             return None
 
@@ -210,24 +209,28 @@ def decide(stream, auto: bool) -> bool:
 
 
 @jit_inline
-def affine_row(x, hi, lo, rstd, weight, bias, y):
-    """y = ((x - hi) - lo) * rstd * weight + bias for one row, in the scalars' dtype (hi + lo = the mean)."""
-    for j in range(x.shape[0]):
-        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
-
-
-@jit_inline
 def affine_row_streamed(x, hi, lo, rstd, weight, bias, y):
-    """affine_row with y written by non-temporal stores, a cache line at a time; the elements before
-    y's first line boundary and after its last whole line by affine_row itself. Same bits."""
+    """LayerNorm's forward line (layernorm.affine_row), y = ((x - hi) - lo) * rstd * weight + bias, with
+    y written by non-temporal stores a cache line at a time (``affine_line``); the elements before y's
+    first line boundary and after its last whole line by plain stores (``partial_line``). Same bits
+    (tests/fast/test_stream.py checks every offset against layernorm.affine_row)."""
     m = x.shape[0]
     lanes = LINE_BYTES // y.itemsize
     head = line_start(y)
-    body = head + (m - head) // lanes * lanes
-    affine_row(x[:head], hi, lo, rstd, weight[:head], bias[:head], y[:head])
+    body = head + (m - head) // lanes * lanes        # [head, body): whole lines
+    partial_line(x[:head], hi, lo, rstd, weight[:head], bias[:head], y[:head])
     for j in range(head, body, lanes):
         affine_line(x, weight, bias, y, j, hi, lo, rstd)
-    affine_row(x[body:], hi, lo, rstd, weight[body:], bias[body:], y[body:])
+    partial_line(x[body:], hi, lo, rstd, weight[body:], bias[body:], y[body:])
+
+
+@jit_inline
+def partial_line(x, hi, lo, rstd, weight, bias, y):
+    """layernorm.affine_row's loop, for the elements of a streamed row outside its whole lines: it
+    cannot be imported from layernorm.py, which imports this module. (One loop over the elements
+    outside the lines instead of two slices made the streamed forward 1.3x slower.)"""
+    for j in range(x.shape[0]):
+        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
 
 
 @jit_inline

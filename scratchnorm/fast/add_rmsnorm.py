@@ -1,20 +1,21 @@
 r"""The fused residual add + RMSNorm kernel (scratchnorm/add_rmsnorm.py has the math).
 
 One pass per row: h = x + residual is computed in x's dtype and stored, then
-the row-wise forward (rowwise.py, with the ``f32_affine`` trick when it is on)
-runs on h while it is still in the L1 cache. So x and residual are read from
+the variants' forward row (variants.forward_row, RMSNorm's case) runs on h
+while it is still in the L1 cache. So x and residual are read from
 memory once and h and y written once: 4 arrays' worth of bytes, against 6 for
 an add that writes h and a norm that reads it back (the benchmark counts them).
-Beyond the cache (the "stream" trick, _stream.py) h is built in a row buffer and
-both outputs are written from it with non-temporal stores, which skip the read
+Beyond the cache (_stream.py) h is built in a row buffer and
+both outputs are written with non-temporal stores, which skip the read
 that a plain store of a line not in the cache costs (else 6 arrays' worth of
 traffic again).
 
-The cache is the row-wise RMSNorm's, on h, so the backward is RMSNorm's kernel
-(rowwise_api.py) followed by dx += dh. That adds dh to the already rounded dx:
+The cache is the variants' RMSNorm cache (variants.norm_cache), on h, so the backward is RMSNorm's kernel
+(variants.py) followed by dx += dh. That adds dh to the already rounded dx:
 for float32, within one more float32 rounding of |dx| than the reference, which
 rounds once. float16 (and bfloat16) input is added in its dtype by NumPy (so h has the
-reference's bits) and normalized by the row-wise kernel: it is not fused.
+reference's bits) and normalized by the variants' kernel: it is not fused; nor is float32 input
+with a weight float32 cannot hold (|weight| > 3.4e38: the norm then runs in float64, variants.py).
 
 cast="llama" or "none" with float32 or half input: the kernel computes h and the statistics the
 backward needs, and y is then recomputed with those roundings by casts.py, the NumPy code the
@@ -22,62 +23,52 @@ reference calls too (numba has no bfloat16), so both backends give the same bits
 """
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 from numba import prange
 
+from .._arguments import add_rms_norm_args
 from .._checks import check_dy
-from .._doors import add_rms_norm_args
 from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
-from ._jit import run_twin, serial_and_parallel
-from .chunks import n_chunks
+from ._jit import run_by_size, serial_and_prange
 from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
-from .rowwise import INSIDE, forward_row
-from .rowwise_api import norm_cache, rms_norm_backward, rms_norm_forward
+from .chunks import n_chunks
 from .float32 import bounded
-from .rowwise_tuned import forward_row_tuned
-from .tricks import active
+from .variants import INSIDE, forward_row, norm_cache, rms_norm_backward, rms_norm_forward
 
 
-
-def _drivers(f32_affine: bool, stream: bool):
-    def _add_rms_rows(x, residual, w, b, h, y, stats, eps):
-        """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,)). ``stream``
-        (with f32_affine): each row's h goes to a small buffer first, y and h are written from it
-        with non-temporal stores (_stream.py), and each chunk of rows ends with a fence."""
-        rows, d = x.shape
-        is_bounded = bounded(w.reshape(1, d), b.reshape(1, d), d) if f32_affine else False
-        chunks = n_chunks(rows)
-        for c in prange(chunks):
-            buf = np.empty(d if stream else 0, x.dtype)
-            for r in range(c * rows // chunks, (c + 1) * rows // chunks):
-                xr, rr = x[r], residual[r]
-                hr = buf if stream else h[r]
-                for j in range(d):
-                    hr[j] = xr[j] + rr[j]               # in the arrays' dtype: h as it is stored
-                if f32_affine:
-                    forward_row_tuned(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE, is_bounded, stream)
-                else:
-                    forward_row(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE)
-                if stream:
-                    stream_row(h[r], buf)
-            if stream:
-                store_fence()
-
-    return serial_and_parallel(_add_rms_rows)
+def _add_rms_rows(x, residual, w, b, h, y, stats, eps, stream):
+    """h = x + residual, then y = RMSNorm(h), row by row (all (rows, d); w, b (d,) in x's dtype).
+    ``stream``: each row's h goes to a small buffer first, y and h are written with non-temporal stores
+    (_stream.py), and each chunk of rows ends with a fence."""
+    rows, d = x.shape
+    is_bounded = bounded(w.reshape(1, d), b.reshape(1, d), d)
+    chunks = n_chunks(rows)
+    for c in prange(chunks):
+        buf = np.empty(d if stream else 0, x.dtype)        # h of one row, or unused
+        for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+            xr, rr = x[r], residual[r]
+            hr = buf if stream else h[r]
+            for j in range(d):
+                hr[j] = xr[j] + rr[j]                   # in the arrays' dtype: h as it is stored
+            if stream:                                  # a constant at each call (variants._forward_rows)
+                forward_row(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE, is_bounded, True)
+                stream_row(h[r], buf)
+            else:
+                forward_row(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE, is_bounded, False)
+        if stream:
+            store_fence()
 
 
-twins = cache(_drivers)     # one compiled pair per setting of the switches, built on first use
+ADD_RMS_ROWS = serial_and_prange(_add_rms_rows)
 
 
 def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None):
     """h = x + residual, y = RMSNorm(h) * (offset + weight), numba kernels. Same arguments and result as
     ``scratchnorm.add_rms_norm_forward``; the cache is this backend's. An out= or h_out= that
     overlaps x or residual (h_out=residual) is filled after the kernel, from a new array; out= and
-    h_out= that overlap each other are rejected at the door (_doors.py), as by the reference."""
+    h_out= that overlap each other are rejected by the argument checks (_arguments.py), as by the reference."""
     x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset, out, h_out)
     scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
     y, h, cache = _add_rms_norm(x, residual, scale, eps, out, h_out)
@@ -88,24 +79,22 @@ def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=
 
 def _add_rms_norm(x, residual, weight, eps, out, h_out):
     """The fused forward with the scale ``weight``: (y, h, cache)."""
-    if is_half(x.dtype):                                # not fused (module docstring)
+    d = x.shape[-1]
+    w = None if is_half(x.dtype) else affine_vector(weight, d, 1.0, x.dtype)
+    if w is None or w.dtype != x.dtype:                 # not fused (module docstring)
         h = np.add(x, residual)
         y, norm = rms_norm_forward(h, weight, eps=eps, out=out)
         return y, (h if h_out is None else finish_rows(h, True, x.shape, x.dtype, h_out, "h_out")), {"norm": norm}
-    d = x.shape[-1]
     rows = x.size // d if d else n_rows(x.shape)
     xk, _ = as_rows(x, rows)
     rk, _ = as_rows(residual, rows)
     h, h_new = output_rows(h_out, xk, x.shape, x.dtype, xk, rk)          # (rows, d)
-    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk)           # (out and h_out never overlap: the door)
+    y, y_new = output_rows(out, xk, x.shape, x.dtype, xk, rk)           # (out and h_out never overlap: _arguments.py)
     stats = np.empty((3, rows))                         # mean (0), ms, rstd of each row (stats.py)
-    w = affine_vector(weight, d, 1.0, xk.dtype)
     b = affine_vector(None, d, -0.0, xk.dtype)
     if x.size:
-        on = active()
-        f32_affine = "f32_affine" in on and w.dtype == xk.dtype
-        stream = f32_affine and "stream" in on and streams(4 * xk.nbytes, d * xk.itemsize, AFFINE_MIN_ROW_BYTES)
-        run_twin(twins(f32_affine, stream), x.size, rows, xk, rk, w, b, h, y, stats, eps)
+        stream = streams(4 * xk.nbytes, d * xk.itemsize, AFFINE_MIN_ROW_BYTES)
+        run_by_size(ADD_RMS_ROWS, x.size, rows, xk, rk, w, b, h, y, stats, eps, stream)
     else:
         stats.fill(np.nan)
     norm = norm_cache(h, stats, 1, weight, None, False, d, eps, INSIDE, x.dtype, x.shape)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._doors import batch_norm_args, batch_norm_eval_args
+from .._arguments import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import run_twin
+from ._jit import run_by_size
 from .chunks import n_chunks
 from .batchnorm_columns import bn_backward_columns, bn_forward_columns
 from .batchnorm_slabs import bn_backward_slabs, bn_forward_slabs, channel_block
@@ -44,12 +44,12 @@ def _forward(x, weight, bias, out, stats, eps, kind):
     run = (xk, w, b, y2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))                   # per-chunk (mean, M2) of each channel
-        run_twin(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S), batch_stats,
+        run_by_size(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S), batch_stats,
                  min_factor=BN_MIN_FACTOR)
     else:
         part = np.empty((n_chunks(N), 2, C * S))               # per-chunk (mean, M2) of each column
         cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
-        run_twin(bn_forward_columns, x.size, N, *run, part, stats, cols, eps, S, batch_stats,
+        run_by_size(bn_forward_columns, x.size, N, *run, part, stats, cols, eps, S, batch_stats,
                  min_factor=BN_MIN_FACTOR)
     cache = {"fast": kind, "x": xk, "stats": stats, "w": w,
              "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
@@ -67,12 +67,12 @@ def _backward(dy, cache, dx_out, kind, fn):
     run = (dyk, xk, w, stats, dx2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy
-        run_twin(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S), kind == _TRAIN,
+        run_by_size(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S), kind == _TRAIN,
                  min_factor=BN_MIN_FACTOR)
     else:
         part = np.empty((n_chunks(N), 2, C * S))          # the same per column
         cols = np.empty((4, C * S))                       # mean and the coefficients per column
-        run_twin(bn_backward_columns, xk.size, N, *run, part, dwb, coef, cols, S, kind == _TRAIN,
+        run_by_size(bn_backward_columns, xk.size, N, *run, part, dwb, coef, cols, S, kind == _TRAIN,
                  min_factor=BN_MIN_FACTOR)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import jit, jit_inline, serial_and_parallel
+from ._jit import jit, jit_inline, serial_and_prange
 from .batchnorm_slabs import add_pieces, channel_moments, dx_coefficients, first_values
 from .channel_slabs import chunk_rows, dx_value, y_value
 from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
@@ -129,5 +129,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
         _dx_tile(dy, x, dx, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi], cols[3, lo:hi], center)
 
 
-bn_forward_columns = serial_and_parallel(_forward)
-bn_backward_columns = serial_and_parallel(_backward)
+bn_forward_columns = serial_and_prange(_forward)
+bn_backward_columns = serial_and_prange(_backward)

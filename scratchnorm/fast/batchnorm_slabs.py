@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import jit, serial_and_parallel
+from ._jit import jit, serial_and_prange
 from .channel_slabs import chunk_rows, dx_slab, normalize_slab
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_sq_dev
 
@@ -199,5 +199,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
         dx_slab(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], coef[0, c], coef[1, c], coef[2, c], center)
 
 
-bn_forward_slabs = serial_and_parallel(_forward)
-bn_backward_slabs = serial_and_parallel(_backward)
+bn_forward_slabs = serial_and_prange(_forward)
+bn_backward_slabs = serial_and_prange(_backward)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._doors import dyt_args
+from .._arguments import dyt_args
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, n_rows
-from ._jit import jit_inline, run_twin, serial_and_parallel
+from ._jit import jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 
 _KIND = "dyt"
@@ -105,8 +105,8 @@ def _dyt_backward_rows(dy, x, alpha, w, dx, part, sums):
     sums[3, 0] = dalpha
 
 
-_FORWARD = serial_and_parallel(_dyt_forward_rows)
-_BACKWARD = serial_and_parallel(_dyt_backward_rows)
+_FORWARD = serial_and_prange(_dyt_forward_rows)
+_BACKWARD = serial_and_prange(_dyt_backward_rows)
 
 
 def dyt_forward(x, alpha, weight=None, bias=None, *, out=None):
@@ -118,7 +118,7 @@ def dyt_forward(x, alpha, weight=None, bias=None, *, out=None):
     xk, y2, y_new = forward_rows(x, out, rows)
     if x.size:
         with np.errstate(over="ignore", invalid="ignore"):      # (NUMBA_DISABLE_JIT: z^2 of the unused branch)
-            run_twin(_FORWARD, x.size, rows, xk, a, affine_vector(weight, d, 1.0), affine_vector(bias, d, -0.0), y2)
+            run_by_size(_FORWARD, x.size, rows, xk, a, affine_vector(weight, d, 1.0), affine_vector(bias, d, -0.0), y2)
     cache = {"fast": _KIND, "x": xk, "alpha": a, "alpha_like": alpha_like, "weight": weight,
              "bias": bias, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
@@ -133,7 +133,7 @@ def dyt_backward(dy, cache, *, dx_out=None):
     sums = np.zeros((4, max(d, 1)))                     # (with no element: all sums 0)
     if xk.size:
         with np.errstate(over="ignore", invalid="ignore"):   # (NUMBA_DISABLE_JIT: NumPy scalars warn, as the
-            run_twin(_BACKWARD, xk.size, rows, dyk, xk, cache["alpha"],       # reference's arrays would)
+            run_by_size(_BACKWARD, xk.size, rows, dyk, xk, cache["alpha"],       # reference's arrays would)
                      affine_vector(cache["weight"], d, 1.0), dx2, part, sums)
     shape, dtype = cache["alpha_like"]
     grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),

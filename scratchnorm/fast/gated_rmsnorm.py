@@ -21,12 +21,12 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._arrays import store
+from .._results import store
 from .._checks import check_dy
-from .._doors import gated_rms_norm_args
+from .._arguments import gated_rms_norm_args
 from ..dtypes import as_float_array
 from ._buffers import affine_vector, as_rows, check_cache, n_rows
-from ._jit import jit_inline, run_twin, serial_and_parallel
+from ._jit import jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 
 _KIND = "gated"
@@ -99,8 +99,8 @@ def _backward_rows(dy, x, z, w, rstd, nbg, dx, dz, part, dweight):
         dweight += part[c]
 
 
-_FORWARD = serial_and_parallel(_forward_rows)
-_BACKWARD = serial_and_parallel(_backward_rows)
+_FORWARD = serial_and_prange(_forward_rows)
+_BACKWARD = serial_and_prange(_backward_rows)
 
 
 def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm_before_gate=False, out=None):
@@ -114,7 +114,7 @@ def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm
     y = np.empty(xk.shape)
     rstd = np.empty((rows, G))
     if x.size:
-        run_twin(_FORWARD, x.size, rows, xk, zk, affine_vector(weight, d, 1.0), y, rstd, G, eps,
+        run_by_size(_FORWARD, x.size, rows, xk, zk, affine_vector(weight, d, 1.0), y, rstd, G, eps,
                  bool(norm_before_gate))
     cache = {"fast": _KIND, "x": xk, "z": zk, "rstd": rstd, "weight": weight, "nbg": bool(norm_before_gate),
              "dtype": x.dtype, "shape": x.shape}
@@ -133,7 +133,7 @@ def gated_rms_norm_backward(dy, cache, *, dx_out=None):
     chunks = n_chunks(rows) if rows else 1
     part, dweight = np.empty((chunks, d)), np.zeros(d)
     if xk.size:
-        run_twin(_BACKWARD, xk.size, rows, dyk, xk, cache["z"], affine_vector(cache["weight"], d, 1.0),
+        run_by_size(_BACKWARD, xk.size, rows, dyk, xk, cache["z"], affine_vector(cache["weight"], d, 1.0),
                  cache["rstd"], cache["nbg"], dx, dz, part, dweight)
     shape, dtype = cache["shape"], cache["dtype"]
     grads = {"x": store(dx.reshape(shape), dtype, dx_out, "dx_out"), "gate": store(dz.reshape(shape), dtype)}

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .._arrays import store
+from .._results import store
 from ..dtypes import as_float_array, upcast_half
 from ._jit import jit
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._doors import group_norm_args
+from .._arguments import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import run_twin
+from ._jit import run_by_size
 from .chunks import n_chunks
 from .channel_slabs import SLAB_MIN, layout
 from .groupnorm_kernels import gn_backward, gn_forward
@@ -50,7 +50,7 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     xk, y2, y_new = forward_rows(x, out, N)
     w, b = _affine(weight, bias, C, S)
     stats = np.empty((3, N * G))                                 # mean, var, rstd per (sample, group)
-    run_twin(gn_forward, x.size, N * G, xk, w, b, y2, stats, eps, S)
+    run_by_size(gn_forward, x.size, N * G, xk, w, b, y2, stats, eps, S)
     cache = {"fast": _KIND, "x": xk, "stats": stats, "w": w, "weight": weight,
              "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
@@ -65,6 +65,6 @@ def group_norm_backward(dy, cache, *, dx_out=None):
     chunks = sample_chunks(N, S)
     part = np.empty((chunks, 2, w.shape[0]))                     # per-chunk dweight, dbias
     dwb = np.empty((2, cache["shape"][1]))
-    run_twin(gn_backward, xk.size, chunks * G, dyk, xk, w, stats, dx2, part, dwb, S)
+    run_by_size(gn_backward, xk.size, chunks * G, dyk, xk, w, stats, dx2, part, dwb, S)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import serial_and_parallel
+from ._jit import serial_and_prange
 from .batchnorm_slabs import add_pieces
 from .channel_slabs import SLAB_MIN, chunk_rows, dx_slab, dx_value, normalize_slab, y_value
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
@@ -104,5 +104,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
     add_pieces(part, dwb)
 
 
-gn_forward = serial_and_parallel(_forward)
-gn_backward = serial_and_parallel(_backward)
+gn_forward = serial_and_prange(_forward)
+gn_backward = serial_and_prange(_backward)

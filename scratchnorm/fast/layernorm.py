@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._doors import layer_norm_args
-from .rowwise_api import layer_norm_backward as general_backward
-from .rowwise_api import layer_norm_forward as general_forward
+from .._arguments import layer_norm_args
+from .variants import layer_norm_backward as general_backward
+from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit, jit_inline
 from .chunks import claim, done_and_claim, n_chunks, run, wait_for
-from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row, affine_row_streamed, store_fence, streams
+from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest, row_fits
 from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
 
@@ -79,6 +79,14 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream, 
         c = done_and_claim(work)
     if caller:
         wait_for(work, chunks)                     # the chunks helpers took are done
+
+
+@jit_inline
+def affine_row(x, hi, lo, rstd, weight, bias, y):
+    """LayerNorm's forward line: y = ((x - hi) - lo) * rstd * weight + bias for one row, in the scalars'
+    dtype (hi + lo = the mean). _stream.affine_row_streamed writes the same line with non-temporal stores."""
+    for j in range(x.shape[0]):
+        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
 
 
 @jit
@@ -142,7 +150,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
 
 def layer_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
-    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the general kernel's forward
+    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the variants' forward
         return general_backward(dy, cache, dx_out=dx_out)
     cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "layernorm", "layer_norm_forward")
     N, d = xk.shape

@@ -34,15 +34,15 @@ element by element against the float64 reference.
 
 The other RMSNorms (eps outside or clamped, pRMSNorm's k, a bias, a learnable
 eps, GroupRMSNorm) have knobs these kernels do not: ``rms_norm_forward`` hands
-them to the general row-wise kernel (rowwise.py).
+them to the variants' kernels (variants.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._doors import rms_norm_args
-from .rowwise_api import rms_norm_backward as general_backward
-from .rowwise_api import rms_norm_forward as general_forward
+from .._arguments import rms_norm_args
+from .variants import rms_norm_backward as general_backward
+from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit, jit_inline
 from .chunks import claim, done_and_claim, n_chunks, run, wait_for

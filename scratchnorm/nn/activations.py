@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import store
+from .._results import store
 from ..dtypes import as_float_array, upcast_half
 from ..backend import implementation, register
 from ..layer import Layer

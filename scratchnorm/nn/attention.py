@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import store
+from .._results import store
 from .._checks import check_choice, check_groups, check_int, fail
 from ..group_rmsnorm import GroupRMSNorm
 from ..groupnorm import GroupNorm

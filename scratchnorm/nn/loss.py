@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import store
+from .._results import store
 from .._checks import fail
 from ..dtypes import as_float_array, upcast_half
 from ..layer import Layer

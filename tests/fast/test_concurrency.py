@@ -3,7 +3,7 @@
 Each case runs in a subprocess with a time limit, so a crash (numba's workqueue layer aborts
 the process on concurrent parallel launches; GNU OpenMP kills a forked child) fails one test,
 not the suite. The thresholds are set to 0, so that every call shares its chunks with helper threads
-(chunks.py) or runs a prange twin (_jit.py).
+(chunks.py) or runs a prange kernel (_jit.py).
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ SETUP = textwrap.dedent('''
              "GatedRMSNorm": gated((512, 256))}
     def thresholds(value):
         _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = value
-    thresholds(0)                         # every call: helpers (chunks.py) or a prange twin (_jit.py) ...
-    chunks.core_is_idle = lambda s: True    # ... however busy the machine is (idle.py)
+    thresholds(0)                         # every call: helpers (chunks.py) or a prange kernel (_jit.py) ...
+    chunks.core_is_idle = lambda s: True  # ... however busy the machine is (idle.py)
 ''')
 
 FORK = SETUP + textwrap.dedent('''

@@ -10,7 +10,7 @@ Every case runs the same inputs through both backends and compares:
   the two float64 values differ by round-off only, so a rounding can fall on
   either side of a boundary, never further;
 * except what a kernel computes in float32 from a float32 x: y (LayerNorm's and
-  RMSNorm's kernels, and the general kernel's f32_affine), dx and dweight
+  RMSNorm's kernels, and the variants' for uncentered rows), dx and dweight
   (LayerNorm's and RMSNorm's kernels). Those may be a further amount off, per
   element: the rounding counts their module docstrings state times the size of
   each term (float32_terms).
@@ -31,7 +31,7 @@ from layer_helpers import outputs_per_thread_count, run_jitted
 import scratchnorm as sn
 from scratchnorm.nn import activations, updates
 from scratchnorm import fast
-from scratchnorm.fast import _jit, chunks, rowwise_api
+from scratchnorm.fast import _jit, chunks, variants
 
 F64 = np.dtype(np.float64)
 
@@ -56,9 +56,9 @@ IDS = [v[0] for v in VARIANTS]
 
 
 def functions(backend, name):
-    """backend: "numpy", "numba" (what the layers run), or "general" (the general row-wise kernel,
-    fast/rowwise_api.py, which LayerNorm and RMSNorm with default options do not run)."""
-    mod = {"numpy": sn, "numba": fast, "general": rowwise_api}[backend]
+    """backend: "numpy", "numba" (what the layers run), or "variants" (the variants' kernels,
+    fast/variants.py, called directly: also for LayerNorm and RMSNorm with default options)."""
+    mod = {"numpy": sn, "numba": fast, "variants": variants}[backend]
     return getattr(mod, f"{name}_forward"), getattr(mod, f"{name}_backward")
 
 
@@ -99,13 +99,13 @@ def rstd_per_element(name, ref_cache, shape):
 
 
 U32 = 2.0 ** -24                  # float32's unit roundoff: one rounding moves a value by at most U32 of it
-F32_TERMS = 8 * U32               # the general kernel's y from float32 x: 7 roundings of |x_hat w|, 2 of |b|
+F32_TERMS = 8 * U32               # the variants' y from float32 x: 5 roundings of |x_hat w|, 2 of |b| (variants.py)
 SUBNORMAL = 2.0 ** -149           # float32's spacing below its normal range: a product that falls there
 
 
 def plain_kernel_ran(name, kw, b):
     """Did LayerNorm's or RMSNorm's own kernels run (fast/layernorm.py, fast/rmsnorm.py), whose float32
-    backward computes dx and x_hat in float32? (The variants run the general kernel: float64.)"""
+    backward computes dx and x_hat in float32? (The variants' backward is float64: fast/variants.py.)"""
     return name == "layer_norm" or (name == "rms_norm" and b is None and kw.get("k") is None
                                      and kw.get("eps_mode", "inside") == "inside")
 
@@ -195,7 +195,7 @@ def assert_matches(got, want, label="", x_scale=None, terms=None, scales=None):
 
 
 def compare(name, x, dy, w, b, kw, label="", backend="numba", **buffers):
-    """``backend`` ("numba" or "general") and the reference on the same input; asserts they match;
+    """``backend`` ("numba" or "variants") and the reference on the same input; asserts they match;
     returns the kernels' results."""
     got, _ = run(backend, name, x, dy, w, b, kw, **buffers)
     want, cache = run("numpy", name, x, dy, w, b, kw)
@@ -605,10 +605,10 @@ def test_repeated_calls_give_the_same_bits():
 
 def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
     """The row chunks depend only on the number of rows, so one thread, or the caller and a helper
-    (chunks.py), or a prange twin (the variants) give the same bits."""
+    (chunks.py), or a prange kernel (the variants) give the same bits."""
     x, dy, w, b = make_inputs((70, 24), np.float32, seed=17)
     results = []
-    for threshold in (1 << 60, 0):                       # one thread, then helpers and parallel twins
+    for threshold in (1 << 60, 0):                       # one thread, then helpers and prange kernels
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
         monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
         results.append([digest(run("numba", name, x, dy, w, b, kw)[0]) for name, kw in
@@ -625,7 +625,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
     import hashlib, numba, numpy as np
     from scratchnorm import fast
     from scratchnorm.fast import _jit, chunks
-    _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = 0     # helpers and prange twins at any size
+    _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = 0     # helpers and prange kernels at any size
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1500, 96)).astype(np.float32) * 3 + 1
     dy = rng.standard_normal(x.shape).astype(np.float32)
@@ -645,7 +645,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_bits_do_not_depend_on_the_thread_count():
-    """1500 rows: 64 chunks of 23-24 rows, shared with a helper thread (or a prange twin) when there are 2."""
+    """1500 rows: 64 chunks of 23-24 rows, shared with a helper thread (or a prange kernel) when there are 2."""
     outputs = outputs_per_thread_count(DETERMINISM_SCRIPT, counts=("1", "2", "2"))  # and across processes
     assert outputs[0][1] == outputs[1][1] == outputs[2][1]
 
@@ -667,10 +667,8 @@ def test_imports_compile_nothing():
         import sys, scratchnorm
         assert "numba" not in sys.modules, "import scratchnorm imported numba"
         import scratchnorm.fast
-        from scratchnorm.fast import rowwise_drivers
-        assert rowwise_drivers.twins.cache_info().currsize == 0, "drivers were built at import"
-        drivers = rowwise_drivers.twins(True, True, True, False)
-        compiled = [f for pair in drivers for f in pair if f.signatures]
+        from scratchnorm.fast import variants
+        compiled = [f for pair in (variants.FORWARD_ROWS, variants.BACKWARD_ROWS) for f in pair if f.signatures]
         assert not compiled, compiled
         print("ok")
     """)

@@ -413,7 +413,7 @@ def test_bad_arguments_raise_the_reference_error(name, args, kw):
     assert "expected" in errors[0][1] and "Fix:" in errors[0][1]
 
 
-# -- parallel kernels and determinism (slow: compiles the parallel twins) ---------------------
+# -- parallel kernels and determinism (slow: compiles the prange kernels) ---------------------
 LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37, 6, 600)),
          ("slabs 4-D", (9, 20, 30, 40))]
 
@@ -421,7 +421,7 @@ LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37,
 @pytest.mark.slow
 @pytest.mark.parametrize("label,shape", LARGE, ids=[c[0] for c in LARGE])
 def test_large_inputs_match_the_reference(label, shape, monkeypatch):
-    """Many chunks, float64 and float32, on the parallel twins (the threshold lowered to 0: at their
+    """Many chunks, float64 and float32, on the prange kernels (the threshold lowered to 0: at their
     default, 2^22 elements, these sizes run serial)."""
     monkeypatch.setattr(_jit, "PARALLEL_MIN", 0)
     C = shape[1]
@@ -432,10 +432,10 @@ def test_large_inputs_match_the_reference(label, shape, monkeypatch):
 
 
 @pytest.mark.slow
-def test_serial_and_parallel_twins_give_the_same_bits(monkeypatch):
-    """The twins cut the work into the same chunks, so they agree bit for bit."""
+def test_serial_and_prange_kernels_give_the_same_bits(monkeypatch):
+    """The serial and prange kernels of a pair cut the work into the same chunks, so they agree bit for bit."""
     results = []
-    for threshold in (10**12, 1):                      # the serial twin everywhere, then the parallel one
+    for threshold in (10**12, 1):                      # the serial kernels everywhere, then the prange ones
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
         out = []
         for _, shape in LARGE[:3]:
@@ -478,11 +478,11 @@ def test_importing_compiles_none_of_these_kernels():
     code = textwrap.dedent("""
         import scratchnorm.fast
         from scratchnorm.fast import batchnorm_columns, batchnorm_slabs, groupnorm_kernels
-        twins = [batchnorm_columns.bn_forward_columns, batchnorm_columns.bn_backward_columns,
+        pairs = [batchnorm_columns.bn_forward_columns, batchnorm_columns.bn_backward_columns,
                  batchnorm_slabs.bn_forward_slabs, batchnorm_slabs.bn_backward_slabs,
                  groupnorm_kernels.gn_forward, groupnorm_kernels.gn_backward]
-        assert all(len(t) == 2 for t in twins)
-        compiled = [f for pair in twins for f in pair if f.signatures]
+        assert all(len(p) == 2 for p in pairs)
+        compiled = [f for pair in pairs for f in pair if f.signatures]
         assert not compiled, compiled
         print("ok")
     """)

@@ -53,7 +53,7 @@ ALLOWANCE = 32 * 1024    # Python objects: the cache dict, views, the checks' sm
 
 
 def rowwise_bytes(shape, groups, n_params):
-    """{step: documented float64 elements} of the row-wise kernels (rowwise_api.py)."""
+    """{step: documented float64 elements} of the row-wise kernels (layernorm.py, rmsnorm.py, variants.py)."""
     rows, d = math.prod(shape[:-1]) * groups, shape[-1]
     return {"forward": rows * 3                                # stats: mean, ms, rstd per kernel row
                        + n_params * d,                         # the float64 weight / bias ("w", "b")

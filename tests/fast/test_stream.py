@@ -4,8 +4,8 @@ Streaming changes where the output bytes go, never what they are. So every
 row-wise variant is run with streaming forced on and forced off and must give
 identical bits, on rows that start on and off a cache-line boundary, with
 out= buffers at odd addresses (even one not aligned to its element size),
-in both twins, and with rows that fall back to float64. The line helpers are
-checked against plain copies and affine_row at every offset within a line.
+in the serial and the prange kernels, and with rows that fall back to float64. The line helpers
+are checked against plain copies and layernorm.affine_row at every offset within a line.
 These tests also run under NUMBA_DISABLE_JIT (the helpers' Python versions).
 """
 from __future__ import annotations
@@ -18,15 +18,14 @@ from conftest import jit_disabled
 from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
-from scratchnorm.fast import _jit, _stream, chunks, rowwise_api, rowwise_drivers
+from scratchnorm.fast import _jit, _stream, chunks, variants
 from scratchnorm.fast import layernorm as fast_layernorm
 from scratchnorm.fast import rmsnorm as fast_rmsnorm
 
 
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
     """The forward and the backward with streaming forced on or off (as stream=True / False do)."""
-    monkeypatch.setattr(rowwise_api, "stream_choice", lambda choice, auto: stream)      # the general kernel
-    for module in (fast_layernorm, fast_rmsnorm):                                       # LayerNorm's, RMSNorm's
+    for module in (fast_layernorm, fast_rmsnorm, variants):
         monkeypatch.setattr(module, "decide", lambda choice, auto: stream)
     return digest(run("numba", name, x, dy, w, b, kw, **buffers)[0])
 
@@ -39,8 +38,7 @@ def both_ways(monkeypatch, *args, **buffers):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(7, 131), (6, 64)], ids=["d131", "d64"])
 def test_streamed_and_plain_stores_give_the_same_bits(monkeypatch, label, name, kw, has_w, has_b, dtype, shape):
-    """d = 131: every row starts at another offset within a line; d = 64: rows of whole lines.
-    7 rows: the backward's row pairs and its last odd row."""
+    """d = 131: every row starts at another offset within a line; d = 64: rows of whole lines."""
     if name == "group_rms_norm" and shape[1] % kw["num_groups"]:
         shape = (shape[0], shape[1] + kw["num_groups"] - shape[1] % kw["num_groups"])
     x, dy, w, b = make_inputs(shape, dtype, seed=31, has_weight=has_w, has_bias=has_b)
@@ -48,10 +46,10 @@ def test_streamed_and_plain_stores_give_the_same_bits(monkeypatch, label, name, 
     assert plain == streamed
 
 
-@pytest.mark.parametrize("twin_threshold", [1 << 60, 0], ids=["serial", "parallel"])
-def test_both_twins_stream_the_same_bits(monkeypatch, twin_threshold):
-    monkeypatch.setattr(_jit, "PARALLEL_MIN", twin_threshold)
-    monkeypatch.setattr(chunks, "PARALLEL_MIN", twin_threshold)
+@pytest.mark.parametrize("threshold", [1 << 60, 0], ids=["serial", "parallel"])
+def test_serial_and_parallel_kernels_stream_the_same_bits(monkeypatch, threshold):
+    monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
+    monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
     x, dy, w, b = make_inputs((70, 200), np.float32, seed=32)
     for name, kw in (("layer_norm", {}), ("rms_norm", {}), ("group_rms_norm", {"num_groups": 4})):
         plain, streamed = both_ways(monkeypatch, name, x, dy, w, b, kw)
@@ -91,7 +89,7 @@ def test_a_float64_weight_for_float32_x_is_written_plainly(monkeypatch):
 def test_what_decides_streaming(monkeypatch):
     """streams() sees the bytes each call moves, and the forward also its kernel rows' bytes."""
     seen = []
-    monkeypatch.setattr(rowwise_api, "streams", lambda *args: seen.append(args) or False)
+    monkeypatch.setattr(variants, "streams", lambda *args: seen.append(args) or False)
     x, dy, w, _ = make_inputs((5, 12), np.float32, seed=38)
     run("numba", "group_rms_norm", x, dy, w, None, {"num_groups": 3})
     assert seen == [(2 * x.nbytes, 4 * 4, _stream.AFFINE_MIN_ROW_BYTES)]     # the backward: never
@@ -116,7 +114,7 @@ def _copy_and_fence(dst, src):
 
 @njit
 def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
-    _stream.affine_row(x, hi, lo, rs, w, b, y_plain)
+    fast_layernorm.affine_row(x, hi, lo, rs, w, b, y_plain)
     _stream.affine_row_streamed(x, hi, lo, rs, w, b, y_streamed)
     _stream.store_fence()
 
@@ -180,23 +178,19 @@ def non_temporal_store():
 
 
 @pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")
-@pytest.mark.parametrize("center", [False, True], ids=["rms", "layernorm"])
-def test_only_the_streaming_drivers_compile_non_temporal_stores(center):
-    """Compiled afresh (the cached dispatchers cannot show their code): the streaming forward and
-    backward contain non-temporal stores, the plain ones none."""
+def test_only_the_variants_forward_compiles_non_temporal_stores():
+    """Compiled afresh (the cached dispatchers cannot show their code): the variants' forward contains
+    non-temporal stores (behind its run-time ``stream``), their backward none (it never streams)."""
     wanted = non_temporal_store()
+    kernels = [njit(cache=False)(pair[0].py_func) for pair in (variants.FORWARD_ROWS, variants.BACKWARD_ROWS)]
     x, dy, w, b = make_inputs((4, 64), np.float32, seed=39)
-    y, dx, stats = np.empty_like(x), np.empty_like(x), np.empty((4, 3))
+    y, dx, stats = np.empty_like(x), np.empty_like(x), np.empty((3, 4))
     w32, b32, w64 = w.astype(np.float32)[None], b.astype(np.float32)[None], w[None]
-    part, dwb, deps = np.empty((1, 2, 1, 64)), np.empty((2, 1, 64)), np.empty(5)
-    for stream in (False, True):
-        drivers = rowwise_drivers.twins(center, True, True, stream)
-        forward, backward = (njit(cache=False)(twins[0].py_func) for twins in drivers)
-        forward(x, w32, b32, y, stats, 64, 1e-5, 0)
-        backward(dy, x, w64, stats, dx, part, dwb, deps, 64, 1e-5, 0, 1)
-        for kernel in (forward, backward):
-            asm = "\n".join(kernel.inspect_asm().values())
-            assert (wanted in asm) == stream, (stream, kernel)
+    kernels[0](x, w32, b32, y, stats, True, 64, 1e-5, 0, True)
+    kernels[1](dy, x, w64, stats, dx, np.empty((1, 128)), np.empty(128), np.empty(5), True, 64, 1e-5, 0)
+    for kernel, streams in zip(kernels, (True, False)):
+        asm = "\n".join(kernel.inspect_asm().values())
+        assert (wanted in asm) == streams, kernel
 
 
 @pytest.mark.skipif(jit_disabled(), reason="inspects the machine code numba compiles")

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "scratchnorm"
 # What the numba backend may import from the rest of the package: shared infrastructure, no math; and
 # casts.py with eps_modes.py: the roundings of other code (cast="llama", "none"), computed in NumPy for
 # both backends, so that both give the same bits.
-SHARED = {"scratchnorm._checks", "scratchnorm._doors", "scratchnorm.dtypes", "scratchnorm._arrays",
+SHARED = {"scratchnorm._checks", "scratchnorm._arguments", "scratchnorm.dtypes", "scratchnorm._results",
           "scratchnorm.casts", "scratchnorm.eps_modes"}
 
 

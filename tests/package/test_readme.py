@@ -33,8 +33,8 @@ def paths_named(text: str) -> list[str]:
 
 
 def test_the_path_finder_sees_paths_and_refuses_placeholders():
-    assert paths_named("see `scratchnorm/fast/rowwise.py` and ![](figures/a.png)") == \
-        ["scratchnorm/fast/rowwise.py", "figures/a.png"]
+    assert paths_named("see `scratchnorm/fast/variants.py` and ![](figures/a.png)") == \
+        ["scratchnorm/fast/variants.py", "figures/a.png"]
     assert all(not is_real(p) for p in ("tests/*.py", "lessons/NN_name.py", "figures/<name>.png", "scratchnorm/..."))
 
 

@@ -6,7 +6,7 @@
   (gradients 1e-12: a few more roundings), float32 4 ulps, float16 2 ulps, bfloat16 2 ulps; the
   oracle gets the same rounded input.
 * The closed-form backward against the staged one; the layer's contract (two inputs, two gradients);
-  the numba backward's bits for 1 and 2 threads (the serial and parallel twins); NaN propagation.
+  the numba backward's bits for 1 and 2 threads (its serial and prange kernels); NaN propagation.
 """
 from __future__ import annotations
 
@@ -112,9 +112,9 @@ def test_the_numba_backward_has_the_same_bits_on_one_or_two_threads(rng):
     w = rng.standard_normal(64)
     _, cache = k.gated_rms_norm_forward(x, z, w)
     out = []
-    for twin in k._BACKWARD:                                       # serial, then parallel
+    for kernel in k._BACKWARD:                                     # serial, then prange
         dx, dz, part, dw = np.empty_like(x), np.empty_like(x), np.empty((k.n_chunks(300), 64)), np.empty(64)
-        twin(dy, cache["x"], cache["z"], w, cache["rstd"], False, dx, dz, part, dw)
+        kernel(dy, cache["x"], cache["z"], w, cache["rstd"], False, dx, dz, part, dw)
         out.append((dx, dz, dw))
     assert all(np.array_equal(a, b) for a, b in zip(*out))
 

@@ -150,15 +150,15 @@ def test_low_precision_against_float64(label, make, ref, shapes, dtype, rtol, ba
 @pytest.mark.parametrize("label,make,ref,shapes", LAYERS, ids=IDS)
 def test_non_contiguous_inputs(label, make, ref, shapes, backend, rng):
     layer = randomized(make(backend), rng)
-    twin = make(backend)
-    twin.params.update(layer.params)
+    contiguous = make(backend)
+    contiguous.params.update(layer.params)
     big = rng.standard_normal((4, 12, 6))
     for x in (big[:, ::2], np.swapaxes(rng.standard_normal((3, 5, 6)), 1, 2), big[::-1, 6:, ::3]):
         assert not x.flags.c_contiguous
         dy = rng.standard_normal(x.shape)
         np.testing.assert_allclose(layer.forward(x), ref(x, layer), rtol=1e-12, atol=1e-12)
-        twin.forward(np.ascontiguousarray(x))
-        np.testing.assert_allclose(layer.backward(dy), twin.backward(dy), rtol=1e-13, atol=1e-13)
+        contiguous.forward(np.ascontiguousarray(x))
+        np.testing.assert_allclose(layer.backward(dy), contiguous.backward(dy), rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize("label,make,ref,shapes", LAYERS, ids=IDS)

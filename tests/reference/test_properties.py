@@ -11,7 +11,7 @@ dweight/dbias: by the sum of the absolute values of their terms):
   that row's bound on x_hat, X_HAT_COND * EPS64 * cond (dbias, a sum of dy alone, takes none).
 * float32: 4 ulps (4 * 1.19e-7) — the reference rounds a float64 computation
   once; the numba row-wise forward computes y in float32, a few roundings
-  (fast/rowwise_tuned.py bounds them by about 3.5 epsilons of |x_hat * w| + |b|,
+  (fast/variants.py bounds them by 2.5 epsilons of |x_hat * w| + |b|,
   the scale y is measured against: reference_formulas._pack); float16:
   2 ulps (2 * 9.8e-4).
 The reference gets the same rounded input as the library, so only the library's

@@ -13,7 +13,7 @@ The functionals accept one value per channel (N * spatial = 1, which the BatchNo
 rejects): x_hat = 0, y = bias, dx = 0; the strategy draws those shapes too.
 
 Shapes reach both numba layouts (spatial size below and from SLAB_MIN = 16), several row
-chunks (N > 16), and, in the explicit tests at the end, the parallel twins (>= 2^17 values).
+chunks (N > 16), and, in the explicit tests at the end, the prange kernels (>= 2^17 values).
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_group_norm_property(data, backend):
     check(got, ref, x.dtype.type, cond_of(xg.mean(-1), xg.var(-1), EPS, x.shape, groups=G))
 
 
-# -- explicit cases hypothesis rarely draws: the parallel twins (>= 2^17 values) -------------
+# -- explicit cases hypothesis rarely draws: the prange kernels (>= 2^17 values) ------------
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("shape", [(2, 3, 160, 160), (4096, 40), (64, 4, 33, 17)])

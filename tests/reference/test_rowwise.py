@@ -97,7 +97,7 @@ def test_non_contiguous_and_fortran_inputs(label, make, ref, backend, rng):
 @pytest.mark.parametrize("label,make,ref", CASES, ids=IDS)
 def test_float32_and_float16_against_float64(label, make, ref, backend, rng):
     """float32: within 4 float32 epsilons (2 * 2.5e-7) of the largest float64 value (the reference
-    rounds once; the numba forward computes y in float32: fast/rowwise_tuned.py).
+    rounds once; the numba forward computes y in float32: fast/layernorm.py, rmsnorm.py, variants.py).
     float16: within 1e-3 relative (one float16 rounding, eps16 = 9.8e-4)."""
     layer = make(backend)
     randomized(layer, rng)

@@ -1,8 +1,8 @@
-"""The doors: the argument checks of every operation, in one place, for both backends.
+"""The argument checks of every operation, in one place, for both backends.
 
-Each function below is the door of one operation: the NumPy reference
+Each ``*_args`` function below checks the arguments of one operation: the NumPy reference
 (``layernorm.py``, ``rmsnorm.py``, ...) and the numba functions
-(``fast/layernorm.py``, ``fast/rmsnorm.py``, ``fast/rowwise_api.py``, ``fast/batchnorm.py``, ...) call the
+(``fast/layernorm.py``, ``fast/rmsnorm.py``, ``fast/variants.py``, ``fast/batchnorm.py``, ...) call the
 same one first, so a bad argument raises the same error, in the same order,
 whichever backend runs. Each returns the cleaned values the operation goes on
 with (x as a float array, eps as a float, ...). The single-argument checks they

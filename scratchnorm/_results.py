@@ -1,4 +1,10 @@
-"""Small array helpers shared by the reference functions."""
+"""How the NumPy functions take an upstream gradient and hand back their results.
+
+``upstream`` checks dy (or another upstream gradient) and widens it to float64; ``store`` rounds a
+float64 result to the caller's dtype once, into out= when given; ``sum_rows`` sums a parameter's
+gradient over every row. The numba functions hand their results back through ``store`` too
+(fast/_buffers.py).
+"""
 from __future__ import annotations
 
 import numpy as np
