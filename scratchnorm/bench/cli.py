@@ -152,31 +152,26 @@ def run_grid_only(args, t0) -> int:
               "`.venv/bin/pip install -e '.[compare]'`.", file=sys.stderr)
         return 2
     rows = run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
-    print(f"\n{grid_table(rows)}\n({time.perf_counter() - t0:.1f} s, {ctx.threads} threads each)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"schema": "scratchnorm-bench-grid/1", "threads": ctx.threads, "rows": rows}, f, indent=1)
-        print(f"wrote {args.json}")
-    return 0
+    return print_section(args, t0, grid_table(rows), {"schema": "scratchnorm-bench-grid/1", "threads": ctx.threads,
+                                                      "rows": rows}, f", {ctx.threads} threads each")
 
 
 def run_training_only(args, t0) -> int:
-    ctx = Context(args)
-    rows = run_training(ctx.torch, quick=args.quick, progress=progress)
-    print(f"\n{training_table(rows)}\n({time.perf_counter() - t0:.1f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"schema": "scratchnorm-bench-training/1", "rows": rows}, f, indent=1)
-        print(f"wrote {args.json}")
-    return 0
+    rows = run_training(Context(args).torch, quick=args.quick, progress=progress)
+    return print_section(args, t0, training_table(rows), {"schema": "scratchnorm-bench-training/1", "rows": rows})
 
 
 def run_stalls_only(args, t0) -> int:
     rows = run_stalls(quick=args.quick, progress=progress)
-    print(f"\n{stalls_table(rows)}\n({time.perf_counter() - t0:.1f} s)")
+    return print_section(args, t0, stalls_table(rows), {"schema": "scratchnorm-bench-stalls/1", "rows": rows})
+
+
+def print_section(args, t0, text: str, document: dict, note: str = "") -> int:
+    """One section's table and the seconds it took; ``document`` written to --json when asked."""
+    print(f"\n{text}\n({time.perf_counter() - t0:.1f} s{note})")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"schema": "scratchnorm-bench-stalls/1", "rows": rows}, f, indent=1)
+            json.dump(document, f, indent=1)
         print(f"wrote {args.json}")
     return 0
 
