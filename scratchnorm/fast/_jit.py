@@ -14,7 +14,8 @@
   GroupNorm, DyT, gated RMSNorm, the fused add, the variants). Both split the
   rows into the same chunks (chunks.n_chunks), so they give the same bits.
 * ``run_by_size``: runs the prange kernel of such a pair only from PARALLEL_MIN
-  elements (below, a thread that misses a scheduler slice would stall the call;
+  elements and when a core was free over the last 0.1 s (idle.py; below that size, or
+  on a busy machine, a thread that misses a scheduler slice would stall the call;
   chunks.py says why LayerNorm's and RMSNorm's kernels share their chunks
   another way), else the serial one; safely from threads and from forked
   children (below).
@@ -51,12 +52,15 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 import types
 from functools import cache
 from pathlib import Path
 
-from numba import config, njit
+from numba import config, get_num_threads, njit
 from numba.core import caching
+
+from .idle import core_is_idle, count_helper_time
 
 HERE = Path(__file__).resolve().parent
 
@@ -98,7 +102,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 22  # elements from which a prange kernel runs (chunks.py says why so few calls do)
+PARALLEL_MIN = 1 << 16  # elements from which a prange kernel may run: when a core is free (idle.py)
 
 
 def jit(fn):
@@ -147,13 +151,15 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
 def _call(pair, large: bool, args):
     """The prange kernel of ``pair`` for a ``large`` input, only while this thread holds the pool's lock,
     and never in a forked child; else the serial one (module docstring). Same bits either way."""
-    if large and not _forked:
+    if large and not _forked and core_is_idle():
         pool = _POOL
         if pool.acquire(False):
+            start = time.perf_counter()
             try:
                 return pair[1](*args)
             finally:
                 pool.release()
+                count_helper_time((time.perf_counter() - start) * (get_num_threads() - 1))   # the other threads
     return pair[0](*args)
 
 

@@ -56,7 +56,7 @@ from numba.core.extending import intrinsic
 from numba.np.ufunc import parallel as _numba_pool
 
 from ._jit import jit, jit_inline
-from .idle import core_is_idle
+from .idle import core_is_idle, count_helper_time
 
 ROWS_PER_CHUNK = 16     # a chunk has at least this many rows ...
 MAX_CHUNKS = 64         # ... and there are at most this many chunks
@@ -112,9 +112,6 @@ _jobs: queue.SimpleQueue | None = None       # (kernel, args, work) for the help
 _lock = threading.Lock()
 
 
-_helper_seconds = [0.0]   # seconds the helpers have spent in kernels (idle.py: they count as free cores)
-
-
 def _serve(jobs: queue.SimpleQueue) -> None:
     """A helper: run each job's kernel as a helper (caller=False) for as long as the process lives."""
     while True:
@@ -124,7 +121,7 @@ def _serve(jobs: queue.SimpleQueue) -> None:
             kernel(*args, work, False)
         except Exception:   # noqa: BLE001 - the caller runs the same call and raises the same error
             pass
-        _helper_seconds[0] += time.perf_counter() - start      # (two helpers may race: a few µs lost)
+        count_helper_time(time.perf_counter() - start)            # idle.py: a helper's core counts as free
 
 
 def helpers() -> int:
@@ -164,7 +161,7 @@ def run(kernel, elements: int, *args):
     """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements
     when a core is free for them (idle.py)."""
     work = np.zeros(2, np.int64)
-    n = helpers() if elements >= PARALLEL_MIN and core_is_idle(_helper_seconds[0]) else 0
+    n = helpers() if elements >= PARALLEL_MIN and core_is_idle() else 0
     if n:
         jobs = _jobs or _start()
         for _ in range(n):

@@ -46,10 +46,18 @@ def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int) -> fl
     return cpus * d_idle / d_total if d_total > 0 else 0.0
 
 
-def core_is_idle(helper_seconds: float) -> bool:
-    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? ``helper_seconds``:
-    the seconds our helpers have spent in kernels so far (chunks.py counts them). True without
+_helper_seconds = [0.0]   # CPU seconds our helper threads (chunks.py) and prange threads (_jit.py) have worked
+
+
+def count_helper_time(seconds: float) -> None:
+    """Add what our helper threads worked (threads may race on the sum: a few µs lost, no harm)."""
+    _helper_seconds[0] += seconds
+
+
+def core_is_idle() -> bool:
+    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? True without
     /proc/stat, and on the first call (nothing to compare with)."""
+    helper_seconds = _helper_seconds[0]
     now = time.monotonic()
     last = _last
     if now - last["at"] < WINDOW:

@@ -76,7 +76,7 @@ NO_HELPER = textwrap.dedent("""
     chunks._jobs = queue.SimpleQueue()        # jobs are posted, and no helper ever takes one
     chunks.helpers = lambda: 1
     chunks.PARALLEL_MIN = 0
-    chunks.core_is_idle = lambda s: True        # however busy the machine is (idle.py)
+    chunks.core_is_idle = lambda: True        # however busy the machine is (idle.py)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4096, 64)).astype(np.float32)
     w = np.ones(64, np.float32)
@@ -120,7 +120,7 @@ def test_set_num_threads_one_means_no_helper():
 
 def test_a_large_call_with_helpers_gives_the_serial_bits(monkeypatch):
     x, dy, w = _inputs((333, 40), seed=9)
-    monkeypatch.setattr(chunks, "core_is_idle", lambda s: True)          # helpers however busy the machine is
+    monkeypatch.setattr(chunks, "core_is_idle", lambda: True)          # helpers however busy the machine is
     results = []
     for threshold in (1 << 62, 0):
         monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
@@ -142,7 +142,7 @@ def test_no_helper_wakes_when_no_core_is_free(monkeypatch):
     monkeypatch.setattr(chunks, "PARALLEL_MIN", 0)
     x, dy, w = _inputs((64, 32), seed=3)
     for idle, expect in ((False, 0), (True, 2)):
-        monkeypatch.setattr(chunks, "core_is_idle", lambda s, idle=idle: idle)
+        monkeypatch.setattr(chunks, "core_is_idle", lambda idle=idle: idle)
         posted.clear()
         y, cache = fast.rms_norm_forward(x, w)
         fast.rms_norm_backward(dy, cache)

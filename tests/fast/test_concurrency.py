@@ -48,7 +48,7 @@ SETUP = textwrap.dedent('''
     def thresholds(value):
         _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = value
     thresholds(0)                         # every call: helpers (chunks.py) or a prange kernel (_jit.py) ...
-    chunks.core_is_idle = lambda s: True  # ... however busy the machine is (idle.py)
+    _jit.core_is_idle = chunks.core_is_idle = lambda: True  # ... however busy the machine is (idle.py)
 ''')
 
 FORK = SETUP + textwrap.dedent('''

@@ -31,19 +31,21 @@ def test_a_core_is_free_if_idle_or_held_by_our_own_helpers(monkeypatch, tmp_path
     monkeypatch.setattr(idle, "STAT", str(stat))
     monkeypatch.setattr(idle.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(idle, "_last", {"at": -1.0, "helpers": 0.0, "idle": 0, "total": 0, "answer": True})
+    monkeypatch.setattr(idle, "_helper_seconds", [5.0])
     clock = [100.0]
     monkeypatch.setattr(idle.time, "monotonic", lambda: clock[0])
     stat.write_text(STAT.format(user=1000, system=0, idle=1000, iowait=0))
-    assert idle.core_is_idle(5.0)                                        # the first reading: nothing to compare
+    assert idle.core_is_idle()                                           # the first reading: nothing to compare
     busy_ticks = round(20 * busy)                                         # 20 ticks a core in 0.2 s
     stat.write_text(STAT.format(user=1000 + busy_ticks, system=0, idle=1000 + 40 - busy_ticks, iowait=0))
     clock[0] += 0.05
-    assert idle.core_is_idle(5.0)                                        # within the window: the last answer
+    assert idle.core_is_idle()                                           # within the window: the last answer
     clock[0] += 0.15
-    assert idle.core_is_idle(5.0 + 0.2 * helpers) is free
+    idle.count_helper_time(0.2 * helpers)
+    assert idle.core_is_idle() is free
 
 
 def test_without_proc_stat_every_core_counts_as_idle(monkeypatch, tmp_path):
     monkeypatch.setattr(idle, "STAT", str(tmp_path / "absent"))
     monkeypatch.setattr(idle, "_last", {"at": -1.0, "helpers": 0.0, "idle": 0, "total": 0, "answer": False})
-    assert idle.core_is_idle(0.0)
+    assert idle.core_is_idle()
