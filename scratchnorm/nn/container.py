@@ -100,6 +100,17 @@ class _PrefixedItems(ItemsView):
                 yield f"{child_name}.{name}", value
 
 
+def param_owners(layer, prefix: str = ""):
+    """Yield (prefixed name, owning layer, its own name) for every parameter of ``layer``, in the order
+    of ``layer.params``: a container's parameters belong to its children, under "<child>.<name>"."""
+    if isinstance(layer, Container):
+        for child_name, child in layer.children.items():
+            yield from param_owners(child, f"{prefix}{child_name}.")
+    else:
+        for name in layer.params:
+            yield prefix + name, layer, name
+
+
 class Container(Layer):
     """Base class of the layers built from other layers (Sequential, Residual, attention, Transformer).
 

@@ -40,7 +40,7 @@ import numpy as np
 from .._checks import check_backend, fail
 from ..backend import implementation
 from ..layer import Layer
-from .container import Container
+from .container import param_owners
 from .updates import adam_update, sgd_update  # noqa: F401 - registers the NumPy reference
 
 
@@ -73,7 +73,7 @@ class Optimizer:
         """Yield (key, param, grad) for every parameter of every layer, checking the grads exist."""
         if self._owners is None:
             self._owners = [((i, name), i, owner, own_name) for i, layer in enumerate(self.layers)
-                            for name, owner, own_name in owners(layer)]
+                            for name, owner, own_name in param_owners(layer)]
         for key, i, owner, own_name in self._owners:
             p, g = owner.params[own_name], owner.grads.get(own_name)
             if g is None or g.shape != p.shape:
@@ -91,17 +91,6 @@ class Optimizer:
         raise NotImplementedError
 
 
-def owners(layer, prefix=""):
-    """Yield (prefixed name, owning layer, its own name) for every parameter of ``layer``: a container's
-    parameters belong to its children (container.py)."""
-    if isinstance(layer, Container):
-        for child_name, child in layer.children.items():
-            yield from owners(child, f"{prefix}{child_name}.")
-    else:
-        for name in layer.params:
-            yield prefix + name, layer, name
-
-
 class SGD(Optimizer):
     """SGD(layers, lr=0.01, momentum=0.0, backend="numba"): p -= lr * v, v = momentum * v + grad."""
 
@@ -111,7 +100,7 @@ class SGD(Optimizer):
 
     def _update(self, state, p, g):
         if "v" not in state:
-            state["v"] = np.zeros(p.size)                        # v = 0 before the first step
+            state["v"] = np.zeros(p.size if self.momentum else 0)    # v = 0 before the first step (none: no momentum)
         implementation(self.backend, "sgd_update")(p.reshape(-1), g.reshape(-1), state["v"], self.lr,
                                                    self.momentum)
 
