@@ -8,7 +8,8 @@ reported as FAILED and the others still run.
 Two at a time. The lessons run NumPy's BLAS and numba's kernels on one thread each (``one_blas_thread``,
 _training.py: at these sizes a second thread costs more than it saves), so on a 2-core machine one lesson
 leaves a core idle. The runner runs ``--jobs`` lessons at once (default: the cores this process may use), each
-in a worker process of its own, which halves the run on two cores. A lesson that times single kernel calls
+in a worker process of its own; two lessons side by side each ran ~1.15x slower than alone on this 2-core
+machine, so the run is shorter, if not halved (fast/NOTES.md, session 10). A lesson that times single kernel calls
 (its file sets ``RUNS_ALONE = True``) runs first, with nothing beside it, so that its times are those of a
 quiet machine; the training lessons' timing claims compare models stepped in turn (``race``), which a
 neighbour slows alike. The seconds the ledger records for a lesson are its own wall-clock time, beside
@@ -23,7 +24,6 @@ end with one long lesson and an idle core.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing
 import os
@@ -35,6 +35,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import matplotlib.pyplot as plt
 
@@ -181,21 +182,11 @@ def print_progress(r: Result) -> None:
 WORKER_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-@contextlib.contextmanager
 def one_thread_each():
     """Worker processes started in the block run BLAS, OpenMP and numba on one thread (they read these
     variables when they start); this process's own settings, already read, are untouched, and the
-    variables are restored after."""
-    before = {name: os.environ.get(name) for name in WORKER_THREADS}
-    os.environ.update({name: "1" for name in WORKER_THREADS})
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    environment is restored after."""
+    return mock.patch.dict(os.environ, {name: "1" for name in WORKER_THREADS})
 
 
 def last_seconds(out: Path):

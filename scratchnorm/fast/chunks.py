@@ -161,8 +161,8 @@ def run(kernel, elements: int, *args):
     """kernel(*args, work, True) on this thread, the helpers woken first for at least PARALLEL_MIN elements
     when a core is free for them (idle.py)."""
     work = np.zeros(2, np.int64)
-    n = helpers() if elements >= PARALLEL_MIN and core_is_idle() else 0
-    if n:
+    n = helpers() if elements >= PARALLEL_MIN else 0
+    if n and core_is_idle():
         jobs = _jobs or _start()
         for _ in range(n):
             jobs.put((kernel, args, work))
