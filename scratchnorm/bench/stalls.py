@@ -2,16 +2,16 @@
 
 A parallel call whose threads must all run before it returns waits a scheduler slice (milliseconds) for
 a thread that got no core: another process keeping one of two cores busy is enough. Then the median,
-and more often the 90th percentile, of the call's time jumps. LayerNorm's and RMSNorm's kernels never
-wait for a helper that has not started (fast/chunks.py), so their calls should stay near the one-thread
-time however busy the machine is.
+and more often the 90th percentile, of the call's time jumps. LayerNorm's and RMSNorm's kernels run in parallel only when a core was free
+over the last 0.1 s (fast/idle.py), so their calls should stay near the one-thread time however busy the
+machine is.
 
 For each point (LayerNorm and RMSNorm, forward and backward, float32, the shapes of the naive grid),
 with ``busy_core()`` running, three calls are timed in turn, one call each per round, until the point's
 budget is spent:
 
 * "default": the function with out= buffers (``numba_pair``), as a user calls it, numba's threads as set;
-* "one thread": the same call after ``numba.set_num_threads(1)`` (no helper wakes, chunks.py);
+* "one thread": the same call after ``numba.set_num_threads(1)`` (the serial kernel, _jit.run_by_size);
 * "naive": the twenty-line prange kernel (naive.py), on numba's threads, timed after the other two (its
   OpenMP threads spin for a while after each call, which would slow the calls timed beside it).
 

@@ -10,15 +10,14 @@
   the order of the partial sums is fixed by the compiled code, not by the data
   or the thread count, so the results stay bitwise reproducible.
 * ``serial_and_prange``: one kernel compiled twice, serial and with its ``prange``
-  loops on numba's threads, for the kernels that use ``prange`` (BatchNorm,
-  GroupNorm, DyT, gated RMSNorm, the fused add, the variants). Both split the
-  rows into the same chunks (chunks.n_chunks), so they give the same bits.
-* ``run_by_size``: runs the prange kernel of such a pair only from PARALLEL_MIN
-  elements and when a core was free over the last 0.1 s (idle.py; below that size, or
-  on a busy machine, a thread that misses a scheduler slice would stall the call;
-  chunks.py says why LayerNorm's and RMSNorm's kernels share their chunks
-  another way), else the serial one; safely from threads and from forked
-  children (below).
+  loop on numba's threads, for every kernel that shares its work between threads.
+  Both split the rows into the same chunks (chunks.py), so they give the same bits.
+* ``run_by_size``: runs the prange kernel of such a pair only when its loop has more
+  than one iteration, from PARALLEL_MIN elements (below, launching numba's threads
+  costs more than the second thread saves: NOTES.md), and when a core was free over
+  the last 0.1 s (idle.py: on a busy machine, or beside NumPy's spinning BLAS
+  threads, a thread that misses a scheduler slice would stall the call); else the
+  serial one; safely from threads and from forked children (below).
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
@@ -34,7 +33,7 @@ fresh processes and use the pool as usual.)
 
 The disk cache. numba checks a cached kernel against its own source file only,
 but a kernel inlines code from other files (stats.py's sums, float32.py's
-guards, _stream.py's stores, chunks.py's counter). So every file of this package
+guards, _stream.py's stores, chunks.py's chunk count). So every file of this package
 shares one stamp, a digest of them all (``sources_stamp``): editing any of them
 recompiles every kernel instead of loading stale machine code. numba has no
 supported per-function way to say what a cache entry depends on: ``cache=True``
@@ -102,7 +101,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 16  # elements from which a prange kernel may run: when a core is free (idle.py)
+PARALLEL_MIN = 1 << 14  # elements from which a prange kernel may run, when a core is free (idle.py; NOTES.md)
 
 
 def jit(fn):
@@ -148,23 +147,20 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _call(pair, large: bool, args):
-    """The prange kernel of ``pair`` for a ``large`` input, only while this thread holds the pool's lock,
-    and never in a forked child; else the serial one (module docstring). Same bits either way."""
-    if large and not _forked and core_is_idle():
+def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = 1):
+    """Run a ``serial_and_prange`` pair on ``args``: its prange kernel when its prange loop has more than
+    one iteration (rows, or chunks of rows) to share, the input has at least ``min_factor * PARALLEL_MIN``
+    elements (BatchNorm's factor: 32), a core was free over the last window (idle.py), numba runs more
+    than one thread and this thread holds the pool's lock; never in a forked child (module docstring).
+    Else the serial kernel. Same bits either way."""
+    if iterations > 1 and elements >= min_factor * PARALLEL_MIN and not _forked and core_is_idle():
+        threads = get_num_threads()
         pool = _POOL
-        if pool.acquire(False):
+        if threads > 1 and pool.acquire(False):
             start = time.perf_counter()
             try:
                 return pair[1](*args)
             finally:
                 pool.release()
-                count_helper_time((time.perf_counter() - start) * (get_num_threads() - 1))   # the other threads
+                count_helper_time((time.perf_counter() - start) * (threads - 1))   # the other threads' time
     return pair[0](*args)
-
-
-def run_by_size(pair, elements: int, rows: int, *args, min_factor: int = 1):
-    """Run a ``serial_and_prange`` pair on ``args``: its prange kernel for more than one row and at least
-    ``min_factor * PARALLEL_MIN`` elements (``_call``), else its serial one. ``min_factor`` raises that
-    size (BatchNorm's: 8)."""
-    return _call(pair, rows > 1 and elements >= min_factor * PARALLEL_MIN, args)

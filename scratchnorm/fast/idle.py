@@ -1,21 +1,22 @@
-"""Is a core idle? Whether a large call should wake a helper thread (chunks.py), from the machine's recent load.
+"""Is a core idle? Whether a large call may run its prange kernel on numba's threads (_jit.run_by_size),
+from the machine's recent load.
 
-A helper that takes a chunk and then loses its core to another process holds the caller until it runs
+A thread of a parallel call that loses its core to another process holds the caller until it runs
 again: a scheduler time slice, milliseconds (the bench's ``--stalls`` showed 90th percentiles 2-10 times
-the one-thread time at 1024x1024 with one core busy). A helper pays only when a core is free, so a call
-wakes helpers only when, over the last ``WINDOW`` seconds, the idle cores plus the cores our own
-helpers kept busy (they would be idle without them) come to at least ``IDLE_MIN`` of a core:
+the one-thread time at 1024x1024 with one core busy). A second thread pays only when a core is free, so
+a call runs in parallel only when, over the last ``WINDOW`` seconds, the idle cores plus the cores our
+own parallel calls kept busy (they would be idle without them) come to at least ``IDLE_MIN`` of a core:
 
-    free = idle + helpers         both averaged over the window
+    free = idle + helpers         both averaged over the window; helpers: our other threads' time
 
-On a quiet 2-core machine that is 1 whether our helpers ran (idle 0, helpers 1) or not (idle 1);
+On a quiet 2-core machine that is 1 whether our parallel calls ran (idle 0, helpers 1) or not (idle 1);
 with another process on the other core it is 0, and the call runs on its own thread. Everything else
 counts as busy, this process's other threads too: NumPy's BLAS threads spinning after a matrix
 product hold a core as surely as another program does.
 
 Linux counts each CPU's idle time in /proc/stat (the first line sums all CPUs, in clock ticks). The file
 is read at most once per ``WINDOW``; a call in between reuses the last answer, so a call pays a clock
-read. Where there is no /proc/stat (macOS, Windows), every core counts as idle: the helpers run as before.
+read. Where there is no /proc/stat (macOS, Windows), every core counts as idle: large calls run in parallel.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import os
 import time
 
 WINDOW = 0.1        # seconds between two readings of /proc/stat
-IDLE_MIN = 0.5      # of a core, idle on average over the window: a helper may wake
+IDLE_MIN = 0.5      # of a core, idle on average over the window: a call may run in parallel
 STAT = "/proc/stat"
 
 # the last reading (threads may race on it: each answer is still one that a reading gave)
@@ -46,16 +47,16 @@ def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int) -> fl
     return cpus * d_idle / d_total if d_total > 0 else 0.0
 
 
-_helper_seconds = [0.0]   # CPU seconds our helper threads (chunks.py) and prange threads (_jit.py) have worked
+_helper_seconds = [0.0]   # CPU seconds numba's other threads have worked in our prange kernels (_jit.py)
 
 
 def count_helper_time(seconds: float) -> None:
-    """Add what our helper threads worked (threads may race on the sum: a few µs lost, no harm)."""
+    """Add what our other threads worked (threads may race on the sum: a few µs lost, no harm)."""
     _helper_seconds[0] += seconds
 
 
 def core_is_idle() -> bool:
-    """Was ``IDLE_MIN`` of a core free for a helper over the last window (see above)? True without
+    """Was ``IDLE_MIN`` of a core free for a second thread over the last window (see above)? True without
     /proc/stat, and on the first call (nothing to compare with)."""
     helper_seconds = _helper_seconds[0]
     now = time.monotonic()

@@ -36,28 +36,26 @@ element by element against the float64 reference.
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from .._arguments import layer_norm_args
 from .variants import layer_norm_backward as general_backward
 from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import jit, jit_inline
-from .chunks import claim, done_and_claim, n_chunks, run, wait_for
+from ._jit import jit_inline, run_by_size, serial_and_prange
+from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest, row_fits
 from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
 
 
-@jit
-def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream, work, caller):
+def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
     """x, y: (N, d); weight, bias: (d,); mean, var, rstd: (N,) float64, kept for the backward. ``stream``:
-    y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows. ``work``,
-    ``caller``: who takes which chunk (chunks.py)."""
+    y is written with non-temporal stores (_stream.py), a fence ending each chunk of rows."""
     N, d = x.shape
     in_x_dtype = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat * w + b cannot overflow
     chunks = n_chunks(N)
-    c = claim(work)
-    while c < chunks:                              # fixed chunks of rows (chunks.py)
+    for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             shift = np.float64(x[i, 0])
             mean[i] = shift + sum_dev(x[i], shift) / d
@@ -76,9 +74,6 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream, 
                 affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y[i])
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
-        c = done_and_claim(work)
-    if caller:
-        wait_for(work, chunks)                     # the chunks helpers took are done
 
 
 @jit_inline
@@ -89,14 +84,12 @@ def affine_row(x, hi, lo, rstd, weight, bias, y):
         y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
 
 
-@jit
-def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts, work, caller):
+def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts):
     """dy, x, dx: (N, d); weight: (d,); mean, var, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
-    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows, added by the caller."""
+    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows, added in chunk order at the end."""
     N, d = x.shape
     chunks = dwb_parts.shape[0]
-    c = claim(work)
-    while c < chunks:                              # fixed chunks, whoever takes them (chunks.py)
+    for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
         dwb_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
@@ -111,10 +104,7 @@ def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_part
                 dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c, T)
             else:
                 dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c, np.float64)
-        c = done_and_claim(work)
-    if caller:
-        wait_for(work, chunks)                     # the chunks helpers took are done
-        add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))
+    add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))    # in chunk order: same bits
 
 
 @jit_inline
@@ -125,6 +115,10 @@ def dx_row(dy, x, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb, T):
         dx[j] = rstd * (T(dy[j]) * T(weight[j]) - mean_g - x_hat * mean_gx)
         dwb[0, j] += np.float64(dy[j]) * np.float64(x_hat)
         dwb[1, j] += np.float64(dy[j])
+
+
+LAYER_NORM_FORWARD = serial_and_prange(layer_norm_forward_kernel)      # (serial, prange) kernels (_jit.py)
+LAYER_NORM_BACKWARD = serial_and_prange(layer_norm_backward_kernel)
 
 
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
@@ -141,8 +135,8 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
         return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    run(layer_norm_forward_kernel, xk.size, xk, w, b, eps, y, stats[MEAN], stats[VAR], stats[RSTD],
-        stream)
+    run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
+                stats[RSTD], stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -156,8 +150,9 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))
-    run(layer_norm_backward_kernel, xk.size, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype),
-        stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, np.empty((n_chunks(N), 2, d)))
+    chunks = n_chunks(N)
+    run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype),
+                stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, np.empty((chunks, 2, d)))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     for i, name in enumerate(("weight", "bias")):
         if cache[name] is not None:

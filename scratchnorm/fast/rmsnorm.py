@@ -39,27 +39,26 @@ them to the variants' kernels (variants.py).
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from .._arguments import rms_norm_args
 from .variants import rms_norm_backward as general_backward
 from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import jit, jit_inline
-from .chunks import claim, done_and_claim, n_chunks, run, wait_for
+from ._jit import jit_inline, run_by_size, serial_and_prange
+from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import fits, quarter_of_largest
 from .stats import RSTD, VAR, add_chunks, sum_gx, sum_of, sum_sq
 
 
-@jit
-def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias, work, caller):
+def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias):
     """x, y: (N, d); weight: (d,); ms, rstd: (N,) float64, kept for the backward. ``stream``: y is written
     with non-temporal stores (_stream.py: x * rstd * weight + no_bias, no_bias = -0.0, the same bits),
-    a fence ending each chunk of rows. ``work``, ``caller``: who takes which chunk (chunks.py)."""
+    a fence ending each chunk of rows."""
     N, d = x.shape
     chunks = n_chunks(N)
-    c = claim(work)
-    while c < chunks:                              # fixed chunks of rows (chunks.py)
+    for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             ms[i] = sum_sq(x[i]) / d
             rstd[i] = 1.0 / np.sqrt(ms[i] + eps)
@@ -73,9 +72,6 @@ def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias, work, 
                 scale_row(x[i], rstd[i], weight, y[i])
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
-        c = done_and_claim(work)
-    if caller:
-        wait_for(work, chunks)                     # the chunks helpers took are done
 
 
 @jit_inline
@@ -85,15 +81,12 @@ def scale_row(x, rstd, weight, y):
         y[j] = x[j] * rstd * weight[j]
 
 
-@jit
-def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, deps_rows, work, caller):
+def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, deps_rows):
     """dy, x, dx: (N, d); weight: (d,); rstd: (N,); dweight: (d,) float64; dweight_parts: (chunks, d)
-    float64, the sum of dy * x_hat over each chunk of rows; deps_rows: (N,). Returns d loss / d eps (the
-    caller; a helper returns 0)."""
+    float64, the sum of dy * x_hat over each chunk of rows; deps_rows: (N,). Returns d loss / d eps."""
     N, d = x.shape
     chunks = dweight_parts.shape[0]
-    c = claim(work)
-    while c < chunks:                              # fixed chunks, whoever takes them (chunks.py)
+    for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         dweight_c = dweight_parts[c]               # this chunk's share of dweight
         dweight_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
@@ -105,12 +98,8 @@ def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, de
                 dx_row(dy[i], x[i], weight, T(rstd[i]), T(mean_gx), dx[i], dweight_c, T)
             else:
                 dx_row(dy[i], x[i], weight, rstd[i], mean_gx, dx[i], dweight_c, np.float64)
-        c = done_and_claim(work)
-    if caller:
-        wait_for(work, chunks)                     # the chunks helpers took are done
-        add_chunks(dweight_parts, dweight)
-        return sum_of(deps_rows)
-    return 0.0
+    add_chunks(dweight_parts, dweight)             # in chunk order: the same bits on any thread count
+    return sum_of(deps_rows)
 
 
 @jit_inline
@@ -120,6 +109,10 @@ def dx_row(dy, x, weight, rstd, mean_gx, dx, dweight, T):
         x_hat = T(x[j]) * rstd
         dx[j] = rstd * (T(dy[j]) * T(weight[j]) - x_hat * mean_gx)
         dweight[j] += np.float64(dy[j]) * np.float64(x_hat)
+
+
+RMS_NORM_FORWARD = serial_and_prange(rms_norm_forward_kernel)      # (serial, prange) kernels (_jit.py)
+RMS_NORM_BACKWARD = serial_and_prange(rms_norm_backward_kernel)
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
@@ -136,8 +129,8 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
         return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
-    run(rms_norm_forward_kernel, xk.size, xk, w, eps, y, stats[VAR], stats[RSTD], stream,
-        affine_vector(None, d, -0.0, xk.dtype))
+    run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
+                stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -151,8 +144,9 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     weight = cache["weight"]
     dweight = np.empty(d)
-    deps = run(rms_norm_backward_kernel, xk.size, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype),
-               cache["stats"][RSTD], dx, dweight, np.empty((n_chunks(N), d)), np.empty(N))
+    chunks = n_chunks(N)
+    deps = run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype),
+                       cache["stats"][RSTD], dx, dweight, np.empty((chunks, d)), np.empty(N))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
         grads["weight"] = dweight.astype(weight.dtype)

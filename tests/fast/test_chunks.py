@@ -1,10 +1,10 @@
-"""chunks.py: the caller and its helper threads share a kernel's chunks; nobody waits for an idle thread.
+"""chunks.py and _jit.run_by_size: LayerNorm's and RMSNorm's kernels, serial or on numba's threads.
 
-* Whoever computes a chunk, the bits are the same: a "helper" call that takes every chunk, then the
-  caller's call that finds none left and only adds the per-chunk sums, equals the caller alone.
-* The caller never waits for a helper that took no chunk: with the helpers' queue never served
-  (a helper that does not get a core), a large call still returns (in a subprocess with a time limit).
-* Under NUMBA_DISABLE_JIT=1 there are no helpers, and the kernels run as plain Python.
+* Whoever computes a chunk, the bits are the same: the prange kernel of each pair gives the serial
+  kernel's bits, the per-chunk sums included (under NUMBA_DISABLE_JIT both are the same Python loop).
+* ``run_by_size`` runs the prange kernel only where it may: more than one chunk, a large input, a free
+  core (idle.py), more than one numba thread, not in a forked child; else the serial one.
+* The default path from a layer to its kernel is at most four calls deep.
 """
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 
 import numpy as np
 import pytest
 
-from scratchnorm import fast
-from scratchnorm.fast import chunks
+from scratchnorm.fast import _jit, chunks
 from scratchnorm.fast import layernorm as ln
 from scratchnorm.fast import rmsnorm as rms
 from scratchnorm.fast.stats import MEAN, RSTD, VAR
@@ -31,119 +29,123 @@ def _inputs(shape=(70, 24), dtype=np.float32, seed=3):
 
 
 def _kernel_calls(x, dy, w):
-    """(name, kernel, args, outputs) for the four LayerNorm/RMSNorm kernels: args without work/caller."""
+    """(name, pair, args, outputs) for the four LayerNorm/RMSNorm kernels, on fresh output arrays."""
     N, d = x.shape
-    stats = np.empty((3, N))
-    y = np.empty_like(x)
-    dx = np.empty_like(x)
-    dwb, dwb_parts = np.empty((2, d)), np.empty((chunks.n_chunks(N), 2, d))
-    dweight, dweight_parts, deps_rows = np.empty(d), np.empty((chunks.n_chunks(N), d)), np.empty(N)
+    stats = np.full((3, N), np.nan)
+    y, dx = np.full_like(x, np.nan), np.full_like(x, np.nan)
+    dwb, dwb_parts = np.full((2, d), np.nan), np.full((chunks.n_chunks(N), 2, d), np.nan)
+    dweight, dweight_parts, deps_rows = np.full(d, np.nan), np.full((chunks.n_chunks(N), d), np.nan), np.empty(N)
     zero = np.full(d, -0.0, x.dtype)
-    ln.layer_norm_forward(x, w, w)              # (compiles)
+    _, cache = ln.layer_norm_forward(x, w, w)
+    _, rms_cache = rms.rms_norm_forward(x, w)
+    s, r = cache["stats"], rms_cache["stats"]
     return [
-        ("LayerNorm forward", ln.layer_norm_forward_kernel,
+        ("LayerNorm forward", ln.LAYER_NORM_FORWARD,
          (x, w, w, 1e-5, y, stats[MEAN], stats[VAR], stats[RSTD], False), (y, stats)),
-        ("LayerNorm backward", ln.layer_norm_backward_kernel,
-         (dy, x, w, stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, dwb_parts), (dx, dwb)),
-        ("RMSNorm forward", rms.rms_norm_forward_kernel,
+        ("LayerNorm backward", ln.LAYER_NORM_BACKWARD,
+         (dy, x, w, s[MEAN], s[VAR], s[RSTD], dx, dwb, dwb_parts), (dx, dwb)),
+        ("RMSNorm forward", rms.RMS_NORM_FORWARD,
          (x, w, 1e-6, y, stats[VAR], stats[RSTD], False, zero), (y, stats[VAR:])),     # (no mean)
-        ("RMSNorm backward", rms.rms_norm_backward_kernel,
-         (dy, x, w, stats[RSTD], dx, dweight, dweight_parts, deps_rows), (dx, dweight)),
+        ("RMSNorm backward", rms.RMS_NORM_BACKWARD,
+         (dy, x, w, r[RSTD], dx, dweight, dweight_parts, deps_rows), (dx, dweight)),
     ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_helper_that_takes_every_chunk_gives_the_callers_bits(dtype):
-    x, dy, w = _inputs(dtype=dtype)
-    for (name, kernel, args, outputs), (_, _, args2, outputs2) in zip(_kernel_calls(x, dy, w),
-                                                                      _kernel_calls(x, dy, w)):
-        alone = kernel(*args, np.zeros(2, np.int64), True)
-        expected = [o.copy() for o in outputs]
-        for o in outputs2:
-            o.fill(np.nan)
-        work = np.zeros(2, np.int64)
-        assert kernel(*args2, work, False) in (None, 0.0), name      # the helper: every chunk, no sums
-        assert work[chunks.DONE] == chunks.n_chunks(x.shape[0]), name
-        assert kernel(*args2, work, True) == alone, name             # the caller: none left, the sums
-        for got, want in zip(outputs2, expected):
+@pytest.mark.parametrize("rows", [70, 1500])          # 5 chunks of 14 rows; 64 chunks of 23-24 rows
+def test_the_prange_kernel_gives_the_serial_kernels_bits(dtype, rows):
+    x, dy, w = _inputs((rows, 24), dtype=dtype)
+    for (name, pair, args, outputs), (_, _, args2, outputs2) in zip(_kernel_calls(x, dy, w),
+                                                                    _kernel_calls(x, dy, w)):
+        serial = pair[0](*args)
+        assert pair[1](*args2) == serial, name                       # d loss / d eps (RMSNorm), or None
+        for got, want in zip(outputs2, outputs):
             assert got.tobytes() == want.tobytes(), name
 
 
-NO_HELPER = textwrap.dedent("""
-    import queue, numpy as np
-    from scratchnorm import fast
-    from scratchnorm.fast import chunks
-    chunks._jobs = queue.SimpleQueue()        # jobs are posted, and no helper ever takes one
-    chunks.helpers = lambda: 1
-    chunks.PARALLEL_MIN = 0
-    chunks.core_is_idle = lambda: True        # however busy the machine is (idle.py)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((4096, 64)).astype(np.float32)
-    w = np.ones(64, np.float32)
-    for fwd, bwd, args in ((fast.layer_norm_forward, fast.layer_norm_backward, (w, w)),
-                           (fast.rms_norm_forward, fast.rms_norm_backward, (w,))):
-        y, cache = fwd(x, *args)
-        bwd(x, cache)
-    print("returned", chunks._jobs.qsize())
+class _Pair(tuple):
+    """A stand-in for a (serial, prange) pair that records which one ran."""
+
+    def __new__(cls):
+        ran = []
+        return super().__new__(cls, (lambda: ran.append("serial"), lambda: ran.append("prange"))), ran
+
+
+@pytest.mark.parametrize("case, expected", [
+    ({}, "prange"),
+    ({"iterations": 1}, "serial"),                   # one chunk: nothing to share
+    ({"elements": _jit.PARALLEL_MIN - 1}, "serial"),  # too small
+    ({"idle": False}, "serial"),                     # no core free (idle.py)
+    ({"threads": 1}, "serial"),                      # numba.set_num_threads(1)
+    ({"forked": True}, "serial"),                    # a forked child
+    ({"pool_busy": True}, "serial"),                 # another thread runs a prange kernel
+    ({"min_factor": 2}, "serial"),                   # BatchNorm's larger size
+])
+def test_run_by_size_runs_the_prange_kernel_only_where_it_may(monkeypatch, case, expected):
+    monkeypatch.setattr(_jit, "core_is_idle", lambda: case.get("idle", True))
+    monkeypatch.setattr(_jit, "get_num_threads", lambda: case.get("threads", 2))
+    monkeypatch.setattr(_jit, "_forked", case.get("forked", False))
+    lock = _jit.threading.Lock()
+    monkeypatch.setattr(_jit, "_POOL", lock)
+    if case.get("pool_busy"):
+        lock.acquire()
+    pair, ran = _Pair()
+    _jit.run_by_size(pair, case.get("elements", _jit.PARALLEL_MIN), case.get("iterations", 2),
+                     min_factor=case.get("min_factor", 1))
+    assert ran == [expected]
+    assert lock.locked() == bool(case.get("pool_busy"))             # released after the prange kernel
+
+
+@pytest.mark.parametrize("rows, expected", [(16, "serial"), (17, "prange")])
+def test_layernorm_shares_from_two_chunks(monkeypatch, rows, expected):
+    """The forward and backward pass run_by_size their chunk count: 16 rows are one chunk."""
+    ran = []
+    real = ln.run_by_size
+
+    def spy(pair, elements, iterations, *args, **kw):
+        ran.append("prange" if iterations > 1 else "serial")
+        return real(pair, elements, iterations, *args, **kw)
+    monkeypatch.setattr(ln, "run_by_size", spy)
+    x, dy, w = _inputs((rows, 4096))
+    y, cache = ln.layer_norm_forward(x, w, w)
+    ln.layer_norm_backward(dy, cache)
+    assert ran == [expected, expected]
+
+
+DEPTH = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import scratchnorm as sn
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    KERNELS = {"layer_norm_forward_kernel", "layer_norm_backward_kernel", "rms_norm_forward_kernel",
+               "rms_norm_backward_kernel"}
+    for make in (sn.LayerNorm, sn.RMSNorm):
+        layer = make(32)
+        for step, call in (("forward", lambda: layer.forward(x)), ("backward", lambda: layer.backward(x))):
+            stack, deepest = [], []
+            def profile(frame, event, arg):
+                if event == "call":
+                    stack.append(frame.f_code.co_name)
+                    if frame.f_code.co_name in KERNELS:
+                        deepest.append(list(stack))
+                elif event == "return" and stack:
+                    stack.pop()
+            layer.forward(x)
+            sys.setprofile(profile)
+            call()
+            sys.setprofile(None)
+            path = deepest[0][deepest[0].index(step):]
+            print(make.__name__, step, len(path) - 1, " -> ".join(path))
 """)
 
 
-def test_the_caller_never_waits_for_a_helper_that_took_no_chunk():
-    env = dict(os.environ)
-    env.pop("NUMBA_DISABLE_JIT", None)
-    done = subprocess.run([sys.executable, "-c", NO_HELPER], env=env, capture_output=True, text=True, timeout=300)
+def test_a_layer_reaches_its_kernel_in_four_calls():
+    """LayerNorm and RMSNorm: layer.forward/backward to the kernel's row loop, counted as calls on the
+    stack (NUMBA_DISABLE_JIT makes the kernel a Python function that shows on it)."""
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    done = subprocess.run([sys.executable, "-c", DEPTH], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["returned", "4"], done.stdout     # four calls, four jobs never served
-
-
-def test_helpers_follow_numba_num_threads(monkeypatch):
-    monkeypatch.setattr(chunks.config, "NUMBA_NUM_THREADS", 4)
-    monkeypatch.setattr(chunks._numba_pool, "_is_initialized", False)
-    assert chunks.helpers() == (0 if chunks.config.DISABLE_JIT else 3)
-    monkeypatch.setattr(chunks.config, "NUMBA_NUM_THREADS", 1)
-    assert chunks.helpers() == 0
-
-
-def test_set_num_threads_one_means_no_helper():
-    """numba.set_num_threads(1) (the speed lessons' one thread) wakes no helper."""
-    import numba
-
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        assert chunks.helpers() == 0
-        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-        assert chunks.helpers() == (0 if chunks.config.DISABLE_JIT else numba.config.NUMBA_NUM_THREADS - 1)
-    finally:
-        numba.set_num_threads(before)
-
-
-def test_a_large_call_with_helpers_gives_the_serial_bits(monkeypatch):
-    x, dy, w = _inputs((333, 40), seed=9)
-    monkeypatch.setattr(chunks, "core_is_idle", lambda: True)          # helpers however busy the machine is
-    results = []
-    for threshold in (1 << 62, 0):
-        monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
-        for _ in range(5 if threshold == 0 else 1):     # several times: helpers join at different moments
-            y, cache = fast.layer_norm_forward(x, w, w)
-            g = fast.layer_norm_backward(dy, cache)
-            y2, cache2 = fast.rms_norm_forward(x, w)
-            g2 = fast.rms_norm_backward(dy, cache2)
-            results.append(b"".join(a.tobytes() for a in (y, g["x"], g["weight"], g["bias"], y2, g2["x"],
-                                                           g2["weight"], np.float64(g2["eps"]))))
-    assert all(r == results[0] for r in results)
-
-
-def test_no_helper_wakes_when_no_core_is_free(monkeypatch):
-    """idle.py says no core is free: a large call runs on its own thread and posts no job."""
-    posted = []
-    monkeypatch.setattr(chunks, "_jobs", types.SimpleNamespace(put=posted.append))
-    monkeypatch.setattr(chunks, "helpers", lambda: 1)
-    monkeypatch.setattr(chunks, "PARALLEL_MIN", 0)
-    x, dy, w = _inputs((64, 32), seed=3)
-    for idle, expect in ((False, 0), (True, 2)):
-        monkeypatch.setattr(chunks, "core_is_idle", lambda idle=idle: idle)
-        posted.clear()
-        y, cache = fast.rms_norm_forward(x, w)
-        fast.rms_norm_backward(dy, cache)
-        assert len(posted) == expect
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4, done.stdout
+    for line in lines:
+        assert int(line.split()[2]) <= 4, line

@@ -2,8 +2,7 @@
 
 Each case runs in a subprocess with a time limit, so a crash (numba's workqueue layer aborts
 the process on concurrent parallel launches; GNU OpenMP kills a forked child) fails one test,
-not the suite. The thresholds are set to 0, so that every call shares its chunks with helper threads
-(chunks.py) or runs a prange kernel (_jit.py).
+not the suite. The thresholds are set to 0, so that every call runs a prange kernel (_jit.py).
 """
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ SETUP = textwrap.dedent('''
     import hashlib, sys
     import numpy as np
     import scratchnorm as sn
-    from scratchnorm.fast import _jit, chunks
+    from scratchnorm.fast import _jit
 
     rng = np.random.default_rng(0)
     def case(make, shape):
@@ -46,25 +45,24 @@ SETUP = textwrap.dedent('''
              "GroupNorm": case(lambda: sn.GroupNorm(4, 16), (32, 16, 16, 16)),
              "GatedRMSNorm": gated((512, 256))}
     def thresholds(value):
-        _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = value
-    thresholds(0)                         # every call: helpers (chunks.py) or a prange kernel (_jit.py) ...
-    _jit.core_is_idle = chunks.core_is_idle = lambda: True  # ... however busy the machine is (idle.py)
+        _jit.PARALLEL_MIN = value
+    thresholds(0)                         # every call: a prange kernel (_jit.py) ...
+    _jit.core_is_idle = lambda: True      # ... however busy the machine is (idle.py)
 ''')
 
 FORK = SETUP + textwrap.dedent('''
     import multiprocessing as mp
     parent = {name: run() for name, run in CASES.items()}         # the parent uses the parallel pool first
     def child(q):
-        q.put(({name: run() for name, run in CASES.items()}, _jit._forked, chunks._jobs is not None))
+        q.put(({name: run() for name, run in CASES.items()}, _jit._forked))
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=child, args=(q,))
     p.start()
-    got, forked, helped = q.get(timeout=240)
+    got, forked = q.get(timeout=240)
     p.join(60)
     assert p.exitcode == 0, p.exitcode
     assert forked and not _jit._forked, "the child, and only the child, knows it was forked"
-    assert helped == (chunks.helpers() > 0), "the child started helpers of its own"
     assert got == parent, {k: (got[k], parent[k]) for k in parent if got[k] != parent[k]}
     print("ok")
 ''')

@@ -604,14 +604,13 @@ def test_repeated_calls_give_the_same_bits():
 
 
 def test_serial_and_parallel_kernels_give_the_same_bits(monkeypatch):
-    """The row chunks depend only on the number of rows, so one thread, or the caller and a helper
-    (chunks.py), or a prange kernel (the variants) give the same bits."""
+    """The row chunks depend only on the number of rows, so one thread or a prange kernel sharing the
+    chunks between threads (chunks.py) give the same bits."""
     x, dy, w, b = make_inputs((70, 24), np.float32, seed=17)
     results = []
-    for threshold in (1 << 60, 0):                       # one thread, then helpers and prange kernels
+    for threshold in (1 << 60, 0):                       # one thread, then prange kernels
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
         monkeypatch.setattr(_jit, "core_is_idle", lambda: True)     # however busy the machine is (idle.py)
-        monkeypatch.setattr(chunks, "PARALLEL_MIN", threshold)
         results.append([digest(run("numba", name, x, dy, w, b, kw)[0]) for name, kw in
                         (("layer_norm", {}), ("rms_norm", {}), ("rms_norm", {"k": 5}),
                          ("group_rms_norm", {"num_groups": 3}))])
@@ -625,9 +624,9 @@ def test_chunks_depend_only_on_the_number_of_rows():
 DETERMINISM_SCRIPT = textwrap.dedent("""
     import hashlib, numba, numpy as np
     from scratchnorm import fast
-    from scratchnorm.fast import _jit, chunks
-    _jit.PARALLEL_MIN = chunks.PARALLEL_MIN = 0     # helpers and prange kernels at any size ...
-    _jit.core_is_idle = chunks.core_is_idle = lambda: True     # ... however busy the machine is (idle.py)
+    from scratchnorm.fast import _jit
+    _jit.PARALLEL_MIN = 0                           # prange kernels at any size ...
+    _jit.core_is_idle = lambda: True                # ... however busy the machine is (idle.py)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1500, 96)).astype(np.float32) * 3 + 1
     dy = rng.standard_normal(x.shape).astype(np.float32)
@@ -647,7 +646,7 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_bits_do_not_depend_on_the_thread_count():
-    """1500 rows: 64 chunks of 23-24 rows, shared with a helper thread (or a prange kernel) when there are 2."""
+    """1500 rows: 64 chunks of 23-24 rows, shared between numba's threads when there are 2."""
     outputs = outputs_per_thread_count(DETERMINISM_SCRIPT, counts=("1", "2", "2"))  # and across processes
     assert outputs[0][1] == outputs[1][1] == outputs[2][1]
 
