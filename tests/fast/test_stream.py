@@ -18,7 +18,7 @@ from conftest import jit_disabled
 from numba import njit
 from test_kernels import IDS, VARIANTS, digest, make_inputs, run
 
-from scratchnorm.fast import _jit, _stream, chunks, variants
+from scratchnorm.fast import _jit, _stream, variants
 from scratchnorm.fast import layernorm as fast_layernorm
 from scratchnorm.fast import rmsnorm as fast_rmsnorm
 
