@@ -2,10 +2,10 @@ r"""The lessons of scratchnorm: short scripts that measure what the layers do an
 
 Running them
 ------------
-    python -m lessons                 # every lesson (``make lessons``), as many at once as there are cores
+    python -m lessons                 # every lesson (``make lessons``), as many at once as cores are idle
     python -m lessons 03              # one lesson; ``python -m lessons 03 05`` several
     python -m lessons --quick         # small sizes, < 10 s a lesson (the tests run this)
-    python -m lessons --jobs 1        # one lesson at a time (default: as many at once as there are cores;
+    python -m lessons --jobs 1        # one lesson at a time (default: as many at once as cores are idle;
                                       # a lesson that sets RUNS_ALONE = True runs with none beside it)
     python -m lessons --out DIR       # where figures and the claims ledger go (default: figures/)
     python lessons/02_geometry.py [--quick] [--out DIR]     # a lesson on its own

@@ -7,13 +7,13 @@ reported as FAILED and the others still run.
 
 Two at a time. The lessons run NumPy's BLAS and numba's kernels on one thread each (``one_blas_thread``,
 _training.py: at these sizes a second thread costs more than it saves), so on a 2-core machine one lesson
-leaves a core idle. The runner runs ``--jobs`` lessons at once (default: the cores this process may use), each
-in a worker process of its own; two lessons side by side each ran ~1.15x slower than alone on this 2-core
-machine, so the run is shorter, if not halved (fast/NOTES.md, session 10). A lesson that times single kernel calls
-(its file sets ``RUNS_ALONE = True``) runs first, with nothing beside it, so that its times are those of a
-quiet machine; the training lessons' timing claims compare models stepped in turn (``race``), which a
-neighbour slows alike. The seconds the ledger records for a lesson are its own wall-clock time, beside
-whatever ran with it. ``--jobs 1`` runs every lesson in this process, in order.
+leaves a core idle. The runner runs ``--jobs`` lessons at once (default: the cores idle when it starts,
+``free_cores``), each in a worker process of its own; two lessons side by side each ran ~1.15x slower than
+alone on this 2-core machine, so the run is shorter, if not halved (fast/NOTES.md, session 10). A lesson that
+times single kernel calls (its file sets ``RUNS_ALONE = True``) runs first, with nothing beside it, so that
+its times are those of a quiet machine; the training lessons' timing claims compare models stepped in turn
+(``race``), which a neighbour slows alike. The seconds the ledger records for a lesson are its own wall-clock
+time, beside whatever ran with it. ``--jobs 1`` runs every lesson in this process, in order.
 
 Each worker runs NumPy's BLAS, OpenMP and numba on one thread (the environment it is started with): two
 workers with two threads each would put four spinning threads on two cores, and a lesson that multiplies
@@ -38,6 +38,8 @@ from pathlib import Path
 from unittest import mock
 
 import matplotlib.pyplot as plt
+
+from scratchnorm.fast import idle
 
 from lessons import _common
 from lessons._common import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Lesson
@@ -124,6 +126,24 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def free_cores(window: float = 0.5, stat: str = idle.STAT) -> int:
+    """The default ``--jobs``: the usable cores that were idle over ``window`` seconds before the run
+    (/proc/stat, read as scratchnorm.fast.idle reads it), rounded, at least 1. On a quiet 2-core machine
+    that is 2; with another program keeping a core busy it is 1, and the lessons run one after the
+    other, each on a core of its own, instead of three processes sharing two cores (session 10: lessons
+    10, 11, 12 and 20 then took 1.5-1.6x their quiet time, 73-104 s, past the 60 s budget). The usable
+    cores where there is no /proc/stat."""
+    try:
+        with open(stat, "rb") as f:
+            before = idle.cpu_ticks(f.read(256).decode("ascii", "replace"))
+        time.sleep(window)
+        with open(stat, "rb") as f:
+            after = idle.cpu_ticks(f.read(256).decode("ascii", "replace"))
+    except (OSError, ValueError, IndexError):
+        return usable_cores()
+    return max(1, min(usable_cores(), round(idle.idle_cores(before, after, os.cpu_count() or 1))))
+
+
 def parse_args(argv, *, prog: str, allow_numbers: bool):
     ap = argparse.ArgumentParser(prog=prog, description="Run the scratchnorm lessons.")
     if allow_numbers:
@@ -132,8 +152,8 @@ def parse_args(argv, *, prog: str, allow_numbers: bool):
     ap.add_argument("--seeds", type=_seed_count, default=None,
                     help="independent runs of each training lesson (default: 5, or 1 with --quick)")
     ap.add_argument("--jobs", type=_job_count, default=None,
-                    help="lessons run at once, each in a process of its own (default: the usable cores; "
-                         "1: all in this process, in order)")
+                    help="lessons run at once, each in a process of its own (default: the cores idle when the "
+                         "run starts; 1: all in this process, in order)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
                                                                     f"(default: {DEFAULT_OUT})")
     return ap.parse_args(argv)
@@ -224,7 +244,7 @@ def main(argv=None) -> int:
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
-    jobs = args.jobs if args.jobs is not None else usable_cores()
+    jobs = args.jobs if args.jobs is not None else free_cores()
     return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
                        jobs=jobs)
 
