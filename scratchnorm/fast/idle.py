@@ -16,14 +16,17 @@ product hold a core as surely as another program does.
 
 Linux counts each CPU's idle time in /proc/stat (the first line sums all CPUs, in clock ticks). The file
 is read at most once per ``WINDOW``; a call in between reuses the last answer, so a call pays a clock
-read. Where there is no /proc/stat (macOS, Windows), every core counts as idle: large calls run in parallel.
+read. The window is short, so that the answer follows the load within a few calls: torch's or JAX's
+threads, spinning for a while after their own calls in the same process, kept a 0.1 s window "busy"
+well into a run of our calls (NOTES.md, session 11); 20 ms is still two clock ticks of each CPU.
+Where there is no /proc/stat (macOS, Windows), every core counts as idle: large calls run in parallel.
 """
 from __future__ import annotations
 
 import os
 import time
 
-WINDOW = 0.1        # seconds between two readings of /proc/stat
+WINDOW = 0.02       # seconds between two readings of /proc/stat
 IDLE_MIN = 0.5      # of a core, idle on average over the window: a call may run in parallel
 STAT = "/proc/stat"
 

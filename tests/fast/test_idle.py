@@ -1,4 +1,4 @@
-"""idle.py: whether a core is free for a helper, from /proc/stat and our helpers' time."""
+"""idle.py: whether a core is free for a second thread, from /proc/stat and our other threads' time."""
 from __future__ import annotations
 
 import pytest
@@ -20,9 +20,9 @@ def test_idle_cores_is_the_idle_share_of_the_ticks_times_the_cpus():
 
 
 @pytest.mark.parametrize("busy, helpers, free", [(1.0, 0.0, True),     # quiet, our caller ran alone
-                                                (2.0, 1.0, True),     # quiet, our helper ran too
+                                                (2.0, 1.0, True),     # quiet, our second thread ran too
                                                 (2.0, 0.0, False),    # another process on the other core
-                                                (2.0, 0.2, False),    # ... and our helper barely ran
+                                                (2.0, 0.2, False),    # ... and our second thread barely ran
                                                 (0.0, 0.0, True)])    # nobody ran
 def test_a_core_is_free_if_idle_or_held_by_our_own_helpers(monkeypatch, tmp_path, busy, helpers, free):
     """Two cores, 0.2 s between the readings (100 ticks a second): the second reading decides. ``busy``:
@@ -38,9 +38,9 @@ def test_a_core_is_free_if_idle_or_held_by_our_own_helpers(monkeypatch, tmp_path
     assert idle.core_is_idle()                                           # the first reading: nothing to compare
     busy_ticks = round(20 * busy)                                         # 20 ticks a core in 0.2 s
     stat.write_text(STAT.format(user=1000 + busy_ticks, system=0, idle=1000 + 40 - busy_ticks, iowait=0))
-    clock[0] += 0.05
+    clock[0] += idle.WINDOW / 2
     assert idle.core_is_idle()                                           # within the window: the last answer
-    clock[0] += 0.15
+    clock[0] += 0.2 - idle.WINDOW / 2
     idle.count_helper_time(0.2 * helpers)
     assert idle.core_is_idle() is free
 
