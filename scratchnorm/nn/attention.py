@@ -56,6 +56,8 @@ x's dtype once; the two Linear layers follow linear.py.
 """
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from .._results import store
@@ -84,15 +86,30 @@ def merge_heads(a):
     return a.transpose(0, 2, 1, 3).reshape(B, T, H * dh)
 
 
+def merge_heads_into(out, a):
+    """out[...] = merge_heads(a), for out (B, T, H*dh) a view (a third of dqkv): one copy, where
+    ``merge_heads`` then an assignment make two."""
+    B, H, T, dh = a.shape
+    out.reshape(B, T, H, dh)[...] = a.transpose(0, 2, 1, 3)
+
+
+@cache
+def future_mask(T):
+    """(T, T), True where j > i: the scores the causal mask hides. Made once per T, read-only."""
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    future.flags.writeable = False
+    return future
+
+
 def causal_attention_forward(q, k, v):
     """o = softmax(mask(q k^T / sqrt(dh))) v per head. q, k, v: (B, H, T, dh). Returns ``(o, cache)``."""
     dtype = q.dtype
     q, k, v = (a.astype(np.float64, copy=False) for a in (q, k, v))
     T, dh = q.shape[-2:]
     scale = 1.0 / np.sqrt(dh)
-    S = (q @ k.swapaxes(-1, -2)) * scale                        # (B, H, T, T)
-    future = np.triu(np.ones((T, T), dtype=bool), k=1)          # (T, T): True where j > i
-    P, _ = softmax_forward(np.where(future, -np.inf, S))        # (B, H, T, T)
+    S = (q @ k.swapaxes(-1, -2)) * scale                        # (B, H, T, T), a new array
+    np.copyto(S, -np.inf, where=future_mask(T))                 # S[i, j] = -inf where j > i
+    P, _ = softmax_forward(S)                                   # (B, H, T, T)
     o = P @ v                                                   # (B, H, T, dh)
     return store(o, dtype, owned=True), {"q": q, "k": k, "v": v, "P": P, "scale": scale, "dtype": dtype}
 
@@ -190,9 +207,16 @@ class CausalSelfAttention(Container):
         do = split_heads(self.proj.backward(dy), self.n_heads)  # (B, H, T, dh)
         g = causal_attention_backward(do, cache)
         g["q"], g["k"] = self._norm_qk_backward("head", g["q"], g["k"])
-        g = {name: merge_heads(g[name]) for name in ("q", "k", "v")}      # (B, T, d) each
-        g["q"], g["k"] = self._norm_qk_backward("all_heads", g["q"], g["k"])
-        dqkv = np.concatenate([g[name] for name in ("q", "k", "v")], axis=-1)   # (B, T, 3d)
+        dq, dk, dv = g["q"], g["k"], g["v"]                                # (B, H, T, dh) each
+        if self._layout() == "all_heads":                                 # the norms read merged q and k
+            dq, dk = self._norm_qk_backward("all_heads", merge_heads(dq), merge_heads(dk))   # (B, T, d)
+        B, T = dy.shape[:2]
+        dqkv = np.empty((B, T, 3 * self.d), dtype=np.result_type(dq, dk, dv))   # (B, T, 3d)
+        for third, a in zip(np.split(dqkv, 3, axis=-1), (dq, dk, dv)):    # (B, T, d) views: q, k, v
+            if a.ndim == 3:
+                third[...] = a
+            else:
+                merge_heads_into(third, a)
         return self._with_child_grads(self.qkv.backward(dqkv))
 
     def extra_repr(self):

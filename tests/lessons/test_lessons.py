@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the lessons folder is not an installed package
 
 from lessons._grading import VERDICTS  # noqa: E402
-from lessons._runner import discover, run_lessons, runs_alone  # noqa: E402
+from lessons._runner import WORKER_HEAP, discover, run_lessons, runs_alone  # noqa: E402
 
 
 def test_every_lesson_passes_quick(quick_run):
@@ -146,6 +146,18 @@ def test_a_worker_runs_on_one_thread_and_this_process_keeps_its_settings(tmp_pat
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     assert run_lessons([p, p], quick=True, out=tmp_path / "out", replace_all=True, jobs=2) == 0
     assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
+
+
+def test_a_worker_keeps_freed_memory_and_this_process_keeps_its_heap(tmp_path, monkeypatch):
+    """The workers start with WORKER_HEAP's variables (glibc reads them at start); this process's environment
+    is left as it was (lesson 13 counts page faults in a process spawned from here)."""
+    p = tmp_path / "92_heap.py"
+    p.write_text(LESSON_TEMPLATE.format(title="Heap", stem=p.stem, expect="HOLDS").replace(
+        "value=2 + 2, **exactly(5)", "value=int(__import__('os').environ['MALLOC_TRIM_THRESHOLD_']), "
+        f"**exactly({int(WORKER_HEAP['MALLOC_TRIM_THRESHOLD_'])})"))
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    assert run_lessons([p, p], quick=True, out=tmp_path / "out", replace_all=True, jobs=2) == 0
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
 
 
 def test_zero_lessons(tmp_path, capsys):

@@ -269,6 +269,42 @@ def test_attention_is_causal_in_value_and_in_gradient(rng):
     assert np.all(dx[0, 2:] == 0) and np.any(dx[0, :2] != 0)
 
 
+@pytest.mark.parametrize("qk", [(None, "head"), ("rmsnorm", "head"), ("layernorm", "all_heads"),
+                                ("rmsnorm", "head_separate_weights")])
+def test_attention_gives_the_bits_of_the_plain_numpy_lines(qk, rng, backend):
+    """The mask written in place (a cached (T, T) mask) and the gradients merged straight into dqkv give
+    the bits of the plain lines: np.where on a fresh np.triu, merge_heads then np.concatenate."""
+    from scratchnorm.nn.attention import merge_heads, softmax_backward, softmax_forward, split_heads
+
+    att = nn.CausalSelfAttention(8, 2, *qk, seed=4, backend=backend)
+    x = rng.standard_normal((3, 5, 8))
+    dy = rng.standard_normal(x.shape)
+    y, dx = att.forward(x), att.backward(dy)
+    qkv = att.qkv.forward(x)
+    q, k, v = np.split(qkv, 3, axis=-1)
+    q, k = att._norm_qk("all_heads", q, k)
+    q, k, v = (split_heads(a, 2) for a in (q, k, v))
+    q, k = att._norm_qk("head", q, k)
+    S = (q @ k.swapaxes(-1, -2)) * (1 / np.sqrt(4))
+    P, _ = softmax_forward(np.where(np.triu(np.ones((5, 5), dtype=bool), k=1), -np.inf, S))
+    assert att.proj.forward(merge_heads(P @ v)).tobytes() == y.tobytes()
+    do = split_heads(att.proj.backward(dy), 2)
+    dS = softmax_backward(do @ v.swapaxes(-1, -2), P)
+    g = {"q": (dS @ k) * 0.5, "k": (dS.swapaxes(-1, -2) @ q) * 0.5, "v": P.swapaxes(-1, -2) @ do}
+    g["q"], g["k"] = att._norm_qk_backward("head", g["q"], g["k"])
+    g = {name: merge_heads(a) for name, a in g.items()}
+    g["q"], g["k"] = att._norm_qk_backward("all_heads", g["q"], g["k"])
+    expected = att.qkv.backward(np.concatenate([g["q"], g["k"], g["v"]], axis=-1))
+    assert expected.tobytes() == dx.tobytes()
+
+
+def test_the_causal_mask_is_made_once_per_length_and_read_only():
+    from scratchnorm.nn.attention import future_mask
+
+    assert future_mask(6) is future_mask(6) and not future_mask(6).flags.writeable
+    np.testing.assert_array_equal(future_mask(6), np.arange(6)[None, :] > np.arange(6)[:, None])
+
+
 def test_attention_errors():
     with pytest.raises(ValueError, match=r"n_heads: expected a divisor of d=6") as e:
         nn.CausalSelfAttention(6, 4, **NP)
