@@ -228,10 +228,13 @@ def last_seconds(out: Path):
 
 
 def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool, verbose: bool = False,
-                seeds: int | None = None, jobs: int = 1) -> int:
+                seeds: int | None = None, jobs: int = 1, in_process: bool | None = None) -> int:
+    """Run ``paths``: ``jobs`` at a time in worker processes, or every one in this process, in order
+    (``in_process``; default: when ``jobs`` is 1). Lessons that set RUNS_ALONE run first, in this process."""
     kw = {"quick": quick, "out": out, "verbose": verbose, "seeds": seeds}
     results = []
-    alone = [p for p in paths if jobs == 1 or runs_alone(p)]
+    in_process = jobs == 1 if in_process is None else in_process
+    alone = [p for p in paths if in_process or runs_alone(p)]
     for path in alone:                                  # in order, in this process, nothing beside them
         results.append(run_one(path, **kw))
         print_progress(results[-1])
@@ -253,9 +256,9 @@ def main(argv=None) -> int:
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
-    jobs = args.jobs if args.jobs is not None else free_cores()
+    jobs = args.jobs if args.jobs is not None else free_cores()     # 1 by default: one worker at a time
     return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
-                       jobs=jobs)
+                       jobs=jobs, in_process=args.jobs == 1)
 
 
 def run_alone(path, argv=None) -> int:
