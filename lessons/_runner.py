@@ -142,7 +142,8 @@ def free_cores(window: float = 0.5, stat: str = idle.STAT) -> int:
             after = idle.cpu_ticks(f.read(256).decode("ascii", "replace"))
     except (OSError, ValueError, IndexError):
         return usable_cores()
-    return max(1, min(usable_cores(), round(idle.idle_cores(before, after, os.cpu_count() or 1))))
+    free = idle.idle_cores(before, after, os.cpu_count() or 1)
+    return max(1, min(usable_cores(), int(free + 0.5)))                  # 2.5 -> 3, not round()'s 2
 
 
 def parse_args(argv, *, prog: str, allow_numbers: bool):
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
-    jobs = args.jobs if args.jobs is not None else free_cores()     # 1 by default: one worker at a time
+    jobs = args.jobs if args.jobs is not None else free_cores() if len(chosen) > 1 else 1   # (no wait for one)
     return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
                        jobs=jobs, in_process=args.jobs == 1)
 

@@ -3,7 +3,7 @@
 A parallel call whose threads must all run before it returns waits a scheduler slice (milliseconds) for
 a thread that got no core: another process keeping one of two cores busy is enough. Then the median,
 and more often the 90th percentile, of the call's time jumps. LayerNorm's and RMSNorm's kernels run in
-parallel only when a core was free over the last 0.1 s (fast/idle.py), so their calls should stay near
+parallel only when a core was free over the last 50 ms (fast/idle.py), so their calls should stay near
 the one-thread time however busy the machine is.
 
 For each point (LayerNorm and RMSNorm, forward and backward, float32, the shapes of the naive grid),

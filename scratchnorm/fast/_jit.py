@@ -15,7 +15,7 @@
 * ``run_by_size``: runs the prange kernel of such a pair only when its loop has more
   than one iteration, from PARALLEL_MIN elements (below, launching numba's threads
   costs more than the second thread saves: NOTES.md), and when a core was free over
-  the last 0.1 s (idle.py: on a busy machine, or beside NumPy's spinning BLAS
+  idle.py's last window (50 ms: on a busy machine, or beside NumPy's spinning BLAS
   threads, a thread that misses a scheduler slice would stall the call); else the
   serial one; safely from threads and from forked children (below).
 
@@ -101,7 +101,8 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 14  # elements from which a prange kernel may run, when a core is free (idle.py; NOTES.md)
+PARALLEL_MIN = 1 << 14  # elements from which a prange kernel may run, when a core is free (idle.py; NOTES.md) ...
+OTHERS_MIN_FACTOR = 4   # ... for LayerNorm's and RMSNorm's (measured); the others keep 2^16 (not measured lower)
 
 
 def jit(fn):
@@ -147,11 +148,12 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = 1):
+def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = OTHERS_MIN_FACTOR):
     """Run a ``serial_and_prange`` pair on ``args``: its prange kernel when its prange loop has more than
     one iteration (rows, or chunks of rows) to share, the input has at least ``min_factor * PARALLEL_MIN``
-    elements (BatchNorm's factor: 32), a core was free over the last window (idle.py), numba runs more
-    than one thread and this thread holds the pool's lock; never in a forked child (module docstring).
+    elements (LayerNorm and RMSNorm: 1; BatchNorm: 32; the others: 4), a core was free over the last
+    window (idle.py), numba runs more than one thread and this thread holds the pool's lock; never in a
+    forked child (module docstring).
     Else the serial kernel. Same bits either way."""
     if iterations > 1 and elements >= min_factor * PARALLEL_MIN and not _forked and core_is_idle():
         threads = get_num_threads()
@@ -162,5 +164,5 @@ def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = 1
                 return pair[1](*args)
             finally:
                 pool.release()
-                count_helper_time((time.perf_counter() - start) * (threads - 1))   # the other threads' time
+                count_helper_time((time.perf_counter() - start) * (min(threads, iterations) - 1))   # the others' time
     return pair[0](*args)

@@ -94,7 +94,7 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
     b = affine_vector(None, d, -0.0, xk.dtype)
     if x.size:
         stream = streams(4 * xk.nbytes, d * xk.itemsize, AFFINE_MIN_ROW_BYTES)
-        run_by_size(ADD_RMS_ROWS, x.size, rows, xk, rk, w, b, h, y, stats, eps, stream)
+        run_by_size(ADD_RMS_ROWS, x.size, n_chunks(rows), xk, rk, w, b, h, y, stats, eps, stream)
     else:
         stats.fill(np.nan)
     norm = norm_cache(h, stats, 1, weight, None, False, d, eps, INSIDE, x.dtype, x.shape)

@@ -28,7 +28,7 @@ Nothing large is subtracted: each piece takes the mean of x - K, K the
 channel's first value, so delta keeps its digits however far the data sit from 0.
 
 Threads. A channel is strided across the samples, which are cut into
-``_jit.n_chunks(N)`` fixed chunks. Here a task (chunk, block of channels) walks
+``chunks.n_chunks(N)`` fixed chunks. Here a task (chunk, block of channels) walks
 its slabs in memory order, merging each into its channel's (mean, M2) for that
 chunk; the chunks' pieces are then merged channel by channel in chunk order
 (``channel_moments``), and the backward's sums are added the same way

@@ -6,7 +6,7 @@ Backward: t = tanh(alpha x) is computed again from x (the cache keeps x, not
 t: one array less to hold, as the row-wise kernels keep only statistics). Per
 element: dz = dy w (1 - t^2), dx = alpha dz. The three sums over rows (dweight:
 dy t, dbias: dy, and dalpha: dz x) are kept per column in per-chunk partials
-(``_jit.n_chunks``), which vectorize like the row-wise dweight; the chunks are
+(``chunks.n_chunks``), which vectorize like the row-wise dweight; the chunks are
 then added in a fixed order, and dalpha's columns summed in order, so the bits
 do not depend on the thread count.
 """
@@ -133,7 +133,7 @@ def dyt_backward(dy, cache, *, dx_out=None):
     sums = np.zeros((4, max(d, 1)))                     # (with no element: all sums 0)
     if xk.size:
         with np.errstate(over="ignore", invalid="ignore"):   # (NUMBA_DISABLE_JIT: NumPy scalars warn, as the
-            run_by_size(_BACKWARD, xk.size, rows, dyk, xk, cache["alpha"],       # reference's arrays would)
+            run_by_size(_BACKWARD, xk.size, n_chunks(rows), dyk, xk, cache["alpha"],       # reference's arrays would)
                      affine_vector(cache["weight"], d, 1.0), dx2, part, sums)
     shape, dtype = cache["alpha_like"]
     grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),

@@ -133,7 +133,7 @@ def gated_rms_norm_backward(dy, cache, *, dx_out=None):
     chunks = n_chunks(rows) if rows else 1
     part, dweight = np.empty((chunks, d)), np.zeros(d)
     if xk.size:
-        run_by_size(_BACKWARD, xk.size, rows, dyk, xk, cache["z"], affine_vector(cache["weight"], d, 1.0),
+        run_by_size(_BACKWARD, xk.size, n_chunks(rows), dyk, xk, cache["z"], affine_vector(cache["weight"], d, 1.0),
                  cache["rstd"], cache["nbg"], dx, dz, part, dweight)
     shape, dtype = cache["shape"], cache["dtype"]
     grads = {"x": store(dx.reshape(shape), dtype, dx_out, "dx_out"), "gate": store(dz.reshape(shape), dtype)}

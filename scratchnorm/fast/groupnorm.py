@@ -31,7 +31,7 @@ def sample_chunks(N: int, S: int) -> int:
 
     One per sample when a channel slab has S >= SLAB_MIN values: the partial
     sums (N, 2, C) are then at most a quarter of a float32 x, and a small
-    batch still gives N * G tasks. Shorter slabs: ``_jit.n_chunks(N)``.
+    batch still gives N * G tasks. Shorter slabs: ``chunks.n_chunks(N)``.
     """
     return N if S >= SLAB_MIN else n_chunks(N)
 

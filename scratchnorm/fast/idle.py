@@ -18,7 +18,9 @@ Linux counts each CPU's idle time in /proc/stat (the first line sums all CPUs, i
 is read at most once per ``WINDOW``; a call in between reuses the last answer, so a call pays a clock
 read. The window is short, so that the answer follows the load within a few calls: torch's or JAX's
 threads, spinning for a while after their own calls in the same process, kept a 0.1 s window "busy"
-well into a run of our calls (NOTES.md, session 11); 20 ms is still two clock ticks of each CPU.
+well into a run of our calls (NOTES.md, session 11). 50 ms is five clock ticks of each CPU: a stray idle
+tick on a busy machine reads as 0.2 of a core, under IDLE_MIN. "The last window" is the time since the
+last reading, which may be longer when calls are sparse.
 Where there is no /proc/stat (macOS, Windows), every core counts as idle: large calls run in parallel.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 
-WINDOW = 0.02       # seconds between two readings of /proc/stat
+WINDOW = 0.05       # seconds between two readings of /proc/stat
 IDLE_MIN = 0.5      # of a core, idle on average over the window: a call may run in parallel
 STAT = "/proc/stat"
 

@@ -220,7 +220,8 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
         w, b = w.astype(np.float64), b.astype(np.float64)
     if x.size:
         stream = decide(stream, streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES))
-        run_by_size(FORWARD_ROWS, x.size, rows, xk, w, b, y2, stats, center, k, eps, mode, stream)
+        loop = n_chunks(rows) if stream else rows                  # what its prange runs over
+        run_by_size(FORWARD_ROWS, x.size, loop, xk, w, b, y2, stats, center, k, eps, mode, stream)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
     cache = norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, x.dtype, x.shape)
@@ -243,7 +244,7 @@ def _backward(dy, cache, dx_out, fn):
     dwb = np.zeros(2 * w.size)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
     if xk.size:
-        run_by_size(BACKWARD_ROWS, xk.size, rows, dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
+        run_by_size(BACKWARD_ROWS, xk.size, n_chunks(rows), dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
                     cache["center"], cache["k"], cache["eps"], cache["mode"])
     else:
         deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0

@@ -56,7 +56,7 @@ x's dtype once; the two Linear layers follow linear.py.
 """
 from __future__ import annotations
 
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -90,12 +90,17 @@ def merge_heads_into(out, a):
     """out[...] = merge_heads(a), for out (B, T, H*dh) a view (a third of dqkv): one copy, where
     ``merge_heads`` then an assignment make two."""
     B, H, T, dh = a.shape
-    out.reshape(B, T, H, dh)[...] = a.transpose(0, 2, 1, 3)
+    view = out.reshape(B, T, H, dh)
+    if not np.may_share_memory(view, out):      # a reshape that had to copy: the write would be lost
+        raise ValueError(f"merge_heads_into: out must be viewable as (B, T, H, dh) = {(B, T, H, dh)}; "
+                         f"received strides {out.strides}. Fix: pass a slice of a C-contiguous (B, T, 3 H dh).")
+    view[...] = a.transpose(0, 2, 1, 3)
 
 
-@cache
+@lru_cache(maxsize=8)
 def future_mask(T):
-    """(T, T), True where j > i: the scores the causal mask hides. Made once per T, read-only."""
+    """(T, T), True where j > i: the scores the causal mask hides. Made once per T (the last 8 lengths are
+    kept: generation grows T one step at a time), read-only."""
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     future.flags.writeable = False
     return future

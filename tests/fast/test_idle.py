@@ -24,9 +24,9 @@ def test_idle_cores_is_the_idle_share_of_the_ticks_times_the_cpus():
                                                 (2.0, 0.0, False),    # another process on the other core
                                                 (2.0, 0.2, False),    # ... and our second thread barely ran
                                                 (0.0, 0.0, True)])    # nobody ran
-def test_a_core_is_free_if_idle_or_held_by_our_own_helpers(monkeypatch, tmp_path, busy, helpers, free):
+def test_a_core_is_free_if_idle_or_held_by_our_other_threads(monkeypatch, tmp_path, busy, helpers, free):
     """Two cores, 0.2 s between the readings (100 ticks a second): the second reading decides. ``busy``:
-    cores busy on average, our helpers' included."""
+    cores busy on average, our other threads' included."""
     stat = tmp_path / "stat"
     monkeypatch.setattr(idle, "STAT", str(stat))
     monkeypatch.setattr(idle.os, "cpu_count", lambda: 2)

@@ -33,7 +33,9 @@ def test_main_runs_as_many_lessons_at_once_as_cores_are_free(monkeypatch):
     seen = {}
     monkeypatch.setattr(_runner, "free_cores", lambda: 1)
     monkeypatch.setattr(_runner, "run_lessons", lambda paths, **kw: seen.update(kw) or 0)
-    assert _runner.main(["01"]) == 0
+    assert _runner.main(["01", "02"]) == 0
     assert seen["jobs"] == 1 and not seen["in_process"]      # one worker at a time, on one thread
-    assert _runner.main(["01", "--jobs", "2"]) == 0 and seen["jobs"] == 2 and not seen["in_process"]
+    assert _runner.main(["01", "02", "--jobs", "2"]) == 0 and seen["jobs"] == 2 and not seen["in_process"]
+    monkeypatch.setattr(_runner, "free_cores", lambda: 2)
+    assert _runner.main(["01"]) == 0 and seen["jobs"] == 1 and not seen["in_process"]   # one lesson: no wait
     assert _runner.main(["01", "--jobs", "1"]) == 0 and seen["jobs"] == 1 and seen["in_process"]
