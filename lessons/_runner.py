@@ -127,7 +127,7 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def free_cores(window: float = 0.5, stat: str = idle.STAT) -> int:
+def free_cores(window: float = 0.5, stat: str | None = None) -> int:
     """The default ``--jobs``: the usable cores that were idle over ``window`` seconds before the run
     (/proc/stat, read as scratchnorm.fast.idle reads it), rounded, at least 1. On a quiet 2-core machine
     that is 2; with another program keeping a core busy it is 1, and the lessons run one after the
@@ -135,12 +135,10 @@ def free_cores(window: float = 0.5, stat: str = idle.STAT) -> int:
     10, 11, 12 and 20 then took 1.5-1.6x their quiet time, 73-104 s, past the 60 s budget). The usable
     cores where there is no /proc/stat."""
     try:
-        with open(stat, "rb") as f:
-            before = idle.cpu_ticks(f.read(256).decode("ascii", "replace"))
+        before = idle.read_ticks(stat)
         time.sleep(window)
-        with open(stat, "rb") as f:
-            after = idle.cpu_ticks(f.read(256).decode("ascii", "replace"))
-    except (OSError, ValueError, IndexError):
+        after = idle.read_ticks(stat)
+    except idle.UNREADABLE:
         return usable_cores()
     free = idle.idle_cores(before, after, os.cpu_count() or 1)
     return max(1, min(usable_cores(), int(free + 0.5)))                  # 2.5 -> 3, not round()'s 2

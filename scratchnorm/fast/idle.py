@@ -46,6 +46,16 @@ def cpu_ticks(text: str) -> tuple[int, int]:
     return ticks[3] + ticks[4], sum(ticks[:8])         # guest time is already in user and nice
 
 
+UNREADABLE = (OSError, ValueError, IndexError)      # what read_ticks raises where there is no /proc/stat
+
+
+def read_ticks(stat: str | None = None) -> tuple[int, int]:
+    """``cpu_ticks`` of ``stat`` (default: STAT, /proc/stat) as it reads now. Raises one of UNREADABLE when
+    there is no such file or it is not /proc/stat's format."""
+    with open(STAT if stat is None else stat, "rb") as f:
+        return cpu_ticks(f.read(256).decode("ascii", "replace"))
+
+
 def idle_cores(before: tuple[int, int], after: tuple[int, int], cpus: int) -> float:
     """Cores idle on average between two readings of ``cpu_ticks`` (0 when no tick passed)."""
     d_idle, d_total = after[0] - before[0], after[1] - before[1]
@@ -69,9 +79,8 @@ def core_is_idle() -> bool:
     if now - last["at"] < WINDOW:
         return last["answer"]
     try:
-        with open(STAT, "rb") as f:
-            idle, total = cpu_ticks(f.read(256).decode("ascii", "replace"))
-    except (OSError, ValueError, IndexError):
+        idle, total = read_ticks()
+    except UNREADABLE:
         return True
     answer = True
     if last["at"] >= 0:
