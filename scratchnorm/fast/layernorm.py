@@ -42,11 +42,11 @@ from .._arguments import layer_norm_args
 from .variants import layer_norm_backward as general_backward
 from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import jit_inline, run_by_size, serial_and_prange
+from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import bounded, fits, quarter_of_largest, row_fits
-from .stats import MEAN, RSTD, VAR, add_chunks, sum_dev, sum_g, sum_sq_dev
+from .stats import MEAN, RSTD, VAR, add_chunks, row_sum_dev, row_sum_g, row_sum_sq_dev
 
 
 def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
@@ -58,30 +58,40 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
     for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             shift = np.float64(x[i, 0])
-            mean[i] = shift + sum_dev(x[i], shift) / d
-            var[i] = sum_sq_dev(x[i], mean[i]) / d
+            mean[i] = shift + row_sum_dev(x, i, shift) / d
+            var[i] = row_sum_sq_dev(x, i, mean[i]) / d
             rstd[i] = 1.0 / np.sqrt(var[i] + eps)
             T = x.dtype.type
             hi = T(mean[i])                        # mean = hi + lo
             lo = mean[i] - np.float64(hi)
             # y = ((x - hi) - lo) * rstd * weight + bias (_stream.py), in x's dtype (float32.py) ...
-            if in_x_dtype and row_fits(x, d, var[i], rstd[i], lo):
-                if stream:
-                    affine_row_streamed(x[i], hi, T(lo), T(rstd[i]), weight, bias, y[i])
-                else:
-                    affine_row(x[i], hi, T(lo), T(rstd[i]), weight, bias, y[i])
-            else:                                  # ... or in float64
-                affine_row(x[i], mean[i], 0.0, rstd[i], weight, bias, y[i])
+            in_x = in_x_dtype and row_fits(x, d, var[i], rstd[i], lo)
+            if in_x and not stream:
+                affine_row(x, i, hi, T(lo), T(rstd[i]), weight, bias, y)
+            else:                                  # ... or streamed, or in float64
+                affine_other_row(x, i, mean[i], rstd[i], weight, bias, y, in_x)
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
 
 
 @jit_inline
-def affine_row(x, hi, lo, rstd, weight, bias, y):
-    """LayerNorm's forward line: y = ((x - hi) - lo) * rstd * weight + bias for one row, in the scalars'
+def affine_row(x, i, hi, lo, rstd, weight, bias, y):
+    """LayerNorm's forward line: y = ((x - hi) - lo) * rstd * weight + bias along row i, in the scalars'
     dtype (hi + lo = the mean). _stream.affine_row_streamed writes the same line with non-temporal stores."""
-    for j in range(x.shape[0]):
-        y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
+    for j in range(x.shape[1]):
+        y[i, j] = ((x[i, j] - hi) - lo) * rstd * weight[j] + bias[j]
+
+
+@jit
+def affine_other_row(x, i, mean, rstd, weight, bias, y, in_x_dtype):
+    """Row i when it is not the kernel's common case: streamed (in x's dtype, when the guards let it)
+    or in float64. A call, not inlined: inlined, these loops made every row's 9-27% slower (NOTES.md)."""
+    if in_x_dtype:
+        T = x.dtype.type
+        hi = T(mean)
+        affine_row_streamed(x[i], hi, T(mean - np.float64(hi)), T(rstd), weight, bias, y[i])
+    else:
+        affine_row(x, i, mean, 0.0, rstd, weight, bias, y)
 
 
 def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts):
@@ -93,7 +103,7 @@ def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_part
         dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
         dwb_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            sg, sgx, sgg = sum_g(dy[i], x[i], weight, mean[i])
+            sg, sgx, sgg = row_sum_g(dy, x, weight, i, mean[i])
             mean_g = sg / d
             mean_gx = sgx * rstd[i] / d            # mean(g * x_hat)
             T = x.dtype.type
@@ -101,20 +111,27 @@ def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_part
             lo = mean[i] - np.float64(hi)
             if (row_fits(x, d, var[i], rstd[i], lo) and fits(mean_g, x) and fits(mean_gx, x)
                     and quarter_of_largest(np.sqrt(sgg), x)):     # every |g| <= sqrt(sum g^2) (float32.py)
-                dx_row(dy[i], x[i], weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx[i], dwb_c, T)
+                dx_row(dy, x, i, weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx, dwb_c, T)
             else:
-                dx_row(dy[i], x[i], weight, mean[i], 0.0, rstd[i], mean_g, mean_gx, dx[i], dwb_c, np.float64)
+                dx_row_float64(dy, x, i, weight, mean[i], rstd[i], mean_g, mean_gx, dx, dwb_c)
     add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))    # in chunk order: same bits
 
 
 @jit_inline
-def dx_row(dy, x, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb, T):
-    """dx of one row, computed in the type T (x's dtype, or float64)."""
-    for j in range(x.shape[0]):
-        x_hat = ((T(x[j]) - hi) - lo) * rstd
-        dx[j] = rstd * (T(dy[j]) * T(weight[j]) - mean_g - x_hat * mean_gx)
-        dwb[0, j] += np.float64(dy[j]) * np.float64(x_hat)
-        dwb[1, j] += np.float64(dy[j])
+def dx_row(dy, x, i, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb, T):
+    """dx of row i, computed in the type T (x's dtype, or float64)."""
+    for j in range(x.shape[1]):
+        x_hat = ((T(x[i, j]) - hi) - lo) * rstd
+        dx[i, j] = rstd * (T(dy[i, j]) * T(weight[j]) - mean_g - x_hat * mean_gx)
+        dwb[0, j] += np.float64(dy[i, j]) * np.float64(x_hat)
+        dwb[1, j] += np.float64(dy[i, j])
+
+
+@jit
+def dx_row_float64(dy, x, i, weight, mean, rstd, mean_g, mean_gx, dx, dwb):
+    """dx_row in float64, for the rows the float32 guards turn away: a call, not inlined (as
+    affine_other_row)."""
+    dx_row(dy, x, i, weight, mean, 0.0, rstd, mean_g, mean_gx, dx, dwb, np.float64)
 
 
 LAYER_NORM_FORWARD = serial_and_prange(layer_norm_forward_kernel)      # (serial, prange) kernels (_jit.py)

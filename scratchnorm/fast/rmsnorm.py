@@ -2,7 +2,7 @@ r"""RMSNorm's numba kernels: what ``scratchnorm.RMSNorm(d)`` runs by default.
 
 For each row x of d features (rmsnorm.py derives the backward; the names are its):
 
-    forward    rstd  = 1 / sqrt(sum(x^2) / d + eps)            float64 sum (stats.sum_sq)
+    forward    rstd  = 1 / sqrt(sum(x^2) / d + eps)            float64 sum (stats.row_sum_sq)
                y     = x * rstd * weight
     backward   g     = dy * weight,   x_hat = x * rstd
                mean_gx = mean(g * x_hat) = rstd * sum(g * x) / d   float64 sum (stats.py)
@@ -45,11 +45,11 @@ from .._arguments import rms_norm_args
 from .variants import rms_norm_backward as general_backward
 from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import jit_inline, run_by_size, serial_and_prange
+from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
 from .float32 import fits, quarter_of_largest
-from .stats import RSTD, VAR, add_chunks, sum_gx, sum_of, sum_sq
+from .stats import RSTD, VAR, add_chunks, row_sum_gx, row_sum_sq, sum_of
 
 
 def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias):
@@ -60,25 +60,33 @@ def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias):
     chunks = n_chunks(N)
     for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            ms[i] = sum_sq(x[i]) / d
+            ms[i] = row_sum_sq(x, i) / d
             rstd[i] = 1.0 / np.sqrt(ms[i] + eps)
-            T = x.dtype.type
-            if fits(rstd[i], x):                   # y = x * rstd * weight in x's dtype (float32.py) ...
-                if stream:
-                    affine_row_streamed(x[i], T(0.0), T(0.0), T(rstd[i]), weight, no_bias, y[i])
-                else:
-                    scale_row(x[i], T(rstd[i]), weight, y[i])
-            else:                                  # ... or in float64
-                scale_row(x[i], rstd[i], weight, y[i])
+            if fits(rstd[i], x) and not stream:    # y = x * rstd * weight in x's dtype (float32.py) ...
+                scale_row(x, i, x.dtype.type(rstd[i]), weight, y)
+            else:                                  # ... or streamed, or in float64
+                scale_other_row(x, i, rstd[i], weight, y, stream, no_bias)
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
 
 
 @jit_inline
-def scale_row(x, rstd, weight, y):
-    """y = x * rstd * weight (affine_row with no mean and no bias: one operation fewer an element)."""
-    for j in range(x.shape[0]):
-        y[j] = x[j] * rstd * weight[j]
+def scale_row(x, i, rstd, weight, y):
+    """y = x * rstd * weight along row i (affine_row with no mean and no bias: one operation fewer an
+    element), in rstd's dtype."""
+    for j in range(x.shape[1]):
+        y[i, j] = x[i, j] * rstd * weight[j]
+
+
+@jit
+def scale_other_row(x, i, rstd, weight, y, stream, no_bias):
+    """Row i when it is not the kernel's common case: streamed (in x's dtype when rstd fits it) or in
+    float64. A call, not inlined: inlined, these loops made every row's 9-27% slower (NOTES.md)."""
+    if stream and fits(rstd, x):
+        T = x.dtype.type
+        affine_row_streamed(x[i], T(0.0), T(0.0), T(rstd), weight, no_bias, y[i])
+    else:
+        scale_row(x, i, rstd, weight, y)
 
 
 def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, deps_rows):
@@ -90,25 +98,32 @@ def rms_norm_backward_kernel(dy, x, weight, rstd, dx, dweight, dweight_parts, de
         dweight_c = dweight_parts[c]               # this chunk's share of dweight
         dweight_c[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
-            sgx, sgg = sum_gx(dy[i], x[i], weight)
+            sgx, sgg = row_sum_gx(dy, x, weight, i)
             mean_gx = rstd[i] * sgx / d            # mean(g * x_hat)
             deps_rows[i] = -0.5 * d * mean_gx * rstd[i] * rstd[i]   # sum(g x_hat) * d log(rstd)/d eps
             if fits(rstd[i], x) and fits(mean_gx, x) and quarter_of_largest(np.sqrt(sgg), x):   # float32.py
                 T = x.dtype.type
-                dx_row(dy[i], x[i], weight, T(rstd[i]), T(mean_gx), dx[i], dweight_c, T)
+                dx_row(dy, x, i, weight, T(rstd[i]), T(mean_gx), dx, dweight_c, T)
             else:
-                dx_row(dy[i], x[i], weight, rstd[i], mean_gx, dx[i], dweight_c, np.float64)
+                dx_row_float64(dy, x, i, weight, rstd[i], mean_gx, dx, dweight_c)
     add_chunks(dweight_parts, dweight)             # in chunk order: the same bits on any thread count
     return sum_of(deps_rows)
 
 
 @jit_inline
-def dx_row(dy, x, weight, rstd, mean_gx, dx, dweight, T):
-    """dx of one row, computed in the type T (x's dtype, or float64)."""
-    for j in range(x.shape[0]):
-        x_hat = T(x[j]) * rstd
-        dx[j] = rstd * (T(dy[j]) * T(weight[j]) - x_hat * mean_gx)
-        dweight[j] += np.float64(dy[j]) * np.float64(x_hat)
+def dx_row(dy, x, i, weight, rstd, mean_gx, dx, dweight, T):
+    """dx of row i, computed in the type T (x's dtype, or float64)."""
+    for j in range(x.shape[1]):
+        x_hat = T(x[i, j]) * rstd
+        dx[i, j] = rstd * (T(dy[i, j]) * T(weight[j]) - x_hat * mean_gx)
+        dweight[j] += np.float64(dy[i, j]) * np.float64(x_hat)
+
+
+@jit
+def dx_row_float64(dy, x, i, weight, rstd, mean_gx, dx, dweight):
+    """dx_row in float64, for the rows the float32 guards turn away: a call, not inlined (as
+    scale_other_row)."""
+    dx_row(dy, x, i, weight, rstd, mean_gx, dx, dweight, np.float64)
 
 
 RMS_NORM_FORWARD = serial_and_prange(rms_norm_forward_kernel)      # (serial, prange) kernels (_jit.py)

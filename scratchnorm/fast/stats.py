@@ -1,7 +1,8 @@
 r"""The statistics of every kernel: sums accumulated in float64, and the layout they are kept in.
 
 Sums. Each function sums over one whole 1-D array (the caller slices: ``x[:k]``,
-a row, a run of a channel) and accumulates in float64, whatever the input dtype.
+a row, a run of a channel), or, the ``row_`` ones, over row i of a 2-D array (LayerNorm's
+and RMSNorm's kernels: below), and accumulates in float64, whatever the input dtype.
 They are compiled with ``fastmath={"reassoc"}`` (``_jit.jit_sum``): LLVM may keep
 several partial sums in SIMD lanes, in an order fixed by the compiled code, so
 the bits do not depend on the data or the thread count, and NaN and Inf still
@@ -100,6 +101,67 @@ def sum_g(dy, x, w, c):
         g = np.float64(dy[j]) * np.float64(w[j])
         sg += g
         sgx += g * (np.float64(x[j]) - c)
+        sgg += g * g
+    return sg, sgx, sgg
+
+
+# -- row sums: over row i of a 2-D array, all d columns ------------------------------------------
+# LayerNorm's and RMSNorm's kernels index the row, a[i, j], instead of passing the view a[i]: numba
+# counts a reference for every view it makes, and where the row's loop branches (the float32 guards)
+# it kept an atomic increment and decrement per view and row, 9-16% of the forward at 64x512 and
+# 1024x1024 (NOTES.md, session 12). Each is the 1-D sum above it, read along row i.
+
+@jit_sum
+def row_sum_dev(a, i, c):
+    """sum_dev of row i: sum of (a[i, j] - c)."""
+    s = 0.0
+    for j in range(a.shape[1]):
+        s += np.float64(a[i, j]) - c
+    return s
+
+
+@jit_sum
+def row_sum_sq(a, i):
+    """sum_sq of row i: sum of a[i, j]^2."""
+    s = 0.0
+    for j in range(a.shape[1]):
+        v = np.float64(a[i, j])
+        s += v * v
+    return s
+
+
+@jit_sum
+def row_sum_sq_dev(a, i, c):
+    """sum_sq_dev of row i: sum of (a[i, j] - c)^2."""
+    s = 0.0
+    for j in range(a.shape[1]):
+        v = np.float64(a[i, j]) - c
+        s += v * v
+    return s
+
+
+@jit_sum
+def row_sum_gx(dy, x, w, i):
+    """sum_gx of row i: (sum of g_j x[i, j], sum of g_j^2), g = dy[i] w."""
+    sgx = 0.0
+    sgg = 0.0
+    for j in range(x.shape[1]):
+        g = np.float64(dy[i, j]) * np.float64(w[j])
+        sgx += g * np.float64(x[i, j])
+        sgg += g * g
+    return sgx, sgg
+
+
+@jit_sum
+def row_sum_g(dy, x, w, i, c):
+    """sum_g of row i: (sum of g_j, sum of g_j (x[i, j] - c), sum of g_j^2), g = dy[i] w."""
+    sg = 0.0
+    sgx = 0.0
+    sgg = 0.0
+    for j in range(x.shape[1]):
+        g = np.float64(dy[i, j]) * np.float64(w[j])
+        sg += g
+        sgx += g * (np.float64(x[i, j]) - c)
         sgg += g * g
     return sg, sgx, sgg
 

@@ -1,8 +1,8 @@
 """The kernels' disk cache follows every file of scratchnorm.fast, not only the kernel's own (_jit.py).
 
 numba checks a cached kernel against its own source file only; RMSNorm's kernel (fast/rmsnorm.py)
-uses stats.py's sum, whose machine code is in the kernel's cache entry. A copy of the package is run
-twice in fresh processes, with stats.sum_sq edited in between: the second run must compute with
+uses stats.py's row sum, whose machine code is in the kernel's cache entry. A copy of the package is run
+twice in fresh processes, with stats.row_sum_sq edited in between: the second run must compute with
 the edited sum, not load the first run's machine code. Where the cache lives: beside the source
 (``__pycache__``), in NUMBA_CACHE_DIR, or, when the package folder is read-only, in numba's
 user-wide folder (under HOME).
@@ -56,7 +56,7 @@ def test_editing_a_file_a_kernel_uses_recompiles_the_kernel(tmp_path, where):
             (package / "fast" / "__pycache__").glob("rmsnorm.*.nbc"))
     stats_py = package / "fast" / "stats.py"
     text = stats_py.read_text()
-    square = "        v = np.float64(x[j])\n        s += v * v\n"
+    square = "        v = np.float64(a[i, j])\n        s += v * v\n"
     edited = text.replace(square, square.replace("s += v * v", "s += 2 * v * v"))
     assert edited != text
     stats_py.write_text(edited)

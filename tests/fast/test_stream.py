@@ -114,7 +114,7 @@ def _copy_and_fence(dst, src):
 
 @njit
 def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
-    fast_layernorm.affine_row(x, hi, lo, rs, w, b, y_plain)
+    fast_layernorm.affine_row(x.reshape((1, x.shape[0])), 0, hi, lo, rs, w, b, y_plain.reshape((1, x.shape[0])))
     _stream.affine_row_streamed(x, hi, lo, rs, w, b, y_streamed)
     _stream.store_fence()
 
