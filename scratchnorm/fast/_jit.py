@@ -110,8 +110,9 @@ def jit(fn):
 
 
 def jit_inline(fn):
-    """For the per-row bodies the drivers call: inlined by numba, so that the
-    views of each row need no reference counting and LLVM sees one loop nest."""
+    """For the per-row bodies the drivers call: inlined by numba, so that LLVM sees one loop nest (and
+    the views of a row need no reference counting where the caller's loop does not branch around
+    them; where it does, LayerNorm's and RMSNorm's kernels index the row instead: NOTES.md, session 12)."""
     return njit(inline="always", **OPTIONS)(fn)
 
 
