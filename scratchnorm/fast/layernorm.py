@@ -62,8 +62,7 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
             var[i] = row_sum_sq_dev(x, i, mean[i]) / d
             rstd[i] = 1.0 / np.sqrt(var[i] + eps)
             T = x.dtype.type
-            hi = T(mean[i])                        # mean = hi + lo
-            lo = mean[i] - np.float64(hi)
+            hi, lo = split_mean(mean[i], x)
             # y = ((x - hi) - lo) * rstd * weight + bias (_stream.py), in x's dtype (float32.py) ...
             in_x = in_x_dtype and row_fits(x, d, var[i], rstd[i], lo)
             if in_x and not stream:
@@ -72,6 +71,14 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
                 affine_other_row(x, i, mean[i], rstd[i], weight, bias, y, in_x, stream)
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
+
+
+@jit_inline
+def split_mean(mean, like):
+    """mean = hi + lo: hi, the float64 mean rounded to like's dtype, and lo, the float64 rest. x - hi is
+    exact for x near hi (Sterbenz), so (x - hi) - lo loses nothing to a large mean."""
+    hi = like.dtype.type(mean)
+    return hi, mean - np.float64(hi)
 
 
 @jit_inline
@@ -90,8 +97,8 @@ def affine_other_row(x, i, mean, rstd, weight, bias, y, in_x, stream):
     and 369 where it takes 352 at 1024x1024 (one thread; NOTES.md, session 12)."""
     if stream and in_x:
         T = x.dtype.type
-        hi = T(mean)
-        affine_row_streamed(x[i], hi, T(mean - np.float64(hi)), T(rstd), weight, bias, y[i])
+        hi, lo = split_mean(mean, x)
+        affine_row_streamed(x[i], hi, T(lo), T(rstd), weight, bias, y[i])
     else:
         affine_row(x, i, mean, 0.0, rstd, weight, bias, y)
 
@@ -132,7 +139,7 @@ def row_coefficients(dy, x, weight, mean, var, rstd, i):
     sg, sgx, sgg = row_sum_g(dy, x, weight, i, mean[i])
     mean_g = sg / d
     mean_gx = sgx * rstd[i] / d                    # mean(g * x_hat)
-    lo = mean[i] - np.float64(x.dtype.type(mean[i]))
+    lo = split_mean(mean[i], x)[1]
     in_x = (row_fits(x, d, var[i], rstd[i], lo) and fits(mean_g, x) and fits(mean_gx, x)
             and quarter_of_largest(np.sqrt(sgg), x))     # every |g| <= sqrt(sum g^2) (float32.py)
     return mean_g, mean_gx, in_x
@@ -153,8 +160,9 @@ def dx_two_rows(dy, x, i, weight, mean, rstd, mean_g0, mean_gx0, mean_g1, mean_g
     """dx_row for rows i and i + 1 in x's dtype, in one pass: the same operations on each row, and
     each dweight and dbias term added in row order (the same bits as two dx_row calls)."""
     T = x.dtype.type
-    hi0, hi1 = T(mean[i]), T(mean[i + 1])          # mean = hi + lo, per row
-    lo0, lo1 = T(mean[i] - np.float64(hi0)), T(mean[i + 1] - np.float64(hi1))
+    hi0, rest0 = split_mean(mean[i], x)            # per row, mean = hi + lo
+    hi1, rest1 = split_mean(mean[i + 1], x)
+    lo0, lo1 = T(rest0), T(rest1)
     r0, r1, a0, a1, k0, k1 = T(rstd[i]), T(rstd[i + 1]), T(mean_g0), T(mean_g1), T(mean_gx0), T(mean_gx1)
     for j in range(x.shape[1]):
         w = T(weight[j])
@@ -173,8 +181,8 @@ def one_dx_row(dy, x, i, weight, mean, rstd, mean_g, mean_gx, dx, dwb, in_x):
     not inlined, as affine_other_row: the two-row loop stays the only one inlined."""
     if in_x:
         T = x.dtype.type
-        hi = T(mean)
-        dx_row(dy, x, i, weight, hi, T(mean - np.float64(hi)), T(rstd), T(mean_g), T(mean_gx), dx, dwb, T)
+        hi, lo = split_mean(mean, x)
+        dx_row(dy, x, i, weight, hi, T(lo), T(rstd), T(mean_g), T(mean_gx), dx, dwb, T)
     else:
         dx_row(dy, x, i, weight, mean, 0.0, rstd, mean_g, mean_gx, dx, dwb, np.float64)
 
