@@ -36,7 +36,9 @@ order: the bits are the same for any thread count.
 Precision. float32 in, float32 out; statistics and sums in float64. LayerNorm's
 and RMSNorm's kernels compute y and dx of a float32 input in float32 from them
 (layernorm.py, rmsnorm.py count the roundings), the variants their uncentered
-y (variants.py); everything else is float64, rounded once at the store.
+y (variants.py), BatchNorm (training mode) and GroupNorm their y and dx on
+slabs of SLAB_MIN values or more (channel_slabs.py); everything else is
+float64, rounded once at the store.
 float16 is computed as float64 and rounded once. No
 fast-math except reassociation inside pure sums (_jit.py): NaN and Inf propagate.
 

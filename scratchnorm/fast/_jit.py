@@ -102,7 +102,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
 PARALLEL_MIN = 1 << 14  # elements from which a prange kernel may run, when a core is free (idle.py; NOTES.md) ...
-OTHERS_MIN_FACTOR = 4   # ... for LayerNorm's and RMSNorm's (measured); the others keep 2^16 (not measured lower)
+OTHERS_MIN_FACTOR = 4   # ... for LayerNorm's and RMSNorm's; the others from 2^16 (BatchNorm's measured: NOTES.md)
 
 
 def jit(fn):
@@ -152,7 +152,7 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
 def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = OTHERS_MIN_FACTOR):
     """Run a ``serial_and_prange`` pair on ``args``: its prange kernel when its prange loop has more than
     one iteration (rows, or chunks of rows) to share, the input has at least ``min_factor * PARALLEL_MIN``
-    elements (LayerNorm and RMSNorm: 1; BatchNorm: 32; the others: 4), a core was free over the last
+    elements (LayerNorm and RMSNorm: 1; the others: 4), a core was free over the last
     window (idle.py), numba runs more than one thread and this thread holds the pool's lock; never in a
     forked child (module docstring).
     Else the serial kernel. Same bits either way."""

@@ -26,13 +26,12 @@ from .._arguments import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import run_by_size
 from .chunks import n_chunks
-from .batchnorm_columns import bn_backward_columns, bn_forward_columns
+from .batchnorm_columns import bn_backward_columns, bn_forward_columns, column_tasks
 from .batchnorm_slabs import bn_backward_slabs, bn_forward_slabs, channel_block
 from .channel_slabs import SLAB_MIN, layout
 from .stats import MEAN, RSTD, VAR
 
 _TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
-BN_MIN_FACTOR = 32         # BatchNorm gains from a second thread only from 2^19 elements (NOTES.md)
 
 
 def _forward(x, weight, bias, out, stats, eps, kind):
@@ -44,13 +43,12 @@ def _forward(x, weight, bias, out, stats, eps, kind):
     run = (xk, w, b, y2)
     if S >= SLAB_MIN:
         part = np.empty((n_chunks(N), 2, C))                   # per-chunk (mean, M2) of each channel
-        run_by_size(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S), batch_stats,
-                 min_factor=BN_MIN_FACTOR)
+        run_by_size(bn_forward_slabs, x.size, N * C, *run, part, stats, eps, S, channel_block(S, C), batch_stats)
     else:
         part = np.empty((n_chunks(N), 2, C * S))               # per-chunk (mean, M2) of each column
         cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
-        run_by_size(bn_forward_columns, x.size, N, *run, part, stats, cols, eps, S, batch_stats,
-                 min_factor=BN_MIN_FACTOR)
+        run_by_size(bn_forward_columns, x.size, column_tasks(N, C * S), *run, part, stats, cols, eps, S,
+                    batch_stats)
     cache = {"fast": kind, "x": xk, "stats": stats, "w": w,
              "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     if batch_stats:
@@ -62,18 +60,18 @@ def _backward(dy, cache, dx_out, kind, fn):
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, kind, fn)
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N, C = xk.shape[0], w.shape[0]
-    dwb = np.empty((2, C))                                # dweight, dbias
     coef = np.empty((3, C))                               # dx coefficients a, cc, e (batchnorm_slabs.py)
     run = (dyk, xk, w, stats, dx2)
     if S >= SLAB_MIN:
-        part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy
-        run_by_size(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S), kind == _TRAIN,
-                 min_factor=BN_MIN_FACTOR)
+        dwb = np.empty((3, C))                            # dweight, dbias, the sum of dy^2
+        part = np.empty((n_chunks(N), 3, C))              # per-chunk sums of dy * (x - mean), dy and dy^2
+        run_by_size(bn_backward_slabs, xk.size, N * C, *run, part, dwb, coef, S, channel_block(S, C), kind == _TRAIN)
     else:
-        part = np.empty((n_chunks(N), 2, C * S))          # the same per column
+        dwb = np.empty((2, C))                            # dweight, dbias
+        part = np.empty((n_chunks(N), 2, C * S))          # their sums per chunk and column
         cols = np.empty((4, C * S))                       # mean and the coefficients per column
-        run_by_size(bn_backward_columns, xk.size, N, *run, part, dwb, coef, cols, S, kind == _TRAIN,
-                 min_factor=BN_MIN_FACTOR)
+        run_by_size(bn_backward_columns, xk.size, column_tasks(N, C * S), *run, part, dwb, coef, cols, S,
+                    kind == _TRAIN)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}
 

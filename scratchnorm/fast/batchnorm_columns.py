@@ -23,11 +23,17 @@ import numpy as np
 from numba import prange
 
 from ._jit import jit, jit_inline, serial_and_prange
+from .chunks import n_chunks
 from .batchnorm_slabs import add_pieces, channel_moments, dx_coefficients, first_values
 from .channel_slabs import chunk_rows, dx_value, y_value
 from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
 
 COLUMN_BLOCK = 4096    # columns per task
+
+
+def column_tasks(N: int, D: int) -> int:
+    """The tasks of each prange loop below: chunks of rows times blocks of columns (``run_by_size``'s count)."""
+    return n_chunks(N) * -(-D // COLUMN_BLOCK)
 
 
 @jit

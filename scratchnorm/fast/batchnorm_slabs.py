@@ -40,15 +40,19 @@ import numpy as np
 from numba import prange
 
 from ._jit import jit, serial_and_prange
-from .channel_slabs import chunk_rows, dx_slab, normalize_slab
+from .channel_slabs import (affine_fits, chunk_rows, dx_fits, dx_slab, dx_slab_float64, normalize_slab,
+                            normalize_slab_float64)
+from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_sq_dev
 
 SPAN = 1 << 13         # values a task reads from one sample before the next sample
 
 
-def channel_block(S: int) -> int:
-    """Channels per task, so that a task reads >= SPAN values of each sample."""
-    return max(1, SPAN // S)
+def channel_block(S: int, C: int) -> int:
+    """Channels per task: enough that a task reads >= SPAN values of each sample, but no more than a
+    quarter of the C channels, so that a small batch (one chunk of samples) still gives a second thread
+    work: at 8x32x16x16, 32 channels a task made the statistics one task (NOTES.md, session 13)."""
+    return max(1, min(SPAN // S, C // 4))
 
 
 # -- between the passes: pieces to per-channel numbers (both layouts) --------------------------
@@ -105,15 +109,15 @@ def channel_moments(part, rows, S, eps, shift, stats):
 def add_pieces(part, dwb):
     """dwb[r, c] = sum of part[k, r, c * P + p] over chunks k, then pieces p, in that order.
 
-    part (chunks, 2, C * P): per-chunk partial sums; P = 1 but in the columns
-    layout with S > 1. The chunks run outside and the channels inside, reading
-    ``part`` in memory order; every channel still adds in the order above.
+    part (chunks, R, C * P): per-chunk partial sums of R quantities (dweight, dbias, and for the slab
+    backward the sum of dy^2); P = 1 but in the columns layout with S > 1. The chunks run outside and
+    the channels inside, reading ``part`` in memory order; every channel still adds in the order above.
     """
     C = dwb.shape[1]
     P = part.shape[2] // C
     dwb[:] = 0.0
     for k in range(part.shape[0]):
-        for r in range(2):
+        for r in range(part.shape[1]):
             piece, total = part[k, r], dwb[r]       # (C * P,), (C,)
             if P == 1:
                 for c in range(C):
@@ -144,6 +148,40 @@ def dx_coefficients(stats, w, dwb, M, coef):
         coef[2, c] = rstd * (w[c] * dwb[1, c] / M)
 
 
+@jit
+def affine_in_x(stats, w, b, M, like, batch_stats):
+    """Per channel, whether its y may run in like's dtype (float32.row_fits, channel_slabs.affine_fits)
+    and the scalars it then takes, in that dtype: (in_x, hi, lo, scale, bias), each (C,). Never in eval
+    mode (``batch_stats`` False): there x_hat has no bound (float32.py)."""
+    C = w.shape[0]
+    T = like.dtype.type
+    in_x = np.zeros(C, np.bool_)
+    hi, lo, scale, bias = (np.zeros(C, like.dtype), np.zeros(C, like.dtype), np.zeros(C, like.dtype),
+                           np.zeros(C, like.dtype))
+    for c in range(C if batch_stats else 0):
+        mean, rstd = stats[MEAN, c], stats[RSTD, c]
+        h, rest = split_mean(mean, like)
+        sc = rstd * w[c]
+        in_x[c] = row_fits(like, M, stats[VAR, c], rstd, rest) and affine_fits(like, M, sc, w[c], b[c])
+        if in_x[c]:                                   # (a cast of a value that does not fit would warn)
+            hi[c], lo[c], scale[c], bias[c] = h, T(rest), T(sc), T(b[c])
+    return in_x, hi, lo, scale, bias
+
+
+@jit
+def dx_in_x(stats, coef, dy_sq, M, like, center):
+    """Per channel, whether its dx may run in like's dtype (float32.row_fits, channel_slabs.dx_fits), from
+    coef (3, C) (a, cc, e) and dy_sq (C,), the sums of dy^2 (every |a dy| <= |a| sqrt(sum dy^2)). Never in
+    eval mode (``center`` False), as affine_in_x."""
+    C = coef.shape[1]
+    in_x = np.zeros(C, np.bool_)
+    for c in range(C if center else 0):
+        a, var, rstd = coef[0, c], stats[VAR, c], stats[RSTD, c]
+        in_x[c] = (row_fits(like, M, var, rstd, split_mean(stats[MEAN, c], like)[1]) and fits(a, like)
+                   and dx_fits(like, M, var, coef[1, c], coef[2, c], abs(a) * np.sqrt(dy_sq[c])))
+    return in_x
+
+
 # -- the slab drivers: x (N, C * S); in eval mode (batch_stats False) ``stats`` is given ---------
 def _forward(x, w, b, y, part, stats, eps, S, cb, batch_stats):
     """part (chunks, 2, C): per-chunk (mean, M2) of each channel; stats (3, C); cb channels per task."""
@@ -166,15 +204,20 @@ def _forward(x, w, b, y, part, stats, eps, S, cb, batch_stats):
                     part[k, 0, c] = mean
                     part[k, 1, c] = m2
         channel_moments(part, N, S, eps, shift, stats)
+    in_x, hi, lo, scale, bias = affine_in_x(stats, w, b, N * S, x, batch_stats)
     for t in prange(N * C):
         i, c = t // C, t % C
         s = slice(c * S, (c + 1) * S)
-        normalize_slab(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c] * w[c], b[c])
+        if in_x[c]:
+            normalize_slab(x[i, s], y[i, s], hi[c], lo[c], scale[c], bias[c])
+        else:
+            normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c] * w[c], b[c])
 
 
 def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
-    """part (chunks, 2, C): per-chunk sums of dy * (x - mean) and of dy; dwb (2, C) gets dweight,
-    dbias; coef (3, C) scratch for dx_coefficients."""
+    """part (chunks, 3, C): per-chunk sums of dy * (x - mean), of dy and of dy^2; dwb (3, C) gets their
+    totals (dweight, dbias, and the sum of dy^2 for the float32 guard); coef (3, C) scratch for
+    dx_coefficients."""
     N = x.shape[0]
     C = w.shape[0]
     chunks = part.shape[0]
@@ -187,16 +230,24 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
         for i in range(r0, r1):
             for c in range(c0, c1):
                 s = slice(c * S, (c + 1) * S)
-                sd, sx = sum_dy(dy[i, s], x[i, s], stats[MEAN, c])
+                sd, sx, sdd = sum_dy(dy[i, s], x[i, s], stats[MEAN, c])
                 part[k, 0, c] += sx
                 part[k, 1, c] += sd
+                part[k, 2, c] += sdd
     add_pieces(part, dwb)
     dwb[0] *= stats[RSTD]                         # dweight = sum dy * x_hat = rstd * sum dy * (x - mean)
     dx_coefficients(stats, w, dwb, N * S, coef)
+    in_x = dx_in_x(stats, coef, dwb[2], N * S, x, center)
+    T = x.dtype.type
     for t in prange(N * C):
         i, c = t // C, t % C
         s = slice(c * S, (c + 1) * S)
-        dx_slab(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], coef[0, c], coef[1, c], coef[2, c], center)
+        if in_x[c]:
+            hi, lo = split_mean(stats[MEAN, c], x)
+            dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(coef[0, c]), T(coef[1, c]), T(coef[2, c]))
+        else:
+            dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], coef[0, c], coef[1, c], coef[2, c],
+                            center)
 
 
 bn_forward_slabs = serial_and_prange(_forward)

@@ -5,14 +5,41 @@ spatial size: channel c of sample n is the contiguous slab x[n, c*S : (c+1)*S].
 Once a slab's statistics are known (mean, rstd: float64 scalars), its
 elementwise work is
 
-    forward   y  = (x - mean) * (rstd * w) + b
+    forward   y  = (x - mean) * scale + b,                 scale = rstd * w
     backward  dx = a * dy - e - (x - mean) * cc,   g = dy * w,  x_hat = (x - mean) * rstd,
                    a = rstd * w,  e = rstd * mean(g),  cc = rstd^2 * mean(g * x_hat)
 
-(the backward's derivation is in batchnorm_slabs.py), computed in float64 and
-rounded once at the store. A slab is read slab by slab from SLAB_MIN values on
-(64 bytes of float32); shorter slabs, such as the S = 1 of (N, C) inputs, are
-read as columns (batchnorm_columns.py) or as one run per group (groupnorm_kernels.py).
+(the backward's derivation is in batchnorm_slabs.py). A slab is read slab by
+slab from SLAB_MIN values on (64 bytes of float32); shorter slabs, such as the
+S = 1 of (N, C) inputs, are read as columns (batchnorm_columns.py) or as one
+run per group (groupnorm_kernels.py).
+
+Precision. The statistics and the per-channel scalars (scale = rstd * w, a,
+cc, e) are float64. For float32 x, in BatchNorm's training mode and in
+GroupNorm, a slab's elementwise part runs in float32 from those scalars
+rounded once, with the mean as hi + lo (float32.py):
+
+    forward   y  = ((x - hi) - lo) * scale + b
+    backward  dx = a * dy - e - ((x - hi) - lo) * cc
+
+where float32.py's guards let it (``affine_fits``, ``dx_fits``: every scalar
+fits float32 within one rounding, and no intermediate can overflow); a slab
+that may not runs the same line in float64. Counting roundings (u = 2^-24, to
+first order), y's x_hat * w term passes through 5 (x - hi, - lo, scale, the
+product, the sum) and b through 2 (its own, the sum):
+
+    |y - y_exact|   <= u (5 |x_hat w| + 2 |b|)
+    |dx - dx_exact| <= u (4 |a dy| + 3 |e| + 5 |(x - mean) cc|)
+
+(a * dy: a, the product, two subtractions; e: its own, two subtractions;
+(x - mean) cc: the two steps of x - mean, cc, the product, the last
+subtraction), plus the low part of the mean rounded, u |lo| |scale| (or |cc|),
+and, where a product falls below float32's normal range, an absolute error of
+the order of 2^-149. dweight and dbias are float64 sums, as for float64 x.
+float64 and float16 input, BatchNorm's eval mode, and spatial sizes below
+SLAB_MIN (the columns layout, GroupNorm's runs) run in float64 and round once
+at the store. tests/fast/test_kernels_batch.py checks the bounds element by
+element against the float64 reference.
 """
 from __future__ import annotations
 
@@ -21,6 +48,7 @@ import math
 import numpy as np
 
 from ._jit import jit, jit_inline
+from .float32 import fits, quarter_of_largest
 
 SLAB_MIN = 16          # spatial size from which a channel is read slab by slab
 
@@ -49,18 +77,51 @@ def dx_value(dy, x, mean, a, cc, e):
 
 
 @jit_inline
-def normalize_slab(x, y, mean, scale, b):
-    """y of one slab (S,)."""
+def normalize_slab(x, y, hi, lo, scale, b):
+    """y = ((x - hi) - lo) * scale + b over one slab (S,), in the scalars' dtype: x's, with hi + lo the
+    mean (float32.split_mean), or float64, with hi the mean and lo = 0.0 (x - 0.0 is x: the same bits)."""
     for j in range(x.shape[0]):
-        y[j] = y_value(np.float64(x[j]), mean, scale, b)
+        y[j] = ((x[j] - hi) - lo) * scale + b
+
+
+@jit
+def normalize_slab_float64(x, y, mean, scale, b):
+    """normalize_slab in float64: a call, not inlined, so that the float32 loop stays the only one in
+    the caller's loop nest (as LayerNorm's affine_other_row)."""
+    normalize_slab(x, y, mean, 0.0, scale, b)
 
 
 @jit_inline
-def dx_slab(dy, x, dx, mean, a, cc, e, center):
-    """dx of one slab (S,); without ``center`` (BatchNorm's eval mode, fixed statistics), dx = a * dy."""
+def dx_slab(dy, x, dx, hi, lo, a, cc, e):
+    """dx = a * dy - e - ((x - hi) - lo) * cc over one slab (S,), in the scalars' dtype, as normalize_slab."""
+    for j in range(x.shape[0]):
+        dx[j] = a * dy[j] - e - ((x[j] - hi) - lo) * cc
+
+
+@jit
+def dx_slab_float64(dy, x, dx, mean, a, cc, e, center):
+    """dx_slab in float64 (a call, as normalize_slab_float64); without ``center`` (BatchNorm's eval mode,
+    fixed statistics), dx = a * dy."""
     if center:
-        for j in range(x.shape[0]):
-            dx[j] = dx_value(np.float64(dy[j]), np.float64(x[j]), mean, a, cc, e)
+        dx_slab(dy, x, dx, mean, 0.0, a, cc, e)
     else:
         for j in range(x.shape[0]):
             dx[j] = a * np.float64(dy[j])
+
+
+@jit_inline
+def affine_fits(like, M, scale, w, b):
+    """May a slab's y run in like's dtype (float32.py), its set's guard (float32.row_fits) passed? scale =
+    rstd * w and b fit it within one rounding, and sqrt(M) |w| + |b|, a bound of every |y| in a set of M
+    values, is under a quarter of its largest value."""
+    return fits(scale, like) and fits(b, like) and quarter_of_largest(np.sqrt(M) * abs(w) + abs(b), like)
+
+
+@jit_inline
+def dx_fits(like, M, var, cc, e, ady):
+    """May the dx of a set's slabs run in like's dtype (float32.py), its guard (float32.row_fits) passed?
+    cc and e fit it within one rounding, and ady + |e| + sqrt(M var) |cc|, a bound of every intermediate,
+    is under a quarter of its largest value (``ady`` bounds every |a dy| in the set: |a| sqrt(sum dy^2),
+    or rstd sqrt(sum g^2) over a GroupNorm group). Each slab's a must fit too."""
+    return (fits(cc, like) and fits(e, like)
+            and quarter_of_largest(ady + abs(e) + np.sqrt(M * var) * abs(cc), like))

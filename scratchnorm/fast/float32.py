@@ -15,10 +15,21 @@ overflow or lose precision:
 * for LayerNorm, the deviation sqrt(d * var) is under a quarter of it too, so
   that x - mean cannot overflow.
 
+The mean enters as two float32 numbers, hi + lo (``split_mean``), and x - mean
+as (x - hi) - lo: x - hi is exact for x near hi (Sterbenz), so a large mean
+costs no precision.
+
 A row that fails a guard runs the same loop with float64 scalars (numba then
 computes it in float64). The bounds each kernel gets from this are stated in
-its module docstring (layernorm.py, rmsnorm.py) and tested against the
-float64 reference.
+its module docstring (layernorm.py, rmsnorm.py, channel_slabs.py) and tested
+against the float64 reference.
+
+The channel kernels (BatchNorm in training mode, GroupNorm) keep the same
+guards per normalized set of M values (a channel of the batch, a group of a
+sample): the set's deviation sqrt(M * var) bounds every |x - mean| there, as
+a row's does, and ``affine_bounded`` is ``bounded`` for a weight and bias
+per channel. BatchNorm's eval mode has no such bound (x is normalized by
+running statistics it was not part of) and stays float64.
 """
 from __future__ import annotations
 
@@ -61,9 +72,22 @@ def bounded(w, b, k):
     """Can no intermediate of the float32 loop overflow, whatever the row? Over the (G, m) weight and
     bias; False for pRMSNorm (k < m: x_hat beyond the first k features is unbounded) and for NaN."""
     m = w.shape[1]
-    if k != m:
-        return False
-    return np.sqrt(m) * sum_abs(w) + sum_abs(b) <= 0.25 * largest(w)
+    return k == m and affine_bounded(w, b, m, w)
+
+
+@jit
+def affine_bounded(w, b, M, like):
+    """sqrt(M) * sum|w| + sum|b| under a quarter of like's largest value (False for NaN): every
+    |x_hat * w + b| of a set of M values is, since |x_hat| <= sqrt(M) there. w, b: 2-D, (G, m) or (1, C)."""
+    return quarter_of_largest(np.sqrt(M) * sum_abs(w) + sum_abs(b), like)
+
+
+@jit_inline
+def split_mean(mean, like):
+    """mean = hi + lo: hi, the float64 mean rounded to like's dtype, and lo, the float64 rest. x - hi is
+    exact for x near hi (Sterbenz), so (x - hi) - lo loses nothing to a large mean."""
+    hi = like.dtype.type(mean)
+    return hi, mean - np.float64(hi)
 
 
 @jit_inline

@@ -22,8 +22,11 @@ partial sums, added in chunk order at the end (``add_pieces``): the bits do not
 depend on the thread count.
 
 For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
-per channel (C,); for shorter slabs the group is one run of columns, and they
-are per column (D,) (groupnorm.py spreads the weight and bias).
+per channel (C,); a float32 slab runs in float32 where the guards let it
+(channel_slabs.py states the bound; the backward's bound on |a dy| is rstd
+sqrt(sum g^2) over the group). For shorter slabs the group is one run of
+columns, in float64, and w, b and the sums are per column (D,) (groupnorm.py
+spreads the weight and bias).
 """
 from __future__ import annotations
 
@@ -32,7 +35,9 @@ from numba import prange
 
 from ._jit import serial_and_prange
 from .batchnorm_slabs import add_pieces
-from .channel_slabs import SLAB_MIN, chunk_rows, dx_slab, dx_value, normalize_slab, y_value
+from .channel_slabs import (SLAB_MIN, affine_fits, chunk_rows, dx_fits, dx_slab, dx_slab_float64, dx_value,
+                            normalize_slab, normalize_slab_float64, y_value)
+from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
 
 
@@ -43,18 +48,25 @@ def _forward(x, w, b, y, stats, eps, S):
     m = D // G
     for t in prange(N * G):
         i, g = t // G, t % G
-        lo = g * m
-        xg = x[i, lo:lo + m]                             # (m,) group g of sample i
+        j0 = g * m
+        xg = x[i, j0:j0 + m]                             # (m,) group g of sample i
         shift = np.float64(xg[0])                        # K: a constant group gives mean = K exactly
         mean = shift + sum_dev(xg, shift) / m
         var = sum_sq_dev(xg, mean) / m
         rstd = 1.0 / np.sqrt(var + eps)
         if S >= SLAB_MIN:
-            for c in range(lo // S, (lo + m) // S):
+            T = x.dtype.type
+            hi, lo = split_mean(mean, x)
+            in_x = row_fits(x, m, var, rstd, lo)         # the group's guard, then each slab's (channel_slabs.py)
+            for c in range(j0 // S, (j0 + m) // S):
                 s = slice(c * S, (c + 1) * S)
-                normalize_slab(x[i, s], y[i, s], mean, rstd * w[c], b[c])
+                scale = rstd * w[c]
+                if in_x and affine_fits(x, m, scale, w[c], b[c]):
+                    normalize_slab(x[i, s], y[i, s], hi, T(lo), T(scale), T(b[c]))
+                else:
+                    normalize_slab_float64(x[i, s], y[i, s], mean, scale, b[c])
         else:
-            yg, wg, bg = y[i, lo:lo + m], w[lo:lo + m], b[lo:lo + m]
+            yg, wg, bg = y[i, j0:j0 + m], w[j0:j0 + m], b[j0:j0 + m]
             for j in range(m):
                 yg[j] = y_value(np.float64(xg[j]), mean, rstd * wg[j], bg[j])
         stats[MEAN, t] = mean
@@ -72,28 +84,37 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
     for t in prange(chunks * G):
         k, g = t // G, t % G
         r0, r1 = chunk_rows(k, N, chunks)
-        lo = g * m
-        wlo, whi = (lo // S, (lo + m) // S) if S >= SLAB_MIN else (lo, lo + m)
+        j0 = g * m
+        wlo, whi = (j0 // S, (j0 + m) // S) if S >= SLAB_MIN else (j0, j0 + m)
         pw, pb = part[k, 0, wlo:whi], part[k, 1, wlo:whi]
         pw[:] = 0.0
         pb[:] = 0.0
         for i in range(r0, r1):
-            mean, rstd = stats[MEAN, i * G + g], stats[RSTD, i * G + g]
+            mean, var, rstd = stats[MEAN, i * G + g], stats[VAR, i * G + g], stats[RSTD, i * G + g]
             if S >= SLAB_MIN:
-                sg, sgx = 0.0, 0.0                # sums of g and g * (x - mean) over the group
+                sg, sgx, sgg = 0.0, 0.0, 0.0      # sums of g, g * (x - mean) and g^2 over the group
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
-                    sd, sx = sum_dy(dy[i, s], x[i, s], mean)
+                    sd, sx, sdd = sum_dy(dy[i, s], x[i, s], mean)
                     pw[c - wlo] += sx * rstd
                     pb[c - wlo] += sd
                     sgx += sx * w[c]
                     sg += sd * w[c]
+                    sgg += sdd * (w[c] * w[c])
                 cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
+                T = x.dtype.type
+                hi, lo = split_mean(mean, x)
+                ady = rstd * np.sqrt(sgg)                 # every |a dy| = rstd |g| <= rstd sqrt(sum g^2)
+                in_x = row_fits(x, m, var, rstd, lo) and dx_fits(x, m, var, cc, e, ady)   # (channel_slabs.py)
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
-                    dx_slab(dy[i, s], x[i, s], dx[i, s], mean, rstd * w[c], cc, e, True)
+                    a = rstd * w[c]
+                    if in_x and fits(a, x):
+                        dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(a), T(cc), T(e))
+                    else:
+                        dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, a, cc, e, True)
             else:
-                dyg, xg, dxg, wg = dy[i, lo:lo + m], x[i, lo:lo + m], dx[i, lo:lo + m], w[lo:lo + m]
+                dyg, xg, dxg, wg = dy[i, j0:j0 + m], x[i, j0:j0 + m], dx[i, j0:j0 + m], w[j0:j0 + m]
                 sg, sgx, _ = sum_g(dyg, xg, wg, mean)
                 cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
                 for j in range(m):

@@ -45,7 +45,7 @@ from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
-from .float32 import bounded, fits, quarter_of_largest, row_fits
+from .float32 import bounded, fits, quarter_of_largest, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, add_chunks, row_sum_dev, row_sum_g, row_sum_sq_dev
 
 
@@ -71,14 +71,6 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
                 affine_other_row(x, i, mean[i], rstd[i], weight, bias, y, in_x, stream)
         if stream:
             store_fence()                          # this chunk's streamed rows are visible
-
-
-@jit_inline
-def split_mean(mean, like):
-    """mean = hi + lo: hi, the float64 mean rounded to like's dtype, and lo, the float64 rest. x - hi is
-    exact for x near hi (Sterbenz), so (x - hi) - lo loses nothing to a large mean."""
-    hi = like.dtype.type(mean)
-    return hi, mean - np.float64(hi)
 
 
 @jit_inline

@@ -1,0 +1,84 @@
+"""The float32 path of the channel kernels (fast/channel_slabs.py): where its guards send a slab to float64.
+
+BatchNorm (training mode) and GroupNorm compute a float32 slab's y and dx in
+float32 where float32.py's guards let them. Each case below builds a slab on
+which one guard, removed, would give a wrong answer (inf, NaN, or an error far
+beyond the stated bound), and checks that the kernels give the reference's
+numbers: within the comparison of test_kernels_batch.py (one rounding of the
+float64 value, plus the float32 allowance where the slab stays in float32).
+
+Every set here is one slab (N = 1, C = 1, G = 1, S = 16 or 64), so BatchNorm's
+channel and GroupNorm's group are the same values.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_kernels_batch import case_scales, float32_terms, assert_matches, run
+
+STEMS = [("batch_norm", {}), ("group_norm", {"num_groups": 1})]
+IDS = [s for s, _ in STEMS]
+
+
+def check(stem, kw, x, dy, w, b, label):
+    """The numba kernels against the reference on one (1, 1, 16) slab; nothing NaN or Inf where the
+    reference has none."""
+    x, dy = (np.asarray(v, np.float32).reshape(1, 1, -1) for v in (x, dy))
+    w, b = np.atleast_1d(np.asarray(w, np.float64)), np.atleast_1d(np.asarray(b, np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):    # (NUMBA_DISABLE_JIT: NumPy's scalars warn)
+        got, _ = run("numba", stem, x, dy, w, b, kw)
+    want, ref_cache = run("numpy", stem, x, dy, w, b, kw)
+    for key in ("y", "x"):
+        assert np.array_equal(np.isfinite(got[key]), np.isfinite(want[key])), f"{label} {key}: {got[key]}"
+    G = kw.get("num_groups")
+    assert_matches(got, want, label, case_scales(stem, want, ref_cache, dy, w, G),
+                   float32_terms(stem, x, dy, w, b, ref_cache, G))
+    return got, want
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_a_large_mean_keeps_its_digits(stem, kw):
+    """mean 3e4, spread 1: x - mean with the mean rounded to float32 alone would be off by up to half
+    an ulp of 3e4 (2e-3, about 1e4 u of |x_hat|); hi + lo keeps y and dx within the stated bound."""
+    rng = np.random.default_rng(30)
+    x = 3e4 + rng.standard_normal(16)
+    dy = rng.standard_normal(16)
+    check(stem, kw, x, dy, 1.5, 0.25, "large mean")
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_x_hat_times_weight_beyond_float32_goes_to_float64(stem, kw):
+    """One value apart from 15 equal ones: x - mean = 93.75 and x_hat = 3.87 there. With w = 9e37 and
+    b = -1.3e38, scale = rstd w = 3.7e36 fits float32, but (x - mean) * scale = 3.5e38 overflows it,
+    while y = x_hat w + b = 2.2e38 fits. The bound sqrt(M) |w| + |b| = 4.9e38 is beyond a quarter of
+    float32's largest, so the slab runs in float64."""
+    x = np.zeros(16)
+    x[0] = 100.0
+    got, want = check(stem, kw, x, np.ones(16), 9e37, -1.3e38, "x_hat w")
+    assert np.isfinite(want["y"]).all() and np.max(np.abs(want["y"])) > 2e38
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_a_deviation_beyond_float32_goes_to_float64(stem, kw):
+    """64 values: one at 3e38, 63 at -1e38. The mean is -9.4e37 and x - hi = 3.9e38 overflows float32
+    at the first value, while rstd = 2e-38, scale and y (x_hat = 7.9 there) are ordinary float32
+    numbers: only the deviation sqrt(M var) = 4e38, beyond a quarter of float32's largest, sends the
+    slab to float64. (The backward's coefficients here fall below float32's normal range and fail
+    their own guard first.)"""
+    x = np.full(64, -1e38)
+    x[0] = 3e38
+    dy = np.random.default_rng(31).standard_normal(64)
+    got, want = check(stem, kw, x, dy, 1.0, 0.0, "deviation")
+    assert np.isfinite(want["y"]).all() and np.isfinite(want["x"]).all()
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_a_times_dy_beyond_float32_goes_to_float64(stem, kw):
+    """dy = 3.2e35 on a value at the mean (x_hat = 0), 0 elsewhere; a = rstd w = 1070: a dy = 3.45e38
+    overflows float32, while e = a mean(dy) = 2.2e37 and (x - mean) cc = 0 fit, and dx there,
+    a dy - e = 3.2e38, fits too. Only the bound |a| sqrt(sum dy^2) sends the slab to float64."""
+    x = np.array([0.0] + [1.0, -1.0] * 7 + [0.0])
+    dy = np.zeros(16)
+    dy[0] = 3.2e35
+    got, want = check(stem, kw, x, dy, 1e3, 0.0, "a dy")
+    assert np.isfinite(want["x"]).all() and abs(want["x"][0, 0, 0]) > 3e38
