@@ -7,14 +7,16 @@
   such as feeding token ids to a normalization.
 * float64 inputs are computed in float64.
 * float32 inputs: the statistics (mean, mean of squares, the sums of the
-  backward) are accumulated in float64. The NumPy reference (and the numba
-  channel kernels) compute the normalized output in float64 too and round it
-  to float32 once, when it is stored. The exception: the numba kernels of
-  LayerNorm and RMSNorm compute their elementwise loops (y, and the backward's
-  dx) in float32 from those float64 statistics (twice the SIMD lanes), within
-  the bounds their module docstrings count (scratchnorm/fast/layernorm.py,
-  rmsnorm.py); the variants' kernels do so for an uncentered y only
-  (scratchnorm/fast/variants.py).
+  backward) are accumulated in float64. The NumPy reference computes the
+  normalized output in float64 too and rounds it to float32 once, when it is
+  stored. The numba kernels of LayerNorm and RMSNorm compute their elementwise
+  loops (y, and the backward's dx) in float32 from those float64 statistics
+  (twice the SIMD lanes), within the bounds their module docstrings count
+  (scratchnorm/fast/layernorm.py, rmsnorm.py); so do BatchNorm's (training
+  mode) and GroupNorm's on spatial slabs of 16 values or more
+  (scratchnorm/fast/channel_slabs.py); the variants' kernels do so for an
+  uncentered y only (scratchnorm/fast/variants.py). The rest round a float64
+  value once.
 * float16 inputs are upcast to float32 when they enter the function (one
   copy; the numba backend widens them to float64, which is just as exact),
   handled as float32 inputs are by the reference, and the final output, *after*

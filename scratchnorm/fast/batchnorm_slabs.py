@@ -1,6 +1,7 @@
 r"""BatchNorm's kernels for images (spatial size S >= SLAB_MIN), and the steps both layouts share.
 
-Per channel c, over the M = N * S values of that channel in the batch, in float64:
+Per channel c, over the M = N * S values of that channel in the batch, in float64 (a
+float32 slab's elementwise line in float32 in training mode: channel_slabs.py):
 
     forward   mean = sum x / M,  var = sum (x - mean)^2 / M,  rstd = 1 / sqrt(var + eps)
               y = (x - mean) * (rstd * w) + b
@@ -170,16 +171,23 @@ def affine_in_x(stats, w, b, M, like, batch_stats):
 
 @jit
 def dx_in_x(stats, coef, dy_sq, M, like, center):
-    """Per channel, whether its dx may run in like's dtype (float32.row_fits, channel_slabs.dx_fits), from
-    coef (3, C) (a, cc, e) and dy_sq (C,), the sums of dy^2 (every |a dy| <= |a| sqrt(sum dy^2)). Never in
-    eval mode (``center`` False), as affine_in_x."""
+    """Per channel, whether its dx may run in like's dtype (channel_slabs.dx_fits, and a fits) and the
+    scalars it then takes, in that dtype: (in_x, hi, lo, a, cc, e), each (C,), from coef (3, C) (a, cc,
+    e) and dy_sq (C,), the sums of dy^2 (every |a dy| <= |a| sqrt(sum dy^2)). Never in eval mode
+    (``center`` False), as affine_in_x."""
     C = coef.shape[1]
+    T = like.dtype.type
     in_x = np.zeros(C, np.bool_)
+    hi, lo, a, cc, e = (np.zeros(C, like.dtype), np.zeros(C, like.dtype), np.zeros(C, like.dtype),
+                        np.zeros(C, like.dtype), np.zeros(C, like.dtype))
     for c in range(C if center else 0):
-        a, var, rstd = coef[0, c], stats[VAR, c], stats[RSTD, c]
-        in_x[c] = (row_fits(like, M, var, rstd, split_mean(stats[MEAN, c], like)[1]) and fits(a, like)
-                   and dx_fits(like, M, var, coef[1, c], coef[2, c], abs(a) * np.sqrt(dy_sq[c])))
-    return in_x
+        h, rest = split_mean(stats[MEAN, c], like)
+        ac = coef[0, c]
+        in_x[c] = fits(ac, like) and dx_fits(like, M, stats[VAR, c], stats[RSTD, c], rest, coef[1, c],
+                                             coef[2, c], abs(ac) * np.sqrt(dy_sq[c]))
+        if in_x[c]:                                   # (a cast of a value that does not fit would warn)
+            hi[c], lo[c], a[c], cc[c], e[c] = h, T(rest), T(ac), T(coef[1, c]), T(coef[2, c])
+    return in_x, hi, lo, a, cc, e
 
 
 # -- the slab drivers: x (N, C * S); in eval mode (batch_stats False) ``stats`` is given ---------
@@ -237,14 +245,12 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
     add_pieces(part, dwb)
     dwb[0] *= stats[RSTD]                         # dweight = sum dy * x_hat = rstd * sum dy * (x - mean)
     dx_coefficients(stats, w, dwb, N * S, coef)
-    in_x = dx_in_x(stats, coef, dwb[2], N * S, x, center)
-    T = x.dtype.type
+    in_x, hi, lo, a, cc, e = dx_in_x(stats, coef, dwb[2], N * S, x, center)
     for t in prange(N * C):
         i, c = t // C, t % C
         s = slice(c * S, (c + 1) * S)
         if in_x[c]:
-            hi, lo = split_mean(stats[MEAN, c], x)
-            dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(coef[0, c]), T(coef[1, c]), T(coef[2, c]))
+            dx_slab(dy[i, s], x[i, s], dx[i, s], hi[c], lo[c], a[c], cc[c], e[c])
         else:
             dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], coef[0, c], coef[1, c], coef[2, c],
                             center)

@@ -22,24 +22,25 @@ rounded once, with the mean as hi + lo (float32.py):
     forward   y  = ((x - hi) - lo) * scale + b
     backward  dx = a * dy - e - ((x - hi) - lo) * cc
 
-where float32.py's guards let it (``affine_fits``, ``dx_fits``: every scalar
-fits float32 within one rounding, and no intermediate can overflow); a slab
-that may not runs the same line in float64. Counting roundings (u = 2^-24, to
-first order), y's x_hat * w term passes through 5 (x - hi, - lo, scale, the
-product, the sum) and b through 2 (its own, the sum):
+where the guards let it (for y, float32.row_fits for the set and ``affine_fits``
+for the slab; for dx, ``dx_fits`` for the set and a fitting for the slab: every
+scalar fits float32 within one rounding, and no intermediate can overflow); a
+slab that may not runs the same line in float64. Counting roundings (u =
+2^-24, to first order), y's x_hat * w term passes through 5 (x - hi, - lo,
+scale, the product, the sum) and b through 2 (its own, the sum):
 
     |y - y_exact|   <= u (5 |x_hat w| + 2 |b|)
     |dx - dx_exact| <= u (4 |a dy| + 3 |e| + 5 |(x - mean) cc|)
 
 (a * dy: a, the product, two subtractions; e: its own, two subtractions;
 (x - mean) cc: the two steps of x - mean, cc, the product, the last
-subtraction), plus the low part of the mean rounded, u |lo| |scale| (or |cc|),
-and, where a product falls below float32's normal range, an absolute error of
-the order of 2^-149. dweight and dbias are float64 sums, as for float64 x.
-float64 and float16 input, BatchNorm's eval mode, and spatial sizes below
-SLAB_MIN (the columns layout, GroupNorm's runs) run in float64 and round once
-at the store. tests/fast/test_kernels_batch.py checks the bounds element by
-element against the float64 reference.
+subtraction), plus the low part of the mean rounded, u |lo| |scale| (or |cc|;
+|lo| <= u |mean|), and at most 2^-150 for each product that falls below
+float32's normal range (one in y, two in dx). dweight and dbias are float64
+sums, as for float64 x. float64 and float16 input, BatchNorm's eval mode, and
+spatial sizes below SLAB_MIN (the columns layout, GroupNorm's runs) run in
+float64 and round once at the store. tests/fast/test_kernels_batch.py checks
+the bounds element by element against the float64 reference.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ import math
 import numpy as np
 
 from ._jit import jit, jit_inline
-from .float32 import fits, quarter_of_largest
+from .float32 import fits, quarter_of_largest, row_fits
 
 SLAB_MIN = 16          # spatial size from which a channel is read slab by slab
 
@@ -118,10 +119,11 @@ def affine_fits(like, M, scale, w, b):
 
 
 @jit_inline
-def dx_fits(like, M, var, cc, e, ady):
-    """May the dx of a set's slabs run in like's dtype (float32.py), its guard (float32.row_fits) passed?
-    cc and e fit it within one rounding, and ady + |e| + sqrt(M var) |cc|, a bound of every intermediate,
-    is under a quarter of its largest value (``ady`` bounds every |a dy| in the set: |a| sqrt(sum dy^2),
-    or rstd sqrt(sum g^2) over a GroupNorm group). Each slab's a must fit too."""
-    return (fits(cc, like) and fits(e, like)
+def dx_fits(like, M, var, rstd, lo, cc, e, ady):
+    """May the dx of a set's slabs run in like's dtype (float32.py), each slab's a fitting it too? The
+    set's guard (float32.row_fits) holds, cc and e fit within one rounding, and ady + |e| + sqrt(M var)
+    |cc|, a bound of every intermediate (``ady`` bounds every |a dy| in the set: |a| sqrt(sum dy^2), or
+    rstd times the largest |w| sqrt(sum dy^2) of a GroupNorm group's slabs), is under a quarter of its
+    largest value."""
+    return (row_fits(like, M, var, rstd, lo) and fits(cc, like) and fits(e, like)
             and quarter_of_largest(ady + abs(e) + np.sqrt(M * var) * abs(cc), like))

@@ -26,10 +26,11 @@ against the float64 reference.
 
 The channel kernels (BatchNorm in training mode, GroupNorm) keep the same
 guards per normalized set of M values (a channel of the batch, a group of a
-sample): the set's deviation sqrt(M * var) bounds every |x - mean| there, as
-a row's does, and ``affine_bounded`` is ``bounded`` for a weight and bias
-per channel. BatchNorm's eval mode has no such bound (x is normalized by
-running statistics it was not part of) and stays float64.
+sample): ``row_fits`` with d = M, since the set's deviation sqrt(M * var)
+bounds every |x - mean| there as a row's does; and, per slab (a channel of a
+sample), channel_slabs.affine_fits for y (``bounded``'s test for that
+channel's weight and bias) and channel_slabs.dx_fits for dx. BatchNorm's eval mode has no such bound (x is
+normalized by running statistics it was not part of) and stays float64.
 """
 from __future__ import annotations
 
@@ -72,14 +73,9 @@ def bounded(w, b, k):
     """Can no intermediate of the float32 loop overflow, whatever the row? Over the (G, m) weight and
     bias; False for pRMSNorm (k < m: x_hat beyond the first k features is unbounded) and for NaN."""
     m = w.shape[1]
-    return k == m and affine_bounded(w, b, m, w)
-
-
-@jit
-def affine_bounded(w, b, M, like):
-    """sqrt(M) * sum|w| + sum|b| under a quarter of like's largest value (False for NaN): every
-    |x_hat * w + b| of a set of M values is, since |x_hat| <= sqrt(M) there. w, b: 2-D, (G, m) or (1, C)."""
-    return quarter_of_largest(np.sqrt(M) * sum_abs(w) + sum_abs(b), like)
+    if k != m:
+        return False
+    return np.sqrt(m) * sum_abs(w) + sum_abs(b) <= 0.25 * largest(w)
 
 
 @jit_inline

@@ -1,7 +1,8 @@
 r"""GroupNorm's kernels (InstanceNorm is G = C): x (N, D), D = C * S, G groups of m = D / G values.
 
 Group g of sample n is the contiguous run x[n, g*m : (g+1)*m]. Per (sample, group),
-over its m values, in float64:
+over its m values, in float64 (a float32 slab's elementwise line in float32:
+channel_slabs.py):
 
     forward   mean = sum x / m,  var = sum (x - mean)^2 / m,  rstd = 1 / sqrt(var + eps)
               y = (x - mean) * (rstd * w) + b                   (w, b per channel)
@@ -24,7 +25,7 @@ depend on the thread count.
 For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
 per channel (C,); a float32 slab runs in float32 where the guards let it
 (channel_slabs.py states the bound; the backward's bound on |a dy| is rstd
-sqrt(sum g^2) over the group). For shorter slabs the group is one run of
+times the largest |w| sqrt(sum dy^2) of the group's slabs). For shorter slabs the group is one run of
 columns, in float64, and w, b and the sums are per column (D,) (groupnorm.py
 spreads the weight and bias).
 """
@@ -92,7 +93,7 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
         for i in range(r0, r1):
             mean, var, rstd = stats[MEAN, i * G + g], stats[VAR, i * G + g], stats[RSTD, i * G + g]
             if S >= SLAB_MIN:
-                sg, sgx, sgg = 0.0, 0.0, 0.0      # sums of g, g * (x - mean) and g^2 over the group
+                sg, sgx, g_max = 0.0, 0.0, 0.0    # sums of g and g * (x - mean) over the group; a bound of |g|
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
                     sd, sx, sdd = sum_dy(dy[i, s], x[i, s], mean)
@@ -100,12 +101,12 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                     pb[c - wlo] += sd
                     sgx += sx * w[c]
                     sg += sd * w[c]
-                    sgg += sdd * (w[c] * w[c])
+                    g_max = max(g_max, abs(w[c]) * np.sqrt(sdd))   # |g| = |w dy| <= |w| sqrt(sum dy^2)
                 cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
                 T = x.dtype.type
                 hi, lo = split_mean(mean, x)
-                ady = rstd * np.sqrt(sgg)                 # every |a dy| = rstd |g| <= rstd sqrt(sum g^2)
-                in_x = row_fits(x, m, var, rstd, lo) and dx_fits(x, m, var, cc, e, ady)   # (channel_slabs.py)
+                # every |a dy| = rstd |g| <= rstd g_max: the group's guard (channel_slabs.py), then each slab's a
+                in_x = dx_fits(x, m, var, rstd, lo, cc, e, rstd * g_max)
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
                     a = rstd * w[c]

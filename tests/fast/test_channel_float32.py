@@ -21,12 +21,11 @@ IDS = [s for s, _ in STEMS]
 
 
 def check(stem, kw, x, dy, w, b, label):
-    """The numba kernels against the reference on one (1, 1, 16) slab; nothing NaN or Inf where the
-    reference has none."""
+    """The numba kernels against the reference on one slab of x's values, shaped (1, 1, S); nothing NaN
+    or Inf where the reference has none, and no warning (pytest turns RuntimeWarnings into errors)."""
     x, dy = (np.asarray(v, np.float32).reshape(1, 1, -1) for v in (x, dy))
     w, b = np.atleast_1d(np.asarray(w, np.float64)), np.atleast_1d(np.asarray(b, np.float64))
-    with np.errstate(over="ignore", invalid="ignore"):    # (NUMBA_DISABLE_JIT: NumPy's scalars warn)
-        got, _ = run("numba", stem, x, dy, w, b, kw)
+    got, _ = run("numba", stem, x, dy, w, b, kw)
     want, ref_cache = run("numpy", stem, x, dy, w, b, kw)
     for key in ("y", "x"):
         assert np.array_equal(np.isfinite(got[key]), np.isfinite(want[key])), f"{label} {key}: {got[key]}"
@@ -82,3 +81,32 @@ def test_a_times_dy_beyond_float32_goes_to_float64(stem, kw):
     dy[0] = 3.2e35
     got, want = check(stem, kw, x, dy, 1e3, 0.0, "a dy")
     assert np.isfinite(want["x"]).all() and abs(want["x"][0, 0, 0]) > 3e38
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_a_weight_whose_square_overflows_float64_raises_no_warning(stem, kw):
+    """Two channels (GroupNorm: one group of both), w = (1e160, 1): a bound of |g| through w^2 would
+    overflow float64 (found by review: NUMBA_DISABLE_JIT's NumPy scalars warned where the reference
+    does not). A constant set and dy = 0: y = b, dx = 0."""
+    x = np.full((1, 2, 16), 5.0, np.float32)
+    dy = np.zeros_like(x)
+    w, b = np.array([1e160, 1.0]), np.array([0.5, 0.0])
+    got, _ = run("numba", stem, x, dy, w, b, kw)
+    want, _ = run("numpy", stem, x, dy, w, b, kw)
+    for key in ("y", "x"):
+        np.testing.assert_array_equal(got[key], want[key])
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_ordinary_slabs_take_the_float32_path(stem, kw):
+    """The guards do not turn ordinary data away: the kernels' float64 line on the same values (x as
+    float64, rounded at the end) gives one rounding of a float64 value; the float32 line, several. A
+    guard that always failed would give those bits everywhere and pass every test above."""
+    rng = np.random.default_rng(32)
+    x = rng.standard_normal((4, 2, 64)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(2), rng.standard_normal(2)
+    got, _ = run("numba", stem, x, dy, w, b, kw)
+    wide, _ = run("numba", stem, x.astype(np.float64), dy.astype(np.float64), w, b, kw)
+    for key in ("y", "x"):
+        assert np.mean(got[key] != wide[key].astype(np.float32)) > 0.1, key

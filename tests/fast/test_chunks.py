@@ -86,7 +86,7 @@ class _Pair(tuple):
     ({"threads": 1}, "serial"),                      # numba.set_num_threads(1)
     ({"forked": True}, "serial"),                    # a forked child
     ({"pool_busy": True}, "serial"),                 # another thread runs a prange kernel
-    ({"min_factor": 2}, "serial"),                   # the channel kernels' larger size
+    ({"min_factor": 2}, "serial"),                   # a larger threshold (OTHERS_MIN_FACTOR's kind)
 ])
 def test_run_by_size_runs_the_prange_kernel_only_where_it_may(monkeypatch, case, expected):
     monkeypatch.setattr(_jit, "core_is_idle", lambda: case.get("idle", True))

@@ -139,7 +139,8 @@ def float32_terms(stem, x, dy, w, b, ref_cache, G=None):
 
         y:  u (5 |x_hat w| + 2 |b|)                            + u^2 |mean| rstd |w|  (the mean's low part)
         dx: u (4 |a dy| + 3 |e| + 5 |(x - mean) cc|)          + u^2 |mean| |cc|
-    each plus 2^-149 per product that may fall below float32's normal range."""
+    plus 2^-150 for each product that may fall below float32's normal range (one in y, two in dx). dx
+    only where dy is float32 too: a float64 dy makes the kernels compute in float64 (_buffers.py)."""
     shape = x.shape
     if x.dtype != np.float32 or stem == "batch_norm_eval" or int(np.prod(shape[2:])) < SLAB_MIN:
         return {}
@@ -156,9 +157,11 @@ def float32_terms(stem, x, dy, w, b, ref_cache, G=None):
     g = dy.astype(F64) * (1.0 if w is None else np.asarray(w, F64).reshape(per_c))
     e = rstd * set_mean(g, stem, G)
     cc = rstd * rstd * set_mean(g * x_hat, stem, G)
-    y = U32 * (5 * np.abs(x_hat) * aw + 2 * ab) + U32 * U32 * np.abs(mean) * rstd * aw + 2 * SUBNORMAL
+    y = U32 * (5 * np.abs(x_hat) * aw + 2 * ab) + U32 * U32 * np.abs(mean) * rstd * aw + SUBNORMAL / 2
+    if np.promote_types(x.dtype, dy.dtype) != np.float32:
+        return {"y": y}
     dx = (U32 * (4 * np.abs(rstd * g) + 3 * np.abs(e) + 5 * np.abs(x_hat * cc / rstd))
-          + U32 * U32 * np.abs(mean) * np.abs(cc) + 3 * SUBNORMAL)
+          + U32 * U32 * np.abs(mean) * np.abs(cc) + 2 * SUBNORMAL / 2)
     return {"y": y, "x": dx}
 
 
@@ -337,10 +340,14 @@ def test_a_cache_only_works_with_its_own_backward():
 
 
 # -- special values -------------------------------------------------------------------------
+DTYPES = pytest.mark.parametrize("dtype", [np.float64, np.float32])     # float32: the slabs' float32 path too
+
+
+@DTYPES
 @pytest.mark.parametrize("shape", [(6, 3), (2, 3, 16)])
-def test_constant_channel_and_group_give_finite_results(shape):
+def test_constant_channel_and_group_give_finite_results(shape, dtype):
     """var = 0: rstd = 1/sqrt(eps), x_hat ~ 0, y ~ bias; nothing NaN or Inf, and as the reference."""
-    x, dy, w, b = make_inputs(shape, seed=12)
+    x, dy, w, b = make_inputs(shape, dtype, seed=12)
     x[:, 1] = 0.7                                      # BatchNorm: channel 1 constant over the batch
     got, _ = compare("batch_norm", x, dy, w, b, {})
     np.testing.assert_allclose(got["y"][:, 1], np.broadcast_to(b[1], got["y"][:, 1].shape), atol=1e-6)
@@ -352,12 +359,13 @@ def test_constant_channel_and_group_give_finite_results(shape):
         assert all(np.all(np.isfinite(v)) for v in got.values())
 
 
+@DTYPES
 @pytest.mark.parametrize("shape", [(6, 3), (2, 3, 16), (2, 3, 5)])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_nan_and_inf_spread_over_their_channel_only(shape, bad):
+def test_nan_and_inf_spread_over_their_channel_only(shape, bad, dtype):
     """BatchNorm: one NaN or Inf makes its channel's mean NaN or Inf, hence every output of that
     channel NaN, in every sample, as in the reference; other channels keep their bits."""
-    x, dy, w, b = make_inputs(shape, seed=13)
+    x, dy, w, b = make_inputs(shape, dtype, seed=13)
     clean, _ = run("numba", "batch_norm", x, dy, w, b, {})
     x[1, 2] = bad
     with np.errstate(invalid="ignore"):
@@ -369,9 +377,10 @@ def test_nan_and_inf_spread_over_their_channel_only(shape, bad):
     assert np.isnan(got["weight"][2]) and np.isfinite(got["weight"][:2]).all()
 
 
+@DTYPES
 @pytest.mark.parametrize("shape", [(3, 4), (3, 4, 16)])
-def test_nan_spreads_over_its_group_only(shape):
-    x, dy, w, b = make_inputs(shape, seed=14)
+def test_nan_spreads_over_its_group_only(shape, dtype):
+    x, dy, w, b = make_inputs(shape, dtype, seed=14)
     clean, _ = run("numba", "group_norm", x, dy, w, b, {"num_groups": 2})
     x[1, 3] = np.nan                                   # sample 1, group 1 (channels 2, 3)
     got, _ = run("numba", "group_norm", x, dy, w, b, {"num_groups": 2})
