@@ -52,10 +52,10 @@ def _normalize_tile(x, y, lo, r0, r1, mean, scale, b):
         y0, y1, y2, y3 = four_rows(y, i, r1, lo, n)
         for j in range(n):
             m, sc, bj = mean[j], scale[j], b[j]
-            y0[j] = y_value(np.float64(x0[j]), m, sc, bj)
-            y1[j] = y_value(np.float64(x1[j]), m, sc, bj)
-            y2[j] = y_value(np.float64(x2[j]), m, sc, bj)
-            y3[j] = y_value(np.float64(x3[j]), m, sc, bj)
+            y0[j] = y_value(np.float64(x0[j]), m, 0.0, sc, bj)
+            y1[j] = y_value(np.float64(x1[j]), m, 0.0, sc, bj)
+            y2[j] = y_value(np.float64(x2[j]), m, 0.0, sc, bj)
+            y3[j] = y_value(np.float64(x3[j]), m, 0.0, sc, bj)
 
 
 @jit_inline
@@ -69,10 +69,10 @@ def _dx_tile(dy, x, dx, lo, r0, r1, mean, a, cc, e, center):
             x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
             for j in range(n):
                 m, aj, cj, ej = mean[j], a[j], cc[j], e[j]
-                z0[j] = dx_value(np.float64(d0[j]), np.float64(x0[j]), m, aj, cj, ej)
-                z1[j] = dx_value(np.float64(d1[j]), np.float64(x1[j]), m, aj, cj, ej)
-                z2[j] = dx_value(np.float64(d2[j]), np.float64(x2[j]), m, aj, cj, ej)
-                z3[j] = dx_value(np.float64(d3[j]), np.float64(x3[j]), m, aj, cj, ej)
+                z0[j] = dx_value(np.float64(d0[j]), np.float64(x0[j]), m, 0.0, aj, cj, ej)
+                z1[j] = dx_value(np.float64(d1[j]), np.float64(x1[j]), m, 0.0, aj, cj, ej)
+                z2[j] = dx_value(np.float64(d2[j]), np.float64(x2[j]), m, 0.0, aj, cj, ej)
+                z3[j] = dx_value(np.float64(d3[j]), np.float64(x3[j]), m, 0.0, aj, cj, ej)
         else:
             for j in range(n):
                 aj = a[j]

@@ -66,23 +66,24 @@ def chunk_rows(k, rows, chunks):
 
 
 @jit_inline
-def y_value(x, mean, scale, b):
-    """y = (x - mean) * scale + b, scale = rstd * w."""
-    return (x - mean) * scale + b
+def y_value(x, hi, lo, scale, b):
+    """y = ((x - hi) - lo) * scale + b, scale = rstd * w, the mean as hi + lo (float32.split_mean), in the
+    operands' dtype; lo = 0.0 with hi the mean gives (x - mean) * scale + b, the same bits (x - 0.0 is x)."""
+    return ((x - hi) - lo) * scale + b
 
 
 @jit_inline
-def dx_value(dy, x, mean, a, cc, e):
-    """dx = a * dy - e - (x - mean) * cc (module docstring)."""
-    return a * dy - e - (x - mean) * cc
+def dx_value(dy, x, hi, lo, a, cc, e):
+    """dx = a * dy - e - ((x - hi) - lo) * cc (module docstring), as y_value."""
+    return a * dy - e - ((x - hi) - lo) * cc
 
 
 @jit_inline
 def normalize_slab(x, y, hi, lo, scale, b):
-    """y = ((x - hi) - lo) * scale + b over one slab (S,), in the scalars' dtype: x's, with hi + lo the
-    mean (float32.split_mean), or float64, with hi the mean and lo = 0.0 (x - 0.0 is x: the same bits)."""
+    """y_value over one slab (S,), in the scalars' dtype: x's, with hi + lo the mean, or float64, with hi
+    the mean and lo = 0.0."""
     for j in range(x.shape[0]):
-        y[j] = ((x[j] - hi) - lo) * scale + b
+        y[j] = y_value(x[j], hi, lo, scale, b)
 
 
 @jit
@@ -94,9 +95,9 @@ def normalize_slab_float64(x, y, mean, scale, b):
 
 @jit_inline
 def dx_slab(dy, x, dx, hi, lo, a, cc, e):
-    """dx = a * dy - e - ((x - hi) - lo) * cc over one slab (S,), in the scalars' dtype, as normalize_slab."""
+    """dx_value over one slab (S,), in the scalars' dtype, as normalize_slab."""
     for j in range(x.shape[0]):
-        dx[j] = a * dy[j] - e - ((x[j] - hi) - lo) * cc
+        dx[j] = dx_value(dy[j], x[j], hi, lo, a, cc, e)
 
 
 @jit

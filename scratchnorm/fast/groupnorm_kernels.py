@@ -25,9 +25,9 @@ depend on the thread count.
 For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
 per channel (C,); a float32 slab runs in float32 where the guards let it
 (channel_slabs.py states the bound; the backward's bound on |a dy| is rstd
-times the largest |w| sqrt(sum dy^2) of the group's slabs). For shorter slabs the group is one run of
-columns, in float64, and w, b and the sums are per column (D,) (groupnorm.py
-spreads the weight and bias).
+times the largest |w| sqrt(sum dy^2) of the group's slabs). For shorter slabs
+the group is one run of columns, in float64, and w, b and the sums are per
+column (D,) (groupnorm.py spreads the weight and bias).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def _forward(x, w, b, y, stats, eps, S):
         else:
             yg, wg, bg = y[i, j0:j0 + m], w[j0:j0 + m], b[j0:j0 + m]
             for j in range(m):
-                yg[j] = y_value(np.float64(xg[j]), mean, rstd * wg[j], bg[j])
+                yg[j] = y_value(np.float64(xg[j]), mean, 0.0, rstd * wg[j], bg[j])
         stats[MEAN, t] = mean
         stats[VAR, t] = var
         stats[RSTD, t] = rstd
@@ -120,7 +120,7 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                 cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
                 for j in range(m):
                     d, xj = np.float64(dyg[j]), np.float64(xg[j])
-                    dxg[j] = dx_value(d, xj, mean, rstd * wg[j], cc, e)
+                    dxg[j] = dx_value(d, xj, mean, 0.0, rstd * wg[j], cc, e)
                     pw[j] += d * ((xj - mean) * rstd)
                     pb[j] += d
     add_pieces(part, dwb)
