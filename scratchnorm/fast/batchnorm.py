@@ -60,7 +60,7 @@ def _backward(dy, cache, dx_out, kind, fn):
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, kind, fn)
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N, C = xk.shape[0], w.shape[0]
-    coef = np.empty((3, C))                               # dx coefficients a, cc, e (batchnorm_slabs.py)
+    coef = np.empty((5, C))                               # a, cc, e, gm, gx (batchnorm_slabs.dx_coefficients)
     run = (dyk, xk, w, stats, dx2)
     if S >= SLAB_MIN:
         dwb = np.empty((3, C))                            # dweight, dbias, the sum of dy^2

@@ -24,8 +24,8 @@ from numba import prange
 
 from ._jit import jit, jit_inline, serial_and_prange
 from .chunks import n_chunks
-from .batchnorm_slabs import add_pieces, channel_moments, dx_coefficients, first_values
-from .channel_slabs import chunk_rows, dx_value, y_value
+from .batchnorm_slabs import A, CC, E, GM, GX, add_pieces, channel_moments, dx_coefficients, first_values
+from .channel_slabs import chunk_rows, dx_overflows, dx_slab_float64, dx_value, normalize_slab_float64, y_value
 from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
 
 COLUMN_BLOCK = 4096    # columns per task
@@ -86,6 +86,7 @@ def _dx_tile(dy, x, dx, lo, r0, r1, mean, a, cc, e, center):
 def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
     """part (chunks, 2, D): per-chunk (mean, M2) of each column; stats (3, C); cols (3, D) scratch."""
     N, D = x.shape
+    C = w.shape[0]
     chunks = part.shape[0]
     blocks = (D + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     if batch_stats:
@@ -109,12 +110,18 @@ def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
         hi = min(D, lo + COLUMN_BLOCK)
         r0, r1 = chunk_rows(k, N, chunks)
         _normalize_tile(x, y, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi])
+    for c in range(C):                            # a scale past float64 (channel_slabs.y_unfused): again,
+        if np.isinf(stats[RSTD, c] * w[c]):       # in the reference's order
+            for i in range(N):
+                s = slice(c * S, (c + 1) * S)
+                normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])
 
 
 def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
     """part (chunks, 2, D): per-chunk sums of dy * (x - mean) and of dy per column; dwb (2, C) gets
-    dweight, dbias; coef (3, C) and cols (4, D) scratch."""
+    dweight, dbias; coef (5, C) and cols (4, D) scratch."""
     N, D = x.shape
+    C = w.shape[0]
     chunks = part.shape[0]
     blocks = (D + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     spread(cols[0], stats[MEAN], S)
@@ -126,13 +133,19 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
     add_pieces(part, dwb)
     dwb[0] *= stats[RSTD]                         # dweight = sum dy * x_hat = rstd * sum dy * (x - mean)
     dx_coefficients(stats, w, dwb, N * S, coef)
-    for r in range(3):
+    for r in (A, CC, E):
         spread(cols[r + 1], coef[r], S)
     for t in prange(chunks * blocks):
         k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
         hi = min(D, lo + COLUMN_BLOCK)
         r0, r1 = chunk_rows(k, N, chunks)
         _dx_tile(dy, x, dx, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi], cols[3, lo:hi], center)
+    for c in range(C):                            # a, cc or e past float64 (channel_slabs.dx_unfused): again
+        if dx_overflows(coef[A, c], coef[CC, c], coef[E, c], center):
+            for i in range(N):
+                s = slice(c * S, (c + 1) * S)
+                dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], stats[RSTD, c], w[c], coef[GM, c],
+                                coef[GX, c], center)
 
 
 bn_forward_columns = serial_and_prange(_forward)

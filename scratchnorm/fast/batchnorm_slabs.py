@@ -41,12 +41,13 @@ import numpy as np
 from numba import prange
 
 from ._jit import jit, serial_and_prange
-from .channel_slabs import (affine_fits, chunk_rows, dx_fits, dx_slab, dx_slab_float64, normalize_slab,
+from .channel_slabs import (affine_fits, chunk_rows, dx_fits, dx_scalars, dx_slab, dx_slab_float64, normalize_slab,
                             normalize_slab_float64)
 from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_sq_dev
 
 SPAN = 1 << 13         # values a task reads from one sample before the next sample
+A, CC, E, GM, GX = range(5)   # the rows of dx_coefficients' coef
 
 
 def channel_block(S: int, C: int) -> int:
@@ -140,13 +141,13 @@ def first_values(x, S, shift):
 
 @jit
 def dx_coefficients(stats, w, dwb, M, coef):
-    """coef (3, C): a = rstd * w, cc = rstd^2 * w * dweight / M, e = rstd * w * dbias / M,
-    from dwb (2, C) = (dweight, dbias) (module docstring)."""
+    """coef (5, C): a, cc, e (channel_slabs.dx_scalars) and the means they come from, gm = mean(g) =
+    w * dbias / M and gx = mean(g * x_hat) = w * dweight / M, from dwb (2, C) = (dweight, dbias)
+    (module docstring)."""
     for c in range(w.shape[0]):
-        rstd = stats[RSTD, c]
-        coef[0, c] = rstd * w[c]
-        coef[1, c] = rstd * rstd * (w[c] * dwb[0, c] / M)
-        coef[2, c] = rstd * (w[c] * dwb[1, c] / M)
+        gm, gx = w[c] * dwb[1, c] / M, w[c] * dwb[0, c] / M
+        coef[A, c], coef[CC, c], coef[E, c] = dx_scalars(stats[RSTD, c], w[c], gm, gx)
+        coef[GM, c], coef[GX, c] = gm, gx
 
 
 @jit
@@ -172,7 +173,7 @@ def affine_in_x(stats, w, b, M, like, batch_stats):
 @jit
 def dx_in_x(stats, coef, dy_sq, M, like, center):
     """Per channel, whether its dx may run in like's dtype (channel_slabs.dx_fits, and a fits) and the
-    scalars it then takes, in that dtype: (in_x, hi, lo, a, cc, e), each (C,), from coef (3, C) (a, cc,
+    scalars it then takes, in that dtype: (in_x, hi, lo, a, cc, e), each (C,), from coef (dx_coefficients: a, cc,
     e) and dy_sq (C,), the sums of dy^2 (every |a dy| <= |a| sqrt(sum dy^2)). Never in eval mode
     (``center`` False), as affine_in_x."""
     C = coef.shape[1]
@@ -182,11 +183,11 @@ def dx_in_x(stats, coef, dy_sq, M, like, center):
                         np.zeros(C, like.dtype), np.zeros(C, like.dtype))
     for c in range(C if center else 0):
         h, rest = split_mean(stats[MEAN, c], like)
-        ac = coef[0, c]
-        in_x[c] = fits(ac, like) and dx_fits(like, M, stats[VAR, c], stats[RSTD, c], rest, coef[1, c],
-                                             coef[2, c], abs(ac) * np.sqrt(dy_sq[c]))
+        ac = coef[A, c]
+        in_x[c] = fits(ac, like) and dx_fits(like, M, stats[VAR, c], stats[RSTD, c], rest, coef[CC, c],
+                                             coef[E, c], abs(ac) * np.sqrt(dy_sq[c]))
         if in_x[c]:                                   # (a cast of a value that does not fit would warn)
-            hi[c], lo[c], a[c], cc[c], e[c] = h, T(rest), T(ac), T(coef[1, c]), T(coef[2, c])
+            hi[c], lo[c], a[c], cc[c], e[c] = h, T(rest), T(ac), T(coef[CC, c]), T(coef[E, c])
     return in_x, hi, lo, a, cc, e
 
 
@@ -219,12 +220,12 @@ def _forward(x, w, b, y, part, stats, eps, S, cb, batch_stats):
         if in_x[c]:
             normalize_slab(x[i, s], y[i, s], hi[c], lo[c], scale[c], bias[c])
         else:
-            normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c] * w[c], b[c])
+            normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])
 
 
 def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
     """part (chunks, 3, C): per-chunk sums of dy * (x - mean), of dy and of dy^2; dwb (3, C) gets their
-    totals (dweight, dbias, and the sum of dy^2 for the float32 guard); coef (3, C) scratch for
+    totals (dweight, dbias, and the sum of dy^2 for the float32 guard); coef (5, C) scratch for
     dx_coefficients."""
     N = x.shape[0]
     C = w.shape[0]
@@ -252,8 +253,8 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
         if in_x[c]:
             dx_slab(dy[i, s], x[i, s], dx[i, s], hi[c], lo[c], a[c], cc[c], e[c])
         else:
-            dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], coef[0, c], coef[1, c], coef[2, c],
-                            center)
+            dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], stats[RSTD, c], w[c], coef[GM, c],
+                            coef[GX, c], center)
 
 
 bn_forward_slabs = serial_and_prange(_forward)

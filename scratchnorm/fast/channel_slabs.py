@@ -9,7 +9,13 @@ elementwise work is
     backward  dx = a * dy - e - (x - mean) * cc,   g = dy * w,  x_hat = (x - mean) * rstd,
                    a = rstd * w,  e = rstd * mean(g),  cc = rstd^2 * mean(g * x_hat)
 
-(the backward's derivation is in batchnorm_slabs.py). A slab is read slab by
+(the backward's derivation is in batchnorm_slabs.py; gm = mean(g) and gx =
+mean(g * x_hat) are the set's, ``dx_scalars``). Where scale, a, cc or e
+overflows float64 (a weight near float64's largest value, or a tiny eps on a
+(nearly) constant set), the set is computed in the reference's order instead,
+y = ((x - mean) * rstd) * w + b and dx = rstd * ((w dy - gm) - x_hat * gx)
+(``y_unfused``, ``dx_unfused``): the folded line would give a constant channel
+0 * inf = NaN where y = b, and inf - inf in dx. A slab is read slab by
 slab from SLAB_MIN values on (64 bytes of float32); shorter slabs, such as the
 S = 1 of (N, C) inputs, are read as columns (batchnorm_columns.py) or as one
 run per group (groupnorm_kernels.py).
@@ -79,6 +85,36 @@ def dx_value(dy, x, hi, lo, a, cc, e):
 
 
 @jit_inline
+def dx_scalars(rstd, w, gm, gx):
+    """(a, cc, e) = (rstd * w, rstd^2 * gx, rstd * gm): dx_value's scalars from rstd, w and the means gm =
+    mean(g), gx = mean(g * x_hat) of the set (module docstring)."""
+    return rstd * w, rstd * rstd * gx, rstd * gm
+
+
+@jit_inline
+def dx_overflows(a, cc, e, center):
+    """Does dx_value's a, cc or e overflow float64 (only a without ``center``)? Then dx_unfused."""
+    return np.isinf(a) or (center and (np.isinf(cc) or np.isinf(e)))
+
+
+@jit_inline
+def y_unfused(x, mean, rstd, w, b):
+    """y = ((x - mean) * rstd) * w + b, float64, in the reference's order: for a set whose scale = rstd * w
+    overflows, where (x - mean) * scale would give a constant channel 0 * inf = NaN instead of b."""
+    return ((x - mean) * rstd) * w + b
+
+
+@jit_inline
+def dx_unfused(dy, x, mean, rstd, w, gm, gx, center):
+    """dx = rstd * ((w dy - gm) - x_hat gx), x_hat = (x - mean) * rstd, float64, rstd applied last as in
+    the reference (without ``center``, BatchNorm's eval mode: (w dy) rstd, the reference's order): for a
+    set whose a, cc or e overflows, where a * dy - e would give inf - inf = NaN."""
+    if not center:
+        return (w * dy) * rstd
+    return rstd * ((w * dy - gm) - ((x - mean) * rstd) * gx)
+
+
+@jit_inline
 def normalize_slab(x, y, hi, lo, scale, b):
     """y_value over one slab (S,), in the scalars' dtype: x's, with hi + lo the mean, or float64, with hi
     the mean and lo = 0.0."""
@@ -87,10 +123,16 @@ def normalize_slab(x, y, hi, lo, scale, b):
 
 
 @jit
-def normalize_slab_float64(x, y, mean, scale, b):
+def normalize_slab_float64(x, y, mean, rstd, w, b):
     """normalize_slab in float64: a call, not inlined, so that the float32 loop stays the only one in
-    the caller's loop nest (as LayerNorm's affine_other_row)."""
-    normalize_slab(x, y, mean, 0.0, scale, b)
+    the caller's loop nest (as LayerNorm's affine_other_row). Where scale = rstd * w overflows (a weight
+    near float64's largest value, or rstd near it from a tiny eps), the reference's order, y_unfused."""
+    scale = rstd * w
+    if np.isinf(scale):
+        for j in range(x.shape[0]):
+            y[j] = y_unfused(np.float64(x[j]), mean, rstd, w, b)
+    else:
+        normalize_slab(x, y, mean, 0.0, scale, b)
 
 
 @jit_inline
@@ -101,10 +143,15 @@ def dx_slab(dy, x, dx, hi, lo, a, cc, e):
 
 
 @jit
-def dx_slab_float64(dy, x, dx, mean, a, cc, e, center):
-    """dx_slab in float64 (a call, as normalize_slab_float64); without ``center`` (BatchNorm's eval mode,
-    fixed statistics), dx = a * dy."""
-    if center:
+def dx_slab_float64(dy, x, dx, mean, rstd, w, gm, gx, center):
+    """dx_slab in float64 (a call, as normalize_slab_float64), from a slab's rstd, w and the means gm =
+    mean(g), gx = mean(g * x_hat) (module docstring); without ``center`` (BatchNorm's eval mode, fixed
+    statistics), dx = a * dy. Where a, cc or e overflows, the reference's order, dx_unfused."""
+    a, cc, e = dx_scalars(rstd, w, gm, gx)
+    if dx_overflows(a, cc, e, center):
+        for j in range(x.shape[0]):
+            dx[j] = dx_unfused(np.float64(dy[j]), np.float64(x[j]), mean, rstd, w, gm, gx, center)
+    elif center:
         dx_slab(dy, x, dx, mean, 0.0, a, cc, e)
     else:
         for j in range(x.shape[0]):

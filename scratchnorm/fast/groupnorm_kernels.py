@@ -34,12 +34,25 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import serial_and_prange
+from ._jit import jit, serial_and_prange
 from .batchnorm_slabs import add_pieces
-from .channel_slabs import (SLAB_MIN, affine_fits, chunk_rows, dx_fits, dx_slab, dx_slab_float64, dx_value,
-                            normalize_slab, normalize_slab_float64, y_value)
+from .channel_slabs import (SLAB_MIN, affine_fits, chunk_rows, dx_fits, dx_overflows, dx_scalars, dx_slab,
+                            dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64, y_unfused,
+                            y_value)
 from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
+
+
+@jit
+def group_max_abs(w, G):
+    """(G,): the largest |w| of each group's part of w (per channel or per column): where rstd times it
+    fits float64, so does every scale = rstd * w of the group (channel_slabs.y_unfused)."""
+    n = w.shape[0] // G
+    w_max = np.zeros(G)
+    for g in range(G):
+        for j in range(g * n, (g + 1) * n):
+            w_max[g] = max(w_max[g], abs(w[j]))
+    return w_max
 
 
 def _forward(x, w, b, y, stats, eps, S):
@@ -47,6 +60,7 @@ def _forward(x, w, b, y, stats, eps, S):
     N, D = x.shape
     G = stats.shape[1] // N
     m = D // G
+    w_max = group_max_abs(w, G)
     for t in prange(N * G):
         i, g = t // G, t % G
         j0 = g * m
@@ -65,11 +79,15 @@ def _forward(x, w, b, y, stats, eps, S):
                 if in_x and affine_fits(x, m, scale, w[c], b[c]):
                     normalize_slab(x[i, s], y[i, s], hi, T(lo), T(scale), T(b[c]))
                 else:
-                    normalize_slab_float64(x[i, s], y[i, s], mean, scale, b[c])
+                    normalize_slab_float64(x[i, s], y[i, s], mean, rstd, w[c], b[c])
         else:
             yg, wg, bg = y[i, j0:j0 + m], w[j0:j0 + m], b[j0:j0 + m]
-            for j in range(m):
-                yg[j] = y_value(np.float64(xg[j]), mean, 0.0, rstd * wg[j], bg[j])
+            if np.isinf(rstd * w_max[g]):                  # a scale past float64: the reference's order
+                for j in range(m):
+                    yg[j] = y_unfused(np.float64(xg[j]), mean, rstd, wg[j], bg[j])
+            else:
+                for j in range(m):
+                    yg[j] = y_value(np.float64(xg[j]), mean, 0.0, rstd * wg[j], bg[j])
         stats[MEAN, t] = mean
         stats[VAR, t] = var
         stats[RSTD, t] = rstd
@@ -81,6 +99,7 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
     N, D = x.shape
     G = stats.shape[1] // N
     m = D // G
+    w_max = group_max_abs(w, G)
     chunks = part.shape[0]
     for t in prange(chunks * G):
         k, g = t // G, t % G
@@ -102,7 +121,8 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                     sgx += sx * w[c]
                     sg += sd * w[c]
                     g_max = max(g_max, abs(w[c]) * np.sqrt(sdd))   # |g| = |w dy| <= |w| sqrt(sum dy^2)
-                cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
+                gm, gx = sg / m, sgx * rstd / m             # mean(g), mean(g * x_hat) over the group
+                _, cc, e = dx_scalars(rstd, 1.0, gm, gx)
                 T = x.dtype.type
                 hi, lo = split_mean(mean, x)
                 # every |a dy| = rstd |g| <= rstd g_max: the group's guard (channel_slabs.py), then each slab's a
@@ -113,16 +133,20 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                     if in_x and fits(a, x):
                         dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(a), T(cc), T(e))
                     else:
-                        dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, a, cc, e, True)
+                        dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, rstd, w[c], gm, gx, True)
             else:
                 dyg, xg, dxg, wg = dy[i, j0:j0 + m], x[i, j0:j0 + m], dx[i, j0:j0 + m], w[j0:j0 + m]
                 sg, sgx, _ = sum_g(dyg, xg, wg, mean)
-                cc, e = rstd * rstd * (sgx * rstd / m), rstd * (sg / m)
+                gm, gx = sg / m, sgx * rstd / m
+                a_max, cc, e = dx_scalars(rstd, w_max[g], gm, gx)
                 for j in range(m):
                     d, xj = np.float64(dyg[j]), np.float64(xg[j])
                     dxg[j] = dx_value(d, xj, mean, 0.0, rstd * wg[j], cc, e)
                     pw[j] += d * ((xj - mean) * rstd)
                     pb[j] += d
+                if dx_overflows(a_max, cc, e, True):        # past float64: again, in the reference's order
+                    for j in range(m):
+                        dxg[j] = dx_unfused(np.float64(dyg[j]), np.float64(xg[j]), mean, rstd, wg[j], gm, gx, True)
     add_pieces(part, dwb)
 
 
