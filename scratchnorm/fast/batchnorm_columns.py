@@ -25,7 +25,8 @@ from numba import prange
 from ._jit import jit, jit_inline, serial_and_prange
 from .chunks import n_chunks
 from .batchnorm_slabs import A, CC, E, GM, GX, add_pieces, channel_moments, dx_coefficients, first_values
-from .channel_slabs import chunk_rows, dx_overflows, dx_slab_float64, dx_value, normalize_slab_float64, y_value
+from .channel_slabs import (chunk_rows, dx_overflows, dx_slab_float64, dx_value, normalize_slab_float64,
+                            scale_overflows, y_value)
 from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
 
 COLUMN_BLOCK = 4096    # columns per task
@@ -111,7 +112,7 @@ def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
         r0, r1 = chunk_rows(k, N, chunks)
         _normalize_tile(x, y, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi])
     for c in range(C):                            # a scale past float64 (channel_slabs.y_unfused): again,
-        if np.isinf(stats[RSTD, c] * w[c]):       # in the reference's order
+        if scale_overflows(stats[RSTD, c], w[c]):  # in the reference's order
             for i in range(N):
                 s = slice(c * S, (c + 1) * S)
                 normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])

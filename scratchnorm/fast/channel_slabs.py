@@ -12,7 +12,8 @@ elementwise work is
 (the backward's derivation is in batchnorm_slabs.py; gm = mean(g) and gx =
 mean(g * x_hat) are the set's, ``dx_scalars``). Where scale, a, cc or e
 overflows float64 (a weight near float64's largest value, or a tiny eps on a
-(nearly) constant set), the set is computed in the reference's order instead,
+(nearly) constant set), that slab (a GroupNorm run: its group) is computed
+unfolded instead, rstd and w applied one at a time as the reference does,
 y = ((x - mean) * rstd) * w + b and dx = rstd * ((w dy - gm) - x_hat * gx)
 (``y_unfused``, ``dx_unfused``): the folded line would give a constant channel
 0 * inf = NaN where y = b, and inf - inf in dx. A slab is read slab by
@@ -92,6 +93,12 @@ def dx_scalars(rstd, w, gm, gx):
 
 
 @jit_inline
+def scale_overflows(rstd, w):
+    """Does y_value's scale = rstd * w overflow float64? Then y_unfused."""
+    return np.isinf(rstd * w)
+
+
+@jit_inline
 def dx_overflows(a, cc, e, center):
     """Does dx_value's a, cc or e overflow float64 (only a without ``center``)? Then dx_unfused."""
     return np.isinf(a) or (center and (np.isinf(cc) or np.isinf(e)))
@@ -99,16 +106,16 @@ def dx_overflows(a, cc, e, center):
 
 @jit_inline
 def y_unfused(x, mean, rstd, w, b):
-    """y = ((x - mean) * rstd) * w + b, float64, in the reference's order: for a set whose scale = rstd * w
-    overflows, where (x - mean) * scale would give a constant channel 0 * inf = NaN instead of b."""
+    """y = ((x - mean) * rstd) * w + b, float64, in the reference's order: where scale = rstd * w overflows
+    (scale_overflows), (x - mean) * scale would give a constant channel 0 * inf = NaN instead of b."""
     return ((x - mean) * rstd) * w + b
 
 
 @jit_inline
 def dx_unfused(dy, x, mean, rstd, w, gm, gx, center):
     """dx = rstd * ((w dy - gm) - x_hat gx), x_hat = (x - mean) * rstd, float64, rstd applied last as in
-    the reference (without ``center``, BatchNorm's eval mode: (w dy) rstd, the reference's order): for a
-    set whose a, cc or e overflows, where a * dy - e would give inf - inf = NaN."""
+    the reference (without ``center``, BatchNorm's eval mode: (w dy) rstd, the reference's order): where
+    a, cc or e overflows (dx_overflows), a * dy - e would give inf - inf = NaN."""
     if not center:
         return (w * dy) * rstd
     return rstd * ((w * dy - gm) - ((x - mean) * rstd) * gx)
@@ -127,12 +134,11 @@ def normalize_slab_float64(x, y, mean, rstd, w, b):
     """normalize_slab in float64: a call, not inlined, so that the float32 loop stays the only one in
     the caller's loop nest (as LayerNorm's affine_other_row). Where scale = rstd * w overflows (a weight
     near float64's largest value, or rstd near it from a tiny eps), the reference's order, y_unfused."""
-    scale = rstd * w
-    if np.isinf(scale):
+    if scale_overflows(rstd, w):
         for j in range(x.shape[0]):
             y[j] = y_unfused(np.float64(x[j]), mean, rstd, w, b)
     else:
-        normalize_slab(x, y, mean, 0.0, scale, b)
+        normalize_slab(x, y, mean, 0.0, rstd * w, b)
 
 
 @jit_inline

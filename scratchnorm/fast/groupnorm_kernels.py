@@ -37,8 +37,8 @@ from numba import prange
 from ._jit import jit, serial_and_prange
 from .batchnorm_slabs import add_pieces
 from .channel_slabs import (SLAB_MIN, affine_fits, chunk_rows, dx_fits, dx_overflows, dx_scalars, dx_slab,
-                            dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64, y_unfused,
-                            y_value)
+                            dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64,
+                            scale_overflows, y_unfused, y_value)
 from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
 
@@ -46,7 +46,8 @@ from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
 @jit
 def group_max_abs(w, G):
     """(G,): the largest |w| of each group's part of w (per channel or per column): where rstd times it
-    fits float64, so does every scale = rstd * w of the group (channel_slabs.y_unfused)."""
+    fits float64, so does every scale = rstd * w of the group (channel_slabs.y_unfused). The runs path
+    (S < SLAB_MIN) reads it; the slab path checks each slab's own w."""
     n = w.shape[0] // G
     w_max = np.zeros(G)
     for g in range(G):
@@ -82,7 +83,7 @@ def _forward(x, w, b, y, stats, eps, S):
                     normalize_slab_float64(x[i, s], y[i, s], mean, rstd, w[c], b[c])
         else:
             yg, wg, bg = y[i, j0:j0 + m], w[j0:j0 + m], b[j0:j0 + m]
-            if np.isinf(rstd * w_max[g]):                  # a scale past float64: the reference's order
+            if scale_overflows(rstd, w_max[g]):            # a scale past float64: the reference's order
                 for j in range(m):
                     yg[j] = y_unfused(np.float64(xg[j]), mean, rstd, wg[j], bg[j])
             else:
