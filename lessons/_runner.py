@@ -40,9 +40,7 @@ from unittest import mock
 
 import matplotlib.pyplot as plt
 
-from scratchnorm.fast import idle
-
-from lessons import _common
+from lessons import _common, _cores
 from lessons._common import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Lesson
 from lessons._grading import VERDICTS
 from lessons._ledger import write_ledger
@@ -129,18 +127,18 @@ def usable_cores() -> int:
 
 def free_cores(window: float = 0.5, stat: str | None = None) -> int:
     """The default ``--jobs``: the usable cores that were idle over ``window`` seconds before the run
-    (/proc/stat, read as scratchnorm.fast.idle reads it), rounded, at least 1. On a quiet 2-core machine
+    (/proc/stat: _cores.py), rounded, at least 1. On a quiet 2-core machine
     that is 2; with another program keeping a core busy it is 1, and the lessons run one after the
     other, each on a core of its own, instead of three processes sharing two cores (session 10: lessons
     10, 11, 12 and 20 then took 1.5-1.6x their quiet time, 73-104 s, past the 60 s budget). The usable
     cores where there is no /proc/stat."""
     try:
-        before = idle.read_ticks(stat)
+        before = _cores.read_ticks(stat)
         time.sleep(window)
-        after = idle.read_ticks(stat)
-    except idle.UNREADABLE:
+        after = _cores.read_ticks(stat)
+    except _cores.UNREADABLE:
         return usable_cores()
-    free = idle.idle_cores(before, after, os.cpu_count() or 1)
+    free = _cores.idle_cores(before, after, os.cpu_count() or 1)
     return max(1, min(usable_cores(), int(free + 0.5)))                  # 2.5 -> 3, not round()'s 2
 
 

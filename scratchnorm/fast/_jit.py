@@ -51,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import time
 import types
 from functools import cache
 from pathlib import Path
@@ -59,7 +58,6 @@ from pathlib import Path
 from numba import config, get_num_threads, njit
 from numba.core import caching
 
-from .idle import core_is_idle, count_helper_time
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,8 +99,7 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 14  # elements from which a prange kernel may run, when a core is free (idle.py; NOTES.md) ...
-OTHERS_MIN_FACTOR = 4   # ... for LayerNorm's and RMSNorm's; the others from 2^16 (BatchNorm's measured: NOTES.md)
+PARALLEL_MIN = 1 << 22  # elements from which a call may run its prange kernel (the rule: module docstring)
 
 
 def jit(fn):
@@ -149,21 +146,16 @@ if hasattr(os, "register_at_fork"):                 # (not on Windows, which has
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def run_by_size(pair, elements: int, iterations: int, *args, min_factor: int = OTHERS_MIN_FACTOR):
-    """Run a ``serial_and_prange`` pair on ``args``: its prange kernel when its prange loop has more than
-    one iteration (rows, or chunks of rows) to share, the input has at least ``min_factor * PARALLEL_MIN``
-    elements (LayerNorm and RMSNorm: 1; the others: 4), a core was free over the last
-    window (idle.py), numba runs more than one thread and this thread holds the pool's lock; never in a
-    forked child (module docstring).
-    Else the serial kernel. Same bits either way."""
-    if iterations > 1 and elements >= min_factor * PARALLEL_MIN and not _forked and core_is_idle():
-        threads = get_num_threads()
+def run_by_size(pair, elements: int, iterations: int, *args):
+    """Run a ``serial_and_prange`` pair on ``args``: the prange kernel when the input has at least
+    PARALLEL_MIN elements and its prange loop more than one iteration (rows, or chunks of rows), numba
+    runs more than one thread, this is not a forked child and no other call holds the pool's lock;
+    else the serial kernel. Same bits either way."""
+    if elements >= PARALLEL_MIN and iterations > 1 and not _forked:
         pool = _POOL
-        if threads > 1 and pool.acquire(False):
-            start = time.perf_counter()
+        if get_num_threads() > 1 and pool.acquire(False):
             try:
                 return pair[1](*args)
             finally:
                 pool.release()
-                count_helper_time((time.perf_counter() - start) * (min(threads, iterations) - 1))   # the others' time
     return pair[0](*args)

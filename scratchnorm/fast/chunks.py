@@ -12,7 +12,7 @@ alone or on numba's threads, which share the chunks between them. A sum over row
 (dweight, dbias) keeps one partial sum per chunk, added in chunk order at the end:
 the bits are the same whichever thread computed which chunk, and whether one did
 them all. ``_jit.run_by_size`` picks the parallel kernel only for a large enough
-input on a machine with a core free (idle.py).
+input (the rule: _jit.py).
 """
 from __future__ import annotations
 

@@ -198,7 +198,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
-                stats[RSTD], stream, min_factor=1)
+                stats[RSTD], stream)
     cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -214,7 +214,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     dwb = np.empty((2, d))
     chunks = n_chunks(N)
     run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype),
-                stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, np.empty((chunks, 2, d)), min_factor=1)
+                stats[MEAN], stats[VAR], stats[RSTD], dx, dwb, np.empty((chunks, 2, d)))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     for i, name in enumerate(("weight", "bias")):
         if cache[name] is not None:

@@ -147,7 +147,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
-                stream, affine_vector(None, d, -0.0, xk.dtype), min_factor=1)
+                stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
              "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
@@ -163,7 +163,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     dweight = np.empty(d)
     chunks = n_chunks(N)
     deps = run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype),
-                       cache["stats"][RSTD], dx, dweight, np.empty((chunks, d)), np.empty(N), min_factor=1)
+                       cache["stats"][RSTD], dx, dweight, np.empty((chunks, d)), np.empty(N))
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
         grads["weight"] = dweight.astype(weight.dtype)

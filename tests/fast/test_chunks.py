@@ -3,7 +3,7 @@
 * Whoever computes a chunk, the bits are the same: the prange kernel of each pair gives the serial
   kernel's bits, the per-chunk sums included (under NUMBA_DISABLE_JIT both are the same Python loop).
 * ``run_by_size`` runs the prange kernel only where it may: more than one chunk, a large input, a free
-  core (idle.py), more than one numba thread, not in a forked child; else the serial one.
+  more than one numba thread, not in a forked child; else the serial one.
 * The default path from a layer to its kernel is at most four calls deep.
 """
 from __future__ import annotations
@@ -82,14 +82,11 @@ class _Pair(tuple):
     ({}, "prange"),
     ({"iterations": 1}, "serial"),                   # one chunk: nothing to share
     ({"elements": _jit.PARALLEL_MIN - 1}, "serial"),  # too small
-    ({"idle": False}, "serial"),                     # no core free (idle.py)
     ({"threads": 1}, "serial"),                      # numba.set_num_threads(1)
     ({"forked": True}, "serial"),                    # a forked child
     ({"pool_busy": True}, "serial"),                 # another thread runs a prange kernel
-    ({"min_factor": 2}, "serial"),                   # a larger threshold (OTHERS_MIN_FACTOR's kind)
 ])
 def test_run_by_size_runs_the_prange_kernel_only_where_it_may(monkeypatch, case, expected):
-    monkeypatch.setattr(_jit, "core_is_idle", lambda: case.get("idle", True))
     monkeypatch.setattr(_jit, "get_num_threads", lambda: case.get("threads", 2))
     monkeypatch.setattr(_jit, "_forked", case.get("forked", False))
     lock = _jit.threading.Lock()
@@ -97,8 +94,7 @@ def test_run_by_size_runs_the_prange_kernel_only_where_it_may(monkeypatch, case,
     if case.get("pool_busy"):
         lock.acquire()
     pair, ran = _Pair()
-    _jit.run_by_size(pair, case.get("elements", _jit.PARALLEL_MIN), case.get("iterations", 2),
-                     min_factor=case.get("min_factor", 1))
+    _jit.run_by_size(pair, case.get("elements", _jit.PARALLEL_MIN), case.get("iterations", 2))
     assert ran == [expected]
     assert lock.locked() == bool(case.get("pool_busy"))             # released after the prange kernel
 

@@ -47,7 +47,6 @@ SETUP = textwrap.dedent('''
     def thresholds(value):
         _jit.PARALLEL_MIN = value
     thresholds(0)                         # every call: a prange kernel (_jit.py) ...
-    _jit.core_is_idle = lambda: True      # ... however busy the machine is (idle.py)
 ''')
 
 FORK = SETUP + textwrap.dedent('''

@@ -538,7 +538,6 @@ def test_large_inputs_match_the_reference(label, shape, monkeypatch):
     """Many chunks, float64 and float32, on the prange kernels (the threshold lowered to 0 and the
     free-core check forced: they run whatever the machine's load)."""
     monkeypatch.setattr(_jit, "PARALLEL_MIN", 0)
-    monkeypatch.setattr(_jit, "core_is_idle", lambda: True)     # however busy the machine is (idle.py)
     C = shape[1]
     for dtype in (np.float64, np.float32):
         x, dy, w, b = make_inputs(shape, dtype, seed=17)
@@ -552,7 +551,6 @@ def test_serial_and_prange_kernels_give_the_same_bits(monkeypatch):
     results = []
     for threshold in (10**12, 1):                      # the serial kernels everywhere, then the prange ones
         monkeypatch.setattr(_jit, "PARALLEL_MIN", threshold)
-        monkeypatch.setattr(_jit, "core_is_idle", lambda: True)     # however busy the machine is (idle.py)
         out = []
         for _, shape in LARGE[:3]:
             x, dy, w, b = make_inputs(shape, np.float32, seed=18)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lessons import _runner
+from lessons import _cores, _runner
 
 
 def _stat_line(idle: int, busy: int) -> str:
@@ -39,3 +39,15 @@ def test_main_runs_as_many_lessons_at_once_as_cores_are_free(monkeypatch):
     monkeypatch.setattr(_runner, "free_cores", lambda: 2)
     assert _runner.main(["01"]) == 0 and seen["jobs"] == 1 and not seen["in_process"]   # one lesson: no wait
     assert _runner.main(["01", "--jobs", "1"]) == 0 and seen["jobs"] == 1 and seen["in_process"]
+
+
+def test_cpu_ticks_reads_idle_and_iowait_of_the_first_line():
+    line = "cpu  {user} 0 {system} {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+    assert _cores.cpu_ticks(line.format(user=10, system=5, idle=100, iowait=3)) == (103, 118)
+    with pytest.raises(ValueError, match="cpu"):
+        _cores.cpu_ticks("intr 1 2 3\n")
+
+
+def test_idle_cores_is_the_idle_share_of_the_ticks_times_the_cpus():
+    assert _cores.idle_cores((0, 0), (50, 200), cpus=2) == 0.5
+    assert _cores.idle_cores((7, 9), (7, 9), cpus=2) == 0.0                 # no tick passed
