@@ -87,6 +87,26 @@ def finish_rows(result: np.ndarray, new: bool, shape: tuple, dtype, buf, name: s
     return store(result.reshape(shape), dtype, buf, name)
 
 
+def plain_rows(x, eps, weight, bias=None):
+    """The door's first test: x as (rows, d) kernel rows when a call is the common case, else None.
+
+    The common case: x a C-contiguous float32 or float64 ndarray with at least one axis and one element;
+    eps a float in [0, inf); weight and bias None or C-contiguous (d,) vectors of x's dtype. Every
+    argument check would pass on such a call, and nothing needs converting, so the functions skip
+    both; any other call takes the long way (the checks of _arguments.py, with their messages, then
+    ``forward_rows`` and ``affine_vector``). The caller adds its own conditions (no out=, ...).
+    """
+    if not (type(x) is np.ndarray and (x.dtype is FLOAT32 or x.dtype is FLOAT64) and x.ndim
+            and x.size and x.flags.c_contiguous and type(eps) is float and 0.0 <= eps < math.inf):
+        return None
+    d = x.shape[-1]
+    for v in (weight, bias):            # (a loop, not all(): this runs on every call)
+        if v is not None and not (type(v) is np.ndarray and v.dtype is x.dtype and v.shape == (d,)
+                                  and v.flags.c_contiguous):
+            return None
+    return x.reshape(x.size // d, d)
+
+
 def forward_rows(x: np.ndarray, out, rows: int):
     """What a forward kernel takes: (xk, y, y_new).
 

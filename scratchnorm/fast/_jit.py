@@ -12,12 +12,18 @@
 * ``serial_and_prange``: one kernel compiled twice, serial and with its ``prange``
   loop on numba's threads, for every kernel that shares its work between threads.
   Both split the rows into the same chunks (chunks.py), so they give the same bits.
-* ``run_by_size``: runs the prange kernel of such a pair only when its loop has more
-  than one iteration, from PARALLEL_MIN elements (below, launching numba's threads
-  costs more than the second thread saves: NOTES.md), and when a core was free over
-  idle.py's last window (50 ms: on a busy machine, or beside NumPy's spinning BLAS
-  threads, a thread that misses a scheduler slice would stall the call); else the
-  serial one; safely from threads and from forked children (below).
+* ``run_by_size``: the one rule for threads. A call runs its prange kernel only
+  when the input has at least PARALLEL_MIN elements; by default PARALLEL_MIN is
+  never reached, so every call runs serially on the calling thread. Set the
+  environment variable SCRATCHNORM_PARALLEL_MIN (elements, read at import) to
+  share large calls between numba's threads. Why serial by default (NOTES.md,
+  session 15): beside NumPy's BLAS threads, as a training loop runs them, the
+  prange kernel lost to the serial one at every size measured, 2^14 to 2^25
+  elements (numba's OpenMP threads and OpenBLAS's spin against each other after
+  their calls, and a call waits a scheduler slice for a thread that has no core);
+  alone, on a quiet machine, it pays from about 2^16 elements. The rest of the
+  rule is safety: more than one iteration to share, more than one numba thread,
+  no other call on the pool, not a forked child (below).
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
@@ -57,6 +63,8 @@ from pathlib import Path
 
 from numba import config, get_num_threads, njit
 from numba.core import caching
+
+from .._checks import fail
 
 
 HERE = Path(__file__).resolve().parent
@@ -99,7 +107,22 @@ if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
 
 OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
-PARALLEL_MIN = 1 << 22  # elements from which a call may run its prange kernel (the rule: module docstring)
+NEVER = 1 << 62         # more elements than any array holds
+
+
+def parallel_min(environ=os.environ) -> int:
+    """The elements from which a call runs its prange kernel: SCRATCHNORM_PARALLEL_MIN, or NEVER when it
+    is unset or empty (module docstring)."""
+    text = environ.get("SCRATCHNORM_PARALLEL_MIN", "").strip()
+    if not text:
+        return NEVER
+    if not text.isdigit():
+        fail(ValueError, "the environment variable SCRATCHNORM_PARALLEL_MIN", "a count of elements, an integer "
+             ">= 0", text, "unset it (every call serial), or set e.g. SCRATCHNORM_PARALLEL_MIN=4194304 (2^22).")
+    return int(text)
+
+
+PARALLEL_MIN = parallel_min()
 
 
 def jit(fn):

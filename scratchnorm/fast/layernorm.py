@@ -41,7 +41,7 @@ from numba import prange
 from .._arguments import layer_norm_args
 from .variants import layer_norm_backward as general_backward
 from .variants import layer_norm_forward as general_forward
-from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
@@ -187,14 +187,20 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     """LayerNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.layer_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
     arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
-    x, eps = layer_norm_args(x, weight, bias, eps)
-    d = x.shape[-1]
-    if x.size == 0:
-        return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
-    xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
-    w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
-    if not w.dtype == b.dtype == xk.dtype:                           # a weight float32 cannot hold (> 3.4e38)
-        return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
+    xk = plain_rows(x, eps, weight, bias) if out is None else None   # (N, d), or None: the long way
+    if xk is not None:
+        d = xk.shape[1]
+        y, y_new = np.empty_like(xk), True
+        w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
+    else:
+        x, eps = layer_norm_args(x, weight, bias, eps)
+        d = x.shape[-1]
+        if x.size == 0:
+            return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
+        xk, y, y_new = forward_rows(x, out, x.size // d)             # (N, d)
+        w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
+        if not w.dtype == b.dtype == xk.dtype:                       # a weight float32 cannot hold (> 3.4e38)
+            return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],

@@ -44,7 +44,7 @@ from numba import prange
 from .._arguments import rms_norm_args
 from .variants import rms_norm_backward as general_backward
 from .variants import rms_norm_forward as general_forward
-from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
@@ -136,14 +136,20 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     """RMSNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.rms_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
     arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
-    x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
-    d = x.shape[-1]
-    if eps_mode != "inside" or k != d or bias is not None or x.size == 0:
-        return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
-    xk, y, y_new = forward_rows(x, out, x.size // d)                 # (N, d)
-    w = affine_vector(weight, d, 1.0, xk.dtype)
-    if w.dtype != xk.dtype:                                          # a weight float32 cannot hold (> 3.4e38)
-        return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
+    common = bias is None and k is None and eps_mode == "inside" and out is None
+    xk = plain_rows(x, eps, weight) if common else None               # (N, d), or None: the long way
+    if xk is not None:
+        d = xk.shape[1]
+        y, y_new, w = np.empty_like(xk), True, affine_vector(weight, d, 1.0, xk.dtype)
+    else:
+        x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
+        d = x.shape[-1]
+        if eps_mode != "inside" or k != d or bias is not None or x.size == 0:
+            return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
+        xk, y, y_new = forward_rows(x, out, x.size // d)             # (N, d)
+        w = affine_vector(weight, d, 1.0, xk.dtype)
+        if w.dtype != xk.dtype:                                      # a weight float32 cannot hold (> 3.4e38)
+            return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],

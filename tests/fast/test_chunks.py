@@ -99,6 +99,27 @@ def test_run_by_size_runs_the_prange_kernel_only_where_it_may(monkeypatch, case,
     assert lock.locked() == bool(case.get("pool_busy"))             # released after the prange kernel
 
 
+def test_by_default_every_call_is_serial(monkeypatch):
+    """The rule's default (README, "Threads"): no size is large enough for the prange kernel, because beside
+    NumPy's BLAS threads it lost at every size measured (NOTES.md, session 15)."""
+    monkeypatch.setattr(_jit, "PARALLEL_MIN", _jit.parallel_min({}))
+    monkeypatch.setattr(_jit, "get_num_threads", lambda: 2)
+    pair, ran = _Pair()
+    _jit.run_by_size(pair, 1 << 40, 64)
+    assert ran == ["serial"]
+
+
+@pytest.mark.parametrize("text, expected", [("", _jit.NEVER), ("  ", _jit.NEVER), ("4194304", 1 << 22), (" 0 ", 0)])
+def test_scratchnorm_parallel_min_sets_the_threshold(text, expected):
+    assert _jit.parallel_min({"SCRATCHNORM_PARALLEL_MIN": text}) == expected
+
+
+@pytest.mark.parametrize("text", ["2^22", "-1", "1e6", "many"])
+def test_a_bad_scratchnorm_parallel_min_is_named_at_import(text):
+    with pytest.raises(ValueError, match=r"SCRATCHNORM_PARALLEL_MIN: expected .*received .*Fix: unset it"):
+        _jit.parallel_min({"SCRATCHNORM_PARALLEL_MIN": text})
+
+
 @pytest.mark.parametrize("rows, expected", [(16, "serial"), (17, "prange")])
 def test_layernorm_shares_from_two_chunks(monkeypatch, rows, expected):
     """The forward and backward pass run_by_size their chunk count: 16 rows are one chunk."""
