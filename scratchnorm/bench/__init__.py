@@ -22,6 +22,9 @@ What is measured, in one process, as medians of timed calls after a warm-up:
   bytes each moves (``fused.py``; when rmsnorm and float32 are in the run);
 * the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
 * the peak extra memory of a forward+backward (``memory.py``);
+* whole training steps of a learner's script (``fresh.py``; ``--fresh``: only them; ``--no-fresh``:
+  not them): each model and backend in a new interpreter, every step from the second, p50 and p90
+  per backend, quiet and with one core busy;
 * the targets (``targets.py``), as benchmark figures, never as tests;
 * the grid (``grid.py``), when torch is installed (``--grid``: only it; ``--no-grid``: not it):
   LayerNorm, RMSNorm, BatchNorm and GroupNorm through the layer classes with default arguments

@@ -12,10 +12,11 @@ from .first_call import compile_report
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
-from .report import print_report, stalls_table, training_table
+from .fresh import run_fresh
+from .report import fresh_table, print_report, stalls_table, targets_table, training_table
 from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
-from .targets import evaluate_targets
+from .targets import FRESH_TARGET, evaluate_targets
 from .stalls import run_stalls
 from .training import run_training
 
@@ -69,9 +70,9 @@ def parse_args(argv):
     ap.add_argument("--dtypes", type=lambda s: parse_list(s, DEFAULT_DTYPES, "dtypes"),
                     default=list(DEFAULT_DTYPES), help="float32,float64 (default both)")
     ap.add_argument("--quick", action="store_true",
-                    help="tiny shapes, few repeats, three training steps (15 s with --no-compile on a busy 2-core "
-                         "machine; the first-call probes compile every kernel in a fresh cache, which took "
-                         "100 s there)")
+                    help="tiny shapes, few repeats, three training steps, two models in fresh processes (15 s "
+                         "with --no-compile and --no-fresh on a busy 2-core machine; the first-call probes compile "
+                         "every kernel in a fresh cache, which took 100 s there)")
     ap.add_argument("--budget", type=float,
                     help="seconds of timed calls per figure (default 0.3; --quick 0.01)")
     ap.add_argument("--rounds", type=parse_rounds,
@@ -89,6 +90,11 @@ def parse_args(argv):
                     help="only the training steps of the lessons' models, quiet and with one core busy "
                          "(bench/training.py)")
     ap.add_argument("--no-training", action="store_true", help="skip the training steps in a full run")
+    ap.add_argument("--fresh", action="store_true",
+                    help="only the training steps in fresh processes: each model and backend in a new interpreter, "
+                         "as a learner's script, p50 and p90 per backend, quiet and with one core busy; the "
+                         "processes keep the installed thread settings, --threads does not reach them (bench/fresh.py)")
+    ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process training steps in a full run")
     ap.add_argument("--stalls", action="store_true",
                     help="only the stall check: LayerNorm/RMSNorm calls with one core busy against the same "
                          "calls on one thread (bench/stalls.py)")
@@ -138,6 +144,7 @@ def run(args) -> dict:
     report["training"] = (None if args.no_training
                           else run_training(ctx.torch, quick=args.quick, progress=progress))
     report["stalls"] = None if args.no_stalls else run_stalls(quick=args.quick, progress=progress)
+    report["fresh"] = None if args.no_fresh else run_fresh(quick=args.quick, progress=progress)
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
@@ -148,8 +155,9 @@ def run(args) -> dict:
 def run_grid_only(args, t0) -> int:
     ctx = Context(args)
     if not ctx.torch:
-        print("error: --grid compares with torch.nn, which is not installed here. Fix: "
-              "`.venv/bin/pip install -e '.[compare]'`.", file=sys.stderr)
+        print("error: --grid compares with torch.nn, which is not installed here. Fix: `make test-compare` "
+              "installs the compare extra into .venv-compare; then run `.venv-compare/bin/python -m "
+              "scratchnorm.bench --grid`.", file=sys.stderr)
         return 2
     rows = run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
     return print_section(args, t0, grid_table(rows), {"schema": "scratchnorm-bench-grid/1", "threads": ctx.threads,
@@ -159,6 +167,14 @@ def run_grid_only(args, t0) -> int:
 def run_training_only(args, t0) -> int:
     rows = run_training(Context(args).torch, quick=args.quick, progress=progress)
     return print_section(args, t0, training_table(rows), {"schema": "scratchnorm-bench-training/1", "rows": rows})
+
+
+def run_fresh_only(args, t0) -> int:
+    section = run_fresh(quick=args.quick, progress=progress)
+    target = [t for t in evaluate_targets({"results": [], "layers": [], "fresh": section})
+              if t["name"] == FRESH_TARGET]
+    return print_section(args, t0, f"{fresh_table(section)}\n\n{targets_table(target)}",
+                         {"schema": "scratchnorm-bench-fresh/1", **section, "targets": target})
 
 
 def run_stalls_only(args, t0) -> int:
@@ -188,6 +204,8 @@ def main(argv=None) -> int:
         return run_training_only(args, t0)
     if args.stalls:
         return run_stalls_only(args, t0)
+    if args.fresh:
+        return run_fresh_only(args, t0)
     report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)

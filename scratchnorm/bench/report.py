@@ -18,6 +18,11 @@ GB/s (1e9 bytes), shapes [N, D]:
     grid         [{norm, shape, op, ours_s, torch_s, ratio, ahead}] (grid.py) or null
     training     [{model, norm, batch, load: quiet|one core busy, backend: numba|numpy|torch, median_s,
                    norm_share, norm_s, samples; numba rows: paired_ratio}] (training.py) or null (--no-training)
+    fresh        {config: {quick, order, steps, min_steps, budget_s, lr, seed, thread_settings},
+                  conditions: [{load, loadavg_before, loadavg_after}],
+                  rows: [{model, norm, batch, load, numba, numpy, p50_ratio, p90_ratio}]}, where numba and numpy are
+                 {p50_s, p90_s, steps, samples, processes: [{pid, first_step_s, losses, numba_loaded,
+                 thread_settings, steps}]} (fresh.py: one new interpreter per model and backend) or null (--no-fresh)
     stalls       [{norm, shape, dtype, step, {default,one_thread,naive}_{median_s,p90_s,calls}, median_ratio,
                    p90_ratio,
                    p90_over_median}] (stalls.py: one core busy) or null (--no-stalls)
@@ -30,6 +35,8 @@ GB/s (1e9 bytes), shapes [N, D]:
     wall_s       the run's duration
 """
 from __future__ import annotations
+
+import statistics
 
 from .grid import grid_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
@@ -122,6 +129,8 @@ def print_report(report: dict) -> None:
         print("\nTraining steps of the lessons' models (median ms per step; ratios above 1: numba is faster; BLAS "
               "threads as set by the user)")
         print(training_table(report["training"]))
+    if report.get("fresh"):
+        print(f"\n{fresh_table(report['fresh'])}")
     if report.get("stalls"):
         print("\nStalls: one core kept busy by another process; µs per call, the default call (out=) against the "
               "same call on one thread and the naive kernel (ratios: over the one-thread median)")
@@ -169,10 +178,14 @@ def print_report(report: dict) -> None:
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
     print("\nTargets (issues \"Performance v2\" and \"Plain kernels that win\"; benchmark figures, not tests)")
-    print(table(["target", "where", "goal", "measured", "status"],
-                [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
-                  "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
-                 for t in report["targets"]], left=2))
+    print(targets_table(report["targets"]))
+
+
+def targets_table(targets: list[dict]) -> str:
+    return table(["target", "where", "goal", "measured", "status"],
+                 [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
+                   "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
+                  for t in targets], left=2)
 
 
 def naive_rows(results: list[dict]) -> list[list[str]]:
@@ -223,6 +236,29 @@ def training_table(rows: list[dict]) -> str:
                     f"{npy['norm_s'] / nb['norm_s']:.2f}"])
     return table(["model", "norm", "machine", "numba ms", "numpy ms", "numpy/numba, paired", "torch ms", "torch/numba",
                   "norms' share", "norms numba ms", "norms numpy ms", "numpy/numba"], out, left=3)
+
+
+def fresh_table(section: dict) -> str:
+    """fresh.py: per model and load, p50 and p90 (ms) of each backend's steps in fresh processes, their ratios."""
+    cfg = section["config"]
+    loads = "; ".join(f"{c['load']} {' '.join(f'{v:.2f}' for v in c['loadavg_before'])}"
+                      if c["loadavg_before"] else f"{c['load']} -" for c in section["conditions"])
+    out = []
+    for r in sorted(section["rows"], key=lambda r: r["load"] != "quiet"):       # stable: the models' order
+        nb, npy = r["numba"], r["numpy"]
+        out.append([r["model"], r["norm"], r["batch"], r["load"],
+                    *(f"{b[q] * 1e3:.2f}" for b in (nb, npy) for q in ("p50_s", "p90_s")),
+                    f"{r['p50_ratio']:.2f}", f"{r['p90_ratio']:.2f}", f"{nb['steps']}/{npy['steps']}",
+                    "/".join(f"{statistics.median(p['first_step_s'] for p in b['processes']) * 1e3:.0f}"
+                             for b in (nb, npy))])
+    return (f"Training steps in fresh processes (fresh.py): one new interpreter per model and backend, processes "
+            f"{', '.join(cfg['order'])}, each up to {cfg['steps']} steps (the first not counted: its ms, median of the "
+            f"processes, in the last column); ms per step; "
+            f"ratios numpy / numba (>= 1: the default backend is no slower); threads as installed\n"
+            f"load average (1, 5, 15 min) before: {loads}\n"
+            + table(["model", "norm", "rows", "machine", "numba p50", "numba p90", "numpy p50", "numpy p90",
+                     "p50 numpy/numba", "p90 numpy/numba", "steps numba/numpy", "first step numba/numpy"],
+                    out, left=4))
 
 
 def stalls_table(rows: list[dict]) -> str:

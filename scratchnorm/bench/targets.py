@@ -2,8 +2,9 @@
 met / not met / not measured.
 
 Every target is read off one run's report: the copy roofline of the same run, the
-NumPy/numba/torch figures of ``results`` and ``layers``, and the layer-class grid
-against torch.nn (``grid``, run when torch is installed; grid.py).
+NumPy/numba/torch figures of ``results`` and ``layers``, the layer-class grid
+against torch.nn (``grid``, run when torch is installed; grid.py), the training
+steps (``training``, training.py; ``fresh``, fresh.py) and the stalls (stalls.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ def _find(rows, **key):
         if all((tuple(r[k]) if k == "shape" else r[k]) == v for k, v in key.items()):
             return r
     return None
+
+
+FRESH_TARGET = "fresh: the default backend is no slower than NumPy at p50 and p90 at every point, quiet and busy"
+
+
+def no_slower_than_numpy(row: dict) -> bool:
+    """A fresh.py point: the numba (default) steps are no slower than NumPy's at p50 and at p90."""
+    return row["p50_ratio"] >= 1.0 and row["p90_ratio"] >= 1.0
 
 
 def _ratio(a, b):
@@ -122,6 +131,12 @@ def evaluate_targets(report: dict) -> list[dict]:
         f"of {len(paired)}", sum(v >= 1.0 for v in paired) if paired else None,
         "the lessons' models and larger ones, one step (fwd, loss, bwd, Adam), quiet and with one core busy; "
         "median over the steps taken in turn of numpy step / numba step (training.py)")
+    fresh = (report.get("fresh") or {}).get("rows") or []
+    add(FRESH_TARGET, ">=", len(fresh) or 1, f"of {len(fresh)}",
+        sum(no_slower_than_numpy(r) for r in fresh) if fresh else None,
+        "the lessons' models and MLPs [16, W, W, 10] (W 64, 256; LayerNorm, RMSNorm, BatchNorm) on 300 rows, each "
+        "backend in its own fresh interpreter, every step from the second; numpy / numba of the p50s and of the "
+        "p90s >= 1 (fresh.py)")
     stalls = report.get("stalls") or []
     add(f"points where threads add no stall: median and p90 with one core busy <= {STALL_LIMIT} x one thread's", ">=",
         len(stalls) or 1, f"of {len(stalls)}",
