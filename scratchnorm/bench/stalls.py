@@ -2,16 +2,17 @@
 
 A parallel call whose threads must all run before it returns waits a scheduler slice (milliseconds) for
 a thread that got no core: another process keeping one of two cores busy is enough. Then the median,
-and more often the 90th percentile, of the call's time jumps. LayerNorm's and RMSNorm's kernels run in
-parallel only when a core was free over the last 50 ms (fast/idle.py), so their calls should stay near
-the one-thread time however busy the machine is.
+and more often the 90th percentile, of the call's time jumps. scratchnorm's calls run serially unless
+SCRATCHNORM_PARALLEL_MIN asks otherwise (fast/_jit.py, README "Threads"), so by default "default" and
+"one thread" below run the same serial kernel, and this section checks that nothing else in the call
+stalls; with SCRATCHNORM_PARALLEL_MIN set it measures what the prange kernels cost on a busy machine.
 
 For each point (LayerNorm and RMSNorm, forward and backward, float32, the shapes of the naive grid),
 with ``busy_core()`` running, three calls are timed in turn, one call each per round, until the point's
 budget is spent:
 
 * "default": the function with out= buffers (``numba_pair``), as a user calls it, numba's threads as set;
-* "one thread": the same call after ``numba.set_num_threads(1)`` (the serial kernel, _jit.run_by_size);
+* "one thread": the same call after ``numba.set_num_threads(1)`` (the serial kernel whatever the rule);
 * "naive": the twenty-line prange kernel (naive.py), on numba's threads, timed after the other two (its
   OpenMP threads spin for a while after each call, which would slow the calls timed beside it).
 

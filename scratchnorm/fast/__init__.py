@@ -29,9 +29,10 @@ carries one stamp for all the files of this package (_jit.py), so editing any
 of them recompiles the kernels. NUMBA_DISABLE_JIT=1 runs the same code as plain
 Python.
 
-Threads and determinism. Large inputs run on numba's threads. Sums over rows
-(dweight, dbias) use chunks fixed by the number of rows, added in a fixed
-order: the bits are the same for any thread count.
+Threads and determinism. Every call runs serially on the calling thread unless
+SCRATCHNORM_PARALLEL_MIN asks for numba's threads from a size (_jit.py says
+why). Sums over rows (dweight, dbias) use chunks fixed by the number of rows,
+added in a fixed order: the bits are the same for any thread count.
 
 Precision. float32 in, float32 out; statistics and sums in float64. LayerNorm's
 and RMSNorm's kernels compute y and dx of a float32 input in float32 from them
