@@ -123,11 +123,21 @@ def add_rms_norm_args(x, residual, weight, eps, cast, offset, out=None, h_out=No
     return x, residual, eps, offset
 
 
+def gate_array(gate, call: str = "gated_rms_norm_forward(x, z)"):
+    """The gate z of a gated RMSNorm as a float array; None (forgotten) is named as such, with ``call``, how
+    the caller passes it. (np.asarray(None) would be an object array, and the message about its dtype.)"""
+    if gate is None:
+        fail(TypeError, "gate", "the gate z, a float array of x's shape (..., d)", None,
+             f"pass the gate as the second argument, {call}: z is the gate projection of the same tokens "
+             "(Mamba 2's z). For RMSNorm without a gate, use RMSNorm(d) or GroupRMSNorm.")
+    return as_float_array(gate, "gate")
+
+
 def gated_rms_norm_args(x, gate, weight, num_groups, eps, norm_before_gate):
     """gated_rms_norm_forward: gate has x's shape and dtype; num_groups divides d; weight (d,) or None.
     Returns (x, gate, num_groups, eps)."""
     x = as_float_array(x)
-    gate = as_float_array(gate, "gate")
+    gate = gate_array(gate)
     _features(x, "gated_rms_norm_forward")
     if gate.shape != x.shape or gate.dtype != x.dtype:
         fail(ValueError, "gate", f"an array of x's shape {x.shape} and dtype {x.dtype}", gate,

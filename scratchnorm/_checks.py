@@ -133,6 +133,35 @@ def check_dy(dy: np.ndarray, shape: tuple, name: str = "dy") -> None:
              f"pass dL/{name} for the output of the forward that made this cache.")
 
 
+def check_cache(cache, made_by: str, backward: str | None = None) -> dict:
+    """The cache a backward reads: the one returned by the forward ``made_by``, named as the user calls
+    it ("scratchnorm.rms_norm_forward"; "scratchnorm.fast.rms_norm_forward" for the numba kernels).
+
+    Every forward tags its cache with its own name, cache["made_by"], so that a cache from another
+    operation, or from the other backend, is named here with the backward that takes it, instead of
+    failing later on a missing key, or running on keys two operations share. ``backward``: the name of
+    the calling backward, when it is not ``made_by`` with "backward" for "forward" (a staged one)."""
+    if type(cache) is dict and cache.get("made_by") == made_by:     # the common case first: every backward
+        return cache
+    backward = backward or made_by.replace("_forward", "_backward")
+    other = cache.get("made_by") if isinstance(cache, dict) else None
+    if isinstance(other, str):
+        received = f"the cache of {other}"
+        its_backward = other.replace("_forward", "_backward")
+        if other.rsplit(".", 1)[1] == made_by.rsplit(".", 1)[1]:    # the same operation, the other backend
+            fix = (f"pass it to {its_backward} (the backend of its forward), or run the forward and the "
+                   "backward on one backend: the NumPy reference's and the numba kernels' caches differ.")
+        else:
+            fix = (f"pass {backward} the cache that {made_by} returned, or pass this cache to {its_backward}, "
+                   "the backward of the operation that made it.")
+    else:
+        received = (f"a dict that no scratchnorm forward returned (keys {sorted(map(str, cache))})"
+                    if isinstance(cache, dict) else type(cache).__name__)
+        fix = (f"pass the second value that {made_by} returned: y, cache = {made_by}(x, ...); "
+               f"grads = {backward}(dy, cache).")
+    fail(TypeError, "cache", f"the cache returned by {made_by}", received, fix)
+
+
 def check_groups(num_groups, d: int, arg: str = "num_groups", of: str = "d") -> int:
     """A number of groups (or heads) that divides ``d``."""
     num_groups = check_int(arg, num_groups)

@@ -34,9 +34,15 @@ def check_trailing_axes(layer: str, x: np.ndarray, shape: tuple[int, ...], arg: 
     n = len(shape)
     if x.ndim < n or x.shape[x.ndim - n:] != shape:
         want = shape[0] if n == 1 else shape
-        got = (x.shape[-1] if x.ndim else "()") if n == 1 else x.shape[max(x.ndim - n, 0):]
+        axes = ", ".join(map(str, shape))
+        if x.ndim == 0:             # a scalar: no axis holds the features, and no d= would fit it
+            last = f"1 axis, the last of size {want}" if n == 1 else f"{n} axes, the last {n} of shape {want}"
+            fail(ValueError, "x", f"an array of shape (..., {axes}) for {layer}: at least {last}", x,
+                 f"pass x with the features on its last {'axis' if n == 1 else f'{n} axes'}, shape (..., {axes}) "
+                 f"(one row: shape ({axes}{',' if n == 1 else ''})); a 0-d scalar has no feature axis.")
+        got = x.shape[-1] if n == 1 else x.shape[max(x.ndim - n, 0):]
         fail(ValueError, "x", f"trailing axes {shape} ({arg}={want}) for {layer}", x,
-             f"pass x with shape (..., {', '.join(map(str, shape))}), or build the layer with {arg}={got}.")
+             f"pass x with shape (..., {axes}), or build the layer with {arg}={got}.")
 
 
 def rows_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_cache
 from ._results import store, upstream
 from ._arguments import add_rms_norm_args
 from .backend import register
@@ -60,7 +61,8 @@ def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=
         y[...] = rms_norm_cast(h, weight, None, eps, "inside", h.shape[-1], cast, offset=offset)
     if h_out is not None:
         h = store(h, x.dtype, h_out, "h_out")
-    return y, h, {"norm": norm_cache, "shape": x.shape, "dtype": x.dtype}
+    return y, h, {"made_by": "scratchnorm.add_rms_norm_forward", "norm": norm_cache, "shape": x.shape,
+                  "dtype": x.dtype}
 
 
 def add_rms_norm_backward(dy, dh, cache):
@@ -69,6 +71,7 @@ def add_rms_norm_backward(dy, dh, cache):
     dy: dL/dy, dh: dL/dh (the gradient of the residual stream from above), both (..., d).
     dx = dresidual = dh + RMSNorm's backward of dy; dweight = sum of dy * h_hat.
     """
+    check_cache(cache, "scratchnorm.add_rms_norm_forward")
     dh = upstream(dh, cache["shape"], "dh")              # (..., d) float64 (checked: shape, float dtype)
     norm = dict(cache["norm"], dtype=np.float64)          # RMSNorm's dx before its rounding ...
     grads = rms_norm_backward(dy, norm)

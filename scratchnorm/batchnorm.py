@@ -70,7 +70,7 @@ import numpy as np
 
 from ._results import store, upstream
 from ._per_channel import add_channel_affine, channel_affine, channel_affine_grads, channel_sum, dx_hat_of, per_channel
-from ._checks import check_bool, check_channels_input, check_eps, check_int, check_momentum, fail
+from ._checks import check_bool, check_cache, check_channels_input, check_eps, check_int, check_momentum, fail
 from ._arguments import batch_norm_args, batch_norm_eval_args
 from .backend import implementation, register
 from .dtypes import upcast_half
@@ -95,8 +95,8 @@ def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     rstd = 1.0 / np.sqrt(var + eps)                  # (C,)
     x_hat = xm * per_channel(rstd, x.ndim)           # (N, C, *)
     y = channel_affine(x_hat, weight, bias)
-    cache = {"x_hat": x_hat, "xm": xm, "mean": mean, "var": var, "rstd": rstd, "count": count,
-             "eps": eps, "weight": weight, "bias": bias, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.batch_norm_forward", "x_hat": x_hat, "xm": xm, "mean": mean, "var": var,
+             "rstd": rstd, "count": count, "eps": eps, "weight": weight, "bias": bias, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
@@ -105,6 +105,7 @@ def batch_norm_backward(dy, cache, *, dx_out=None):
 
     dx = (rstd / M) * (M g - sum(g) - x_hat * sum(g * x_hat)) per channel, g = dy * weight.
     """
+    check_cache(cache, "scratchnorm.batch_norm_forward")
     dy = upstream(dy, cache["x_hat"].shape)           # (N, C, *)
     x_hat, M, weight = cache["x_hat"], cache["count"], cache["weight"]
     rstd = per_channel(cache["rstd"], dy.ndim)                  # (1, C, 1, ...)
@@ -121,6 +122,7 @@ def batch_norm_backward_staged(dy, cache):
     Graph, per channel: mu = sum(x)/M; xm = x - mu; sq = xm^2; var = sum(sq)/M;
     std = sqrt(var + eps); rstd = 1/std; x_hat = xm * rstd; y = x_hat * weight + bias.
     """
+    check_cache(cache, "scratchnorm.batch_norm_forward", "scratchnorm.batch_norm_backward_staged")
     dy = upstream(dy, cache["x_hat"].shape)                 # (N, C, *)
     xm, M, weight = cache["xm"], cache["count"], cache["weight"]
     std = per_channel(np.sqrt(cache["var"] + cache["eps"]), dy.ndim)  # (1, C, 1, ...)
@@ -150,12 +152,14 @@ def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None
     rstd = 1.0 / np.sqrt(np.asarray(running_var, dtype=np.float64) + eps)   # (C,)
     x_hat = (xf - mean) * per_channel(rstd, x.ndim)                         # (N, C, *)
     y = channel_affine(x_hat, weight, bias)
-    cache = {"x_hat": x_hat, "rstd": rstd, "weight": weight, "bias": bias, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.batch_norm_eval_forward", "x_hat": x_hat, "rstd": rstd, "weight": weight,
+             "bias": bias, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
 def batch_norm_eval_backward(dy, cache, *, dx_out=None):
     """Backward of ``batch_norm_eval_forward``: the fixed affine map's, dx = dy * weight * rstd."""
+    check_cache(cache, "scratchnorm.batch_norm_eval_forward")
     dy = upstream(dy, cache["x_hat"].shape)           # (N, C, *)
     weight = cache["weight"]
     dx = dx_hat_of(dy, weight) * per_channel(cache["rstd"], dy.ndim)

@@ -4,7 +4,10 @@
   ``np.asarray`` turns into one of those). The output has the input's dtype.
 * Integer, bool and complex inputs are **rejected** with a TypeError that
   names the fix (``x.astype(np.float32)``). A silent cast would hide a bug
-  such as feeding token ids to a normalization.
+  such as feeding token ids to a normalization. So is a float array in the
+  other byte order (``>f8`` on a little-endian machine, as read from some
+  files): the fix, ``x.astype(x.dtype.newbyteorder('='))``, keeps its values;
+  accepted, it would come back as a ``>f8`` y, and the kernels would copy it.
 * float64 inputs are computed in float64.
 * float32 inputs: the statistics (mean, mean of squares, the sums of the
   backward) are accumulated in float64. The NumPy reference computes the
@@ -67,6 +70,11 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
              f"a masked array with {int(np.ma.count_masked(x))} masked values",
              f"fill the masked values first, e.g. np.ma.filled({name}, 0.0), or drop those rows.")
     arr = np.asarray(x)
+    if arr.dtype.kind == "f" and not arr.dtype.isnative:    # big-endian data (read from a file) on this machine
+        native = arr.dtype.newbyteorder("=")
+        fail(TypeError, name, f"a float array in this machine's byte order, such as {native.name}", arr,
+             f"convert it to the native byte order, the same values: {name}.astype({name}.dtype.newbyteorder('=')) "
+             f"(here {name}.astype(np.{native.name})).")
     if arr.dtype not in FLOAT_DTYPES and not is_bfloat16(arr.dtype):
         fail(TypeError, name, "a float16, bfloat16, float32 or float64 array", arr,
              f"cast it first, e.g. {name}.astype(np.float32).")

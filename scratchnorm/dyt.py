@@ -30,7 +30,7 @@ from numbers import Real
 import numpy as np
 
 from ._results import store, sum_rows, upstream
-from ._checks import check_bool, check_int, check_last_axis, fail
+from ._checks import check_bool, check_cache, check_int, check_last_axis, fail
 from ._arguments import dyt_args
 from .backend import implementation, register
 from .dtypes import upcast_half
@@ -52,8 +52,8 @@ def dyt_forward(x, alpha, weight=None, bias=None, *, out=None):
         y = y * weight
     if bias is not None:
         y = y + bias
-    cache = {"x": xf, "t": t, "alpha": a, "alpha_like": alpha_like, "weight": weight, "bias": bias,
-             "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.dyt_forward", "x": xf, "t": t, "alpha": a, "alpha_like": alpha_like,
+             "weight": weight, "bias": bias, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
@@ -69,7 +69,7 @@ def dyt_grads(dy, cache, dx, dalpha: float) -> dict:
 
 def dyt_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "alpha", "weight", "bias"} (those that exist). See the module docstring."""
-    t = cache["t"]
+    t = check_cache(cache, "scratchnorm.dyt_forward")["t"]
     dy = upstream(dy, t.shape)                               # (..., d) float64
     g = dy * cache["weight"] if cache["weight"] is not None else dy
     dz = g * (1.0 - t * t)                                   # (..., d) dL/dz

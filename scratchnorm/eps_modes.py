@@ -28,6 +28,23 @@ is (sum_j g_j x_hat_j) * (d log rstd/d ms) * x_i, whose factors stay in range:
 with |x| ~ 1e104, rstd^3 ~ 1e-312 would already be a subnormal float64 and
 lose digits, while rstd^2 ~ 1e-208 is fine.
 
+Rows beyond float64's square. For |x| beyond ~1e154 the mean square (or the
+variance) overflows to inf, though rstd ~ 1/|x| is an ordinary number: a
+plain rstd_from_ms gives 0, and y = 0. ``rstd_of_huge_rows`` takes such a
+row's statistic on the row scaled by the power of two 2^-e that brings
+max|x| into [0.5, 1) (exact), where its mean square ms 4^-e is in
+[1/(4k), 1), and scales back:
+
+    inside   rstd = 2^-e / sqrt(ms 4^-e + eps 4^-e)
+    outside  rstd = 2^-e / (sqrt(ms 4^-e) + eps 2^-e)
+    clamp    rstd = 2^-e / sqrt(ms 4^-e)          (ms overflows, so ms > eps)
+
+the same roundings as the plain formula, on numbers that fit. ms itself
+stays inf in the cache (it is beyond float64); the derivatives above that
+read it give their limit there: "outside"'s sqrt(ms) rstd is 1 - eps rstd.
+Only rows whose ms overflowed while all their values are finite are redone:
+the bits of every other row are those of the plain formula.
+
 "outside" has a kink at ms = 0: sqrt is not differentiable there. We take
 the derivative to be 0 at ms = 0, which is also what a central finite
 difference gives (the statistic is even in x). The caller multiplies it by
@@ -47,6 +64,31 @@ def rstd_from_ms(ms: np.ndarray, eps: float, mode: str) -> np.ndarray:
     if mode == "clamp":
         return 1.0 / np.sqrt(np.maximum(ms, eps))
     raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
+
+
+def rstd_of_huge_rows(dev: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """rstd (n, 1) of rows dev (n, k) whose mean square overflows float64 though every value is finite
+    (the deviations from the mean for LayerNorm): on the rows scaled by 2^-e (module docstring)."""
+    e = np.frexp(np.max(np.abs(dev), axis=-1, keepdims=True))[1]     # max|dev| = f 2^e, f in [0.5, 1)
+    ms = (np.ldexp(dev, -e) ** 2).mean(axis=-1, keepdims=True)       # ms 4^-e, in [1/(4k), 1)
+    if mode == "inside":
+        return np.ldexp(1.0 / np.sqrt(ms + np.ldexp(eps, -2 * e)), -e)
+    if mode == "outside":
+        return np.ldexp(1.0 / (np.sqrt(ms) + np.ldexp(eps, -e)), -e)
+    if mode == "clamp":
+        return np.ldexp(1.0 / np.sqrt(ms), -e)
+    raise ValueError(f"eps_mode: expected 'inside', 'outside' or 'clamp'; received {mode!r}.")
+
+
+def rescue_huge_rows(rstd: np.ndarray, ms: np.ndarray, dev: np.ndarray, eps: float, mode: str) -> np.ndarray:
+    """rstd (..., 1) with the rows whose ms (..., 1) overflowed to inf while every value of the row dev
+    (..., k) is finite recomputed by ``rstd_of_huge_rows``, in place; the other rows untouched. Compute
+    ms under np.errstate(over="ignore"): its overflow is handled here."""
+    over = np.isinf(ms[..., 0])
+    if over.any():                                   # (the common case costs one pass over ms)
+        over &= np.isfinite(dev).all(axis=-1)
+        rstd[over] = rstd_of_huge_rows(dev[over], eps, mode)
+    return rstd
 
 
 def dlog_rstd_dms(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str) -> np.ndarray:
@@ -72,6 +114,7 @@ def drstd_dms_per_rstd3(ms: np.ndarray, rstd: np.ndarray, eps: float, mode: str)
     if mode == "outside":
         root = np.sqrt(ms)
         scaled = rstd * root                             # sqrt(ms) / (sqrt(ms) + eps), in [0, 1]
+        scaled = np.where(np.isinf(root), 1.0 - eps * rstd, scaled)   # ms overflowed: its limit (docstring)
         safe = np.where(root > 0, scaled, 1.0)
         return np.where(root > 0, -0.5 / safe, 0.0)
     if mode == "clamp":

@@ -55,11 +55,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._results import store, sum_rows, upstream
-from ._checks import check_bool, check_choice, check_eps, check_groups, check_int, check_last_axis, fail
-from ._arguments import gated_rms_norm_args
+from ._checks import check_bool, check_cache, check_choice, check_eps, check_groups, check_int, check_last_axis, fail
+from ._arguments import gate_array, gated_rms_norm_args
 from .backend import implementation, register
 from .casts import check_promote, llama_x_hat, times_weight
-from .dtypes import as_float_array, upcast_half
+from .dtypes import upcast_half
 from .group_rmsnorm import group_rms_norm_backward, group_rms_norm_forward
 from .layer import Layer
 
@@ -84,8 +84,8 @@ def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm
     u = xf if norm_before_gate else xf * s                      # what the norm sees
     n, inner = group_rms_norm_forward(u, weight, num_groups=G, eps=eps)   # float64: n = RMSNorm(u) * weight
     y = n * s if norm_before_gate else n
-    cache = {"inner": inner, "x": xf, "z": z, "n": n, "norm_before_gate": norm_before_gate,
-             "weight": weight, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.gated_rms_norm_forward", "inner": inner, "x": xf, "z": z, "n": n,
+             "norm_before_gate": norm_before_gate, "weight": weight, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
@@ -109,6 +109,7 @@ def gated_rms_norm_cast(x, gate, weight, num_groups, eps, norm_before_gate, *, p
 
 def gated_rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "gate", "weight"} ("weight" when the forward had one). Closed form (module docstring)."""
+    check_cache(cache, "scratchnorm.gated_rms_norm_forward")
     dy = upstream(dy, cache["x"].shape)                         # (..., d)
     s, slope = silu_and_slope(cache["z"])
     if cache["norm_before_gate"]:
@@ -127,6 +128,7 @@ def gated_rms_norm_backward_staged(dy, cache):
     Graph (one group per row, G = 1): s = z sigmoid(z); u = x * s or x; ms = mean(u^2);
     rstd = (ms + eps)^(-1/2); n_hat = u * rstd; n = n_hat * weight; y = n * s or n.
     """
+    check_cache(cache, "scratchnorm.gated_rms_norm_forward", "scratchnorm.gated_rms_norm_backward_staged")
     dy = upstream(dy, cache["x"].shape)
     x, z, nbg, weight = cache["x"], cache["z"], cache["norm_before_gate"], cache["weight"]
     inner = cache["inner"]["inner"]                              # group_rms_norm's RMSNorm cache, (..., G, m)
@@ -182,7 +184,7 @@ class GatedRMSNorm(Layer):
 
     def forward(self, x, gate):
         """y for input x and gate (the same shape); both are kept for the backward."""
-        self._gate = as_float_array(gate, "gate")
+        self._gate = gate_array(gate, "layer(x, z)")
         return super().forward(x)
 
     __call__ = forward

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._results import store, sum_rows, upstream
-from ._checks import EPS_MODES, check_choice, check_eps, check_groups, check_int, check_last_axis
+from ._checks import EPS_MODES, check_cache, check_choice, check_eps, check_groups, check_int, check_last_axis
 from ._arguments import group_rms_norm_args
 from .backend import implementation, register
 from .layer import Layer
@@ -28,12 +28,14 @@ def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="in
     x_hat, inner = rms_norm_forward(xg.astype(np.float64), eps=eps, eps_mode=eps_mode)
     x_hat = x_hat.reshape(x.shape)                                        # (..., d)
     y = x_hat * weight if weight is not None else x_hat
-    cache = {"inner": inner, "x_hat": x_hat, "weight": weight, "num_groups": G, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.group_rms_norm_forward", "inner": inner, "x_hat": x_hat, "weight": weight,
+             "num_groups": G, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
 def group_rms_norm_backward(dy, cache, *, dx_out=None):
     """GroupRMSNorm backward. Returns {"x", "weight"} (weight if it exists)."""
+    check_cache(cache, "scratchnorm.group_rms_norm_forward")
     dy = upstream(dy, cache["x_hat"].shape)                      # (..., d)
     weight, G = cache["weight"], cache["num_groups"]
     g = dy * weight if weight is not None else dy                         # dL/dx_hat

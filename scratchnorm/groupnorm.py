@@ -38,7 +38,7 @@ import numpy as np
 
 from ._results import store, upstream
 from ._per_channel import add_channel_affine, channel_affine, channel_affine_grads, dx_hat_of
-from ._checks import check_bool, check_channels_input, check_eps, check_groups, check_int, fail
+from ._checks import check_bool, check_cache, check_channels_input, check_eps, check_groups, check_int, fail
 from ._arguments import group_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
@@ -57,13 +57,14 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     _, inner = layer_norm_forward(xg, eps=eps)                          # statistics per (n, group)
     x_hat = inner["x_hat"].reshape(x.shape)                             # (N, C, *)
     y = channel_affine(x_hat, weight, bias)
-    cache = {"inner": inner, "x_hat": x_hat, "weight": weight, "bias": bias, "num_groups": G,
-             "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.group_norm_forward", "inner": inner, "x_hat": x_hat, "weight": weight,
+             "bias": bias, "num_groups": G, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
 def group_norm_backward(dy, cache, *, dx_out=None):
     """GroupNorm backward. Returns {"x", "weight", "bias"} (those that exist)."""
+    check_cache(cache, "scratchnorm.group_norm_forward")
     dy = upstream(dy, cache["x_hat"].shape)                     # (N, C, *)
     weight, G = cache["weight"], cache["num_groups"]
     g = dx_hat_of(dy, weight).reshape(dy.shape[0], G, -1)                # (N, G, m) dL/dx_hat

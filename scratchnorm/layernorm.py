@@ -41,11 +41,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._results import store, sum_rows, upstream
-from ._checks import check_bool, check_eps
+from ._checks import check_bool, check_cache, check_eps
 from ._shapes import rows_of
 from ._arguments import layer_norm_args
 from .backend import implementation, register
 from .dtypes import upcast_half
+from .eps_modes import rescue_huge_rows
 from .trailing_axes import TrailingAxesNorm
 
 
@@ -60,16 +61,18 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
     mu = xf.mean(axis=-1, keepdims=True)            # (..., 1)
     mu = mu + (xf - mu).mean(axis=-1, keepdims=True)    # corrected: the deviations' rounding (docstring)
     xm = xf - mu                                    # (..., d) deviations
-    var = (xm * xm).mean(axis=-1, keepdims=True)    # (..., 1)
+    with np.errstate(over="ignore"):                # |x - mu| beyond ~1e154: var is inf, and then
+        var = (xm * xm).mean(axis=-1, keepdims=True)    # (..., 1)
     rstd = 1.0 / np.sqrt(var + eps)                 # (..., 1)
+    rescue_huge_rows(rstd, var, xm, eps, "inside")  # ... rstd is taken on the row scaled (eps_modes.py)
     x_hat = xm * rstd                               # (..., d)
     y = x_hat
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    cache = {"x_hat": x_hat, "xm": xm, "var": var, "rstd": rstd, "eps": eps,
-             "weight": weight, "bias": bias, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.layer_norm_forward", "x_hat": x_hat, "xm": xm, "var": var, "rstd": rstd,
+             "eps": eps, "weight": weight, "bias": bias, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
@@ -89,6 +92,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
 
     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * weight.
     """
+    check_cache(cache, "scratchnorm.layer_norm_forward")
     dy = upstream(dy, cache["x_hat"].shape)   # (..., d)
     x_hat, rstd, weight = cache["x_hat"], cache["rstd"], cache["weight"]
     g = dy * weight if weight is not None else dy       # dL/dx_hat
@@ -104,6 +108,7 @@ def layer_norm_backward_staged(dy, cache):
     Graph: mu = mean(x); xm = x - mu; var = mean(xm^2); rstd = (var + eps)^(-1/2);
     x_hat = xm * rstd; y = x_hat * weight + bias.
     """
+    check_cache(cache, "scratchnorm.layer_norm_forward", "scratchnorm.layer_norm_backward_staged")
     dy = upstream(dy, cache["x_hat"].shape)
     xm, var, rstd, eps, weight = cache["xm"], cache["var"], cache["rstd"], cache["eps"], cache["weight"]
     d = xm.shape[-1]

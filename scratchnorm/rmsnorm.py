@@ -41,13 +41,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._results import store, sum_rows, upstream
-from ._checks import EPS_MODES, check_bool, check_choice, check_eps
+from ._checks import EPS_MODES, check_bool, check_cache, check_choice, check_eps
 from ._arguments import rms_norm_args
 from .backend import implementation, register
 from ._shapes import rows_of
 from .casts import CASTS, check_promote, rms_norm_cast
 from .dtypes import upcast_half
-from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rstd_from_ms
+from .eps_modes import dlog_rstd_deps, dlog_rstd_dms, drstd_dms_per_rstd3, rescue_huge_rows, rstd_from_ms
 from .trailing_axes import TrailingAxesNorm
 
 
@@ -60,16 +60,18 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     """
     x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
     xf = upcast_half(x).astype(np.float64)                   # (..., d) computed in float64
-    ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True)     # (..., 1)
+    with np.errstate(over="ignore"):                         # |x| beyond ~1e154: ms is inf, and then
+        ms = (xf[..., :k] ** 2).mean(axis=-1, keepdims=True)     # (..., 1)
     rstd = rstd_from_ms(ms, eps, eps_mode)                   # (..., 1)
+    rescue_huge_rows(rstd, ms, xf[..., :k], eps, eps_mode)   # ... rstd is taken on the row scaled (eps_modes.py)
     x_hat = xf * rstd                                        # (..., d)
     y = x_hat
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    cache = {"x": xf, "x_hat": x_hat, "ms": ms, "rstd": rstd, "eps": eps, "eps_mode": eps_mode, "k": k,
-             "weight": weight, "bias": bias, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.rms_norm_forward", "x": xf, "x_hat": x_hat, "ms": ms, "rstd": rstd, "eps": eps,
+             "eps_mode": eps_mode, "k": k, "weight": weight, "bias": bias, "dtype": x.dtype}
     return store(y, x.dtype, out), cache
 
 
@@ -91,6 +93,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
 
     dx_i = rstd * (g_i + [i < k] * a * x_hat_i),  a = (2/k) (sum_j g_j x_hat_j) (d rstd/d ms) / rstd^3.
     """
+    check_cache(cache, "scratchnorm.rms_norm_forward")
     dy = upstream(dy, cache["x_hat"].shape)             # (..., d)
     x_hat, ms, rstd, k = cache["x_hat"], cache["ms"], cache["rstd"], cache["k"]
     weight = cache["weight"]
@@ -108,6 +111,7 @@ def rms_norm_backward_staged(dy, cache):
 
     Graph: sq = x[:k]^2; ms = mean(sq); rstd = rstd(ms); x_hat = x * rstd; y = x_hat * weight + bias.
     """
+    check_cache(cache, "scratchnorm.rms_norm_forward", "scratchnorm.rms_norm_backward_staged")
     dy = upstream(dy, cache["x_hat"].shape)
     x, ms, rstd, k, weight = cache["x"], cache["ms"], cache["rstd"], cache["k"], cache["weight"]
     dx_hat = dy * weight if weight is not None else dy          # y = x_hat * weight + bias

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._results import store
-from ._checks import check_array_shape, check_last_axis, check_nonempty, fail
+from ._checks import check_array_shape, check_cache, check_last_axis, check_nonempty, fail
 from .dtypes import as_float_array, upcast_half
 from .layer import Layer
 from .linear import Linear, linear_backward, linear_forward
@@ -58,7 +58,7 @@ def weight_norm_forward(v, g):
              "re-initialize those rows of weight_v, e.g. with small random values.")
     u = vf / norm[:, None]                                   # (out, in) unit rows
     W = g.astype(np.float64)[:, None] * u                    # (out, in)
-    cache = {"u": u, "norm": norm, "g": g, "v_dtype": v.dtype}
+    cache = {"made_by": "scratchnorm.weight_norm_forward", "u": u, "norm": norm, "g": g, "v_dtype": v.dtype}
     return W, cache
 
 
@@ -67,6 +67,7 @@ def weight_norm_backward(dW, cache):
 
     dg = sum_j dW * u per row; dv = (g / ||v||) * (dW - dg * u), orthogonal to v.
     """
+    check_cache(cache, "scratchnorm.weight_norm_forward")
     dW = np.asarray(dW, dtype=np.float64)                    # (out, in)
     u, norm, g = cache["u"], cache["norm"], cache["g"]
     dg = (dW * u).sum(axis=1)                                # (out,)
@@ -82,12 +83,14 @@ def weight_norm_linear_forward(x, weight_v, weight_g, bias=None, *, out=None):
     x = as_float_array(x)
     W, wn_cache = weight_norm_forward(weight_v, weight_g)
     a, lin_cache = linear_forward(upcast_half(x).astype(np.float64), W, bias)   # (..., out)
-    cache = {"linear": lin_cache, "weight_norm": wn_cache, "has_bias": bias is not None, "dtype": x.dtype}
+    cache = {"made_by": "scratchnorm.weight_norm_linear_forward", "linear": lin_cache, "weight_norm": wn_cache,
+             "has_bias": bias is not None, "dtype": x.dtype}
     return store(a, x.dtype, out), cache
 
 
 def weight_norm_linear_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight_v", "weight_g", "bias"} (bias if it exists)."""
+    check_cache(cache, "scratchnorm.weight_norm_linear_forward")
     dy = as_float_array(dy, "dy").astype(np.float64)                   # (..., out)
     lin = linear_backward(dy, cache["linear"])                          # x, weight (= dW), bias
     wn = weight_norm_backward(lin["weight"], cache["weight_norm"])

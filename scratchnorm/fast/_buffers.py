@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._results import store
-from .._checks import check_dy, fail
+from .._checks import check_cache, check_dy
 from ..dtypes import as_float_array
 from ._jit import jit
 
@@ -162,23 +162,15 @@ def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
     return param.astype(dtype).reshape(d)          # astype: half the time of ascontiguousarray
 
 
-def check_cache(cache, kind: str, fn: str) -> dict:
-    """A cache made by scratchnorm.fast's ``kind`` forward (the reference's cache has other keys)."""
-    if not isinstance(cache, dict) or cache.get("fast") != kind:
-        fail(TypeError, "cache", f"the cache returned by scratchnorm.fast.{fn}", type(cache).__name__,
-             "pass the cache from the forward of the same backend (the NumPy and numba caches differ).")
-    return cache
-
-
-def backward_rows(dy, cache, dx_out, kind: str, fn: str):
+def backward_rows(dy, cache, dx_out, made_by: str):
     """What a backward kernel takes, checked: (cache, dy, x, dx, dx_new).
 
-    ``cache`` must come from the ``kind`` forward (``check_cache``) and hold the
-    kept input as cache["x"] (rows, d), and "shape" and "dtype"; dy must have
-    that shape. dy and x are returned as (rows, d) arrays of one kernel dtype
+    ``cache`` must come from the forward ``made_by`` ("scratchnorm.fast.rms_norm_forward":
+    _checks.check_cache) and hold the kept input as cache["x"] (rows, d), and "shape" and
+    "dtype"; dy must have that shape. dy and x are returned as (rows, d) arrays of one kernel dtype
     (never narrowing dy: float16 + float32 -> float32), dx as ``output_rows`` gives it.
     """
-    cache = check_cache(cache, kind, fn)
+    cache = check_cache(cache, made_by)
     xk, shape = cache["x"], cache["shape"]
     if (type(dy) is np.ndarray and dy.dtype is xk.dtype and dy.shape == shape
             and dy.flags.c_contiguous):                 # the common cases, first: this runs on every call

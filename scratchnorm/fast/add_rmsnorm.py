@@ -27,15 +27,17 @@ import numpy as np
 from numba import prange
 
 from .._arguments import add_rms_norm_args
-from .._checks import check_dy
+from .._checks import check_cache, check_dy
 from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
-from ._buffers import affine_vector, as_rows, check_cache, finish_rows, n_rows, output_rows
+from ._buffers import affine_vector, as_rows, finish_rows, n_rows, output_rows
 from ._jit import run_by_size, serial_and_prange
 from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
 from .chunks import n_chunks
 from .float32 import bounded
 from .variants import INSIDE, forward_row, norm_cache, rms_norm_backward, rms_norm_forward
+
+MADE_BY = "scratchnorm.fast.add_rms_norm_forward"     # the cache's tag (_checks.check_cache)
 
 
 def _add_rms_rows(x, residual, w, b, h, y, stats, eps, stream):
@@ -84,7 +86,8 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
     if w is None or w.dtype != x.dtype:                 # not fused (module docstring)
         h = np.add(x, residual)
         y, norm = rms_norm_forward(h, weight, eps=eps, out=out)
-        return y, (h if h_out is None else finish_rows(h, True, x.shape, x.dtype, h_out, "h_out")), {"norm": norm}
+        return y, (h if h_out is None else finish_rows(h, True, x.shape, x.dtype, h_out, "h_out")), \
+            {"made_by": MADE_BY, "norm": norm}
     rows = x.size // d if d else n_rows(x.shape)
     xk, _ = as_rows(x, rows)
     rk, _ = as_rows(residual, rows)
@@ -97,15 +100,16 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
         run_by_size(ADD_RMS_ROWS, x.size, n_chunks(rows), xk, rk, w, b, h, y, stats, eps, stream)
     else:
         stats.fill(np.nan)
-    norm = norm_cache(h, stats, 1, weight, None, False, d, eps, INSIDE, x.dtype, x.shape)
+    norm = norm_cache("scratchnorm.fast.rms_norm_forward", h, stats, 1, weight, None, False, d, eps, INSIDE,
+                      x.dtype, x.shape)                 # RMSNorm's cache of h: its backward takes it
     return (finish_rows(y, y_new, x.shape, x.dtype, out), finish_rows(h, h_new, x.shape, x.dtype, h_out, "h_out"),
-            {"norm": norm})
+            {"made_by": MADE_BY, "norm": norm})
 
 
 def add_rms_norm_backward(dy, dh, cache):
     """Returns {"x", "residual", "weight"} as ``scratchnorm.add_rms_norm_backward``: RMSNorm's
     backward kernel on h, then dx += dh (module docstring)."""
-    norm = check_cache(cache.get("norm") if isinstance(cache, dict) else None, "rowwise", "add_rms_norm_forward")
+    norm = check_cache(cache, MADE_BY)["norm"]
     dh = as_float_array(dh, "dh")
     check_dy(dh, norm["shape"], "dh")
     grads = rms_norm_backward(dy, norm)

@@ -32,6 +32,7 @@ from .channel_slabs import SLAB_MIN, layout
 from .stats import MEAN, RSTD, VAR
 
 _TRAIN, _EVAL = "batchnorm", "batchnorm_eval"
+MADE_BY = {_TRAIN: "scratchnorm.fast.batch_norm_forward", _EVAL: "scratchnorm.fast.batch_norm_eval_forward"}
 
 
 def _forward(x, weight, bias, out, stats, eps, kind):
@@ -49,15 +50,15 @@ def _forward(x, weight, bias, out, stats, eps, kind):
         cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
         run_by_size(bn_forward_columns, x.size, column_tasks(N, C * S), *run, part, stats, cols, eps, S,
                     batch_stats)
-    cache = {"fast": kind, "x": xk, "stats": stats, "w": w,
+    cache = {"made_by": MADE_BY[kind], "fast": kind, "x": xk, "stats": stats, "w": w,
              "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     if batch_stats:
         cache.update(mean=stats[MEAN], var=stats[VAR], count=N * S)
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
-def _backward(dy, cache, dx_out, kind, fn):
-    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, kind, fn)
+def _backward(dy, cache, dx_out, kind):
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, MADE_BY[kind])
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N, C = xk.shape[0], w.shape[0]
     coef = np.empty((5, C))                               # a, cc, e, gm, gx (batchnorm_slabs.dx_coefficients)
@@ -85,7 +86,7 @@ def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
 
 def batch_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.batch_norm_backward``."""
-    return _backward(dy, cache, dx_out, _TRAIN, "batch_norm_forward")
+    return _backward(dy, cache, dx_out, _TRAIN)
 
 
 def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None, *, eps=1e-5, out=None):
@@ -101,4 +102,4 @@ def batch_norm_eval_forward(x, running_mean, running_var, weight=None, bias=None
 
 def batch_norm_eval_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.batch_norm_eval_backward``."""
-    return _backward(dy, cache, dx_out, _EVAL, "batch_norm_eval_forward")
+    return _backward(dy, cache, dx_out, _EVAL)

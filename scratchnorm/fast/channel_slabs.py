@@ -16,7 +16,9 @@ overflows float64 (a weight near float64's largest value, or a tiny eps on a
 unfolded instead, rstd and w applied one at a time as the reference does,
 y = ((x - mean) * rstd) * w + b and dx = rstd * ((w dy - gm) - x_hat * gx)
 (``y_unfused``, ``dx_unfused``): the folded line would give a constant channel
-0 * inf = NaN where y = b, and inf - inf in dx. A slab is read slab by
+0 * inf = NaN where y = b, and inf - inf in dx. So is dx where cc's rstd^2 falls below
+float64's normal range (``cc_underflows``: rstd < 1.5e-154, a set whose |x - mean| reaches
+~1e154), where cc would lose the digits of the x_hat * gx term, or all of them. A slab is read slab by
 slab from SLAB_MIN values on (64 bytes of float32); shorter slabs, such as the
 S = 1 of (N, C) inputs, are read as columns (batchnorm_columns.py) or as one
 run per group (groupnorm_kernels.py).
@@ -105,6 +107,13 @@ def dx_overflows(a, cc, e, center):
 
 
 @jit_inline
+def cc_underflows(rstd):
+    """Is cc = rstd^2 * gx's rstd^2 below float64's normal range (rstd < 1.5e-154)? Then dx_unfused, whose
+    x_hat * gx keeps its digits (module docstring)."""
+    return rstd * rstd < 2.2250738585072014e-308
+
+
+@jit_inline
 def y_unfused(x, mean, rstd, w, b):
     """y = ((x - mean) * rstd) * w + b, float64, in the reference's order: where scale = rstd * w overflows
     (scale_overflows), (x - mean) * scale would give a constant channel 0 * inf = NaN instead of b."""
@@ -152,9 +161,9 @@ def dx_slab(dy, x, dx, hi, lo, a, cc, e):
 def dx_slab_float64(dy, x, dx, mean, rstd, w, gm, gx, center):
     """dx_slab in float64 (a call, as normalize_slab_float64), from a slab's rstd, w and the means gm =
     mean(g), gx = mean(g * x_hat) (module docstring); without ``center`` (BatchNorm's eval mode, fixed
-    statistics), dx = a * dy. Where a, cc or e overflows, the reference's order, dx_unfused."""
+    statistics), dx = a * dy. Where a, cc or e overflows, or cc underflows, the reference's order, dx_unfused."""
     a, cc, e = dx_scalars(rstd, w, gm, gx)
-    if dx_overflows(a, cc, e, center):
+    if dx_overflows(a, cc, e, center) or (center and cc_underflows(rstd)):
         for j in range(x.shape[0]):
             dx[j] = dx_unfused(np.float64(dy[j]), np.float64(x[j]), mean, rstd, w, gm, gx, center)
     elif center:

@@ -119,14 +119,14 @@ def dyt_forward(x, alpha, weight=None, bias=None, *, out=None):
     if x.size:
         with np.errstate(over="ignore", invalid="ignore"):      # (NUMBA_DISABLE_JIT: z^2 of the unused branch)
             run_by_size(_FORWARD, x.size, rows, xk, a, affine_vector(weight, d, 1.0), affine_vector(bias, d, -0.0), y2)
-    cache = {"fast": _KIND, "x": xk, "alpha": a, "alpha_like": alpha_like, "weight": weight,
-             "bias": bias, "dtype": x.dtype, "shape": x.shape}
+    cache = {"made_by": "scratchnorm.fast.dyt_forward", "fast": _KIND, "x": xk, "alpha": a, "alpha_like": alpha_like,
+             "weight": weight, "bias": bias, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
 def dyt_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "alpha", "weight", "bias"} (those that exist), as ``scratchnorm.dyt_backward``."""
-    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, "dyt_forward")
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.dyt_forward")
     rows, d = xk.shape
     chunks = n_chunks(rows) if rows else 1
     part = np.empty((chunks, 3, d))

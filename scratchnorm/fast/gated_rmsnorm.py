@@ -3,6 +3,7 @@ r"""The gated RMSNorm kernels (scratchnorm/gated_rmsnorm.py has the math and the
 Forward, per row and group of m = d / G features, two passes over the row in float64:
     pass 1: s_j = silu(z_j); u_j = x_j * s_j (gate first) or x_j (norm first); ss = sum u_j^2
     rstd = 1 / sqrt(ss / m + eps)                  kept per (row, group): the cache
+           (ss overflowed, |u| beyond ~1e154: from u scaled, variants.huge_row_rstd)
     pass 2: n_j = u_j * rstd * w_j;  y_j = n_j (gate first) or n_j * s_j (norm first)
 s is computed again where it is needed rather than stored: one array less to hold.
 
@@ -22,12 +23,13 @@ import numpy as np
 from numba import prange
 
 from .._results import store
-from .._checks import check_dy
+from .._checks import check_cache, check_dy
 from .._arguments import gated_rms_norm_args
 from ..dtypes import as_float_array
-from ._buffers import affine_vector, as_rows, check_cache, n_rows
-from ._jit import jit_inline, run_by_size, serial_and_prange
+from ._buffers import affine_vector, as_rows, n_rows
+from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
+from .variants import INSIDE, huge_row_rstd
 
 _KIND = "gated"
 
@@ -52,12 +54,25 @@ def _forward_rows(x, z, w, y, rstd, G, eps, nbg):
                 u = np.float64(x[r, j]) if nbg else np.float64(x[r, j]) * s
                 ss += u * u
             rs = 1.0 / np.sqrt(ss / m + eps)
+            if ss == np.inf:                        # beyond float64's square (|u| > ~1e154): on u scaled
+                rs = _huge_group_rstd(x, z, r, g * m, (g + 1) * m, eps, nbg)
             rstd[r, g] = rs
             for j in range(g * m, (g + 1) * m):
                 s, _ = _silu(np.float64(z[r, j]))
                 u = np.float64(x[r, j]) if nbg else np.float64(x[r, j]) * s
                 n = u * rs * w[j]
                 y[r, j] = n * s if nbg else n
+
+
+@jit
+def _huge_group_rstd(x, z, r, j0, j1, eps, nbg):
+    """rstd of the group [j0, j1) of row r whose sum of u^2 overflowed: u again, then variants.huge_row_rstd
+    (the reference's RMSNorm does the same: eps_modes.py). Only such groups run it."""
+    u = np.empty(j1 - j0)
+    for j in range(j0, j1):
+        s, _ = _silu(np.float64(z[r, j]))
+        u[j - j0] = np.float64(x[r, j]) if nbg else np.float64(x[r, j]) * s
+    return huge_row_rstd(u, 0.0, eps, INSIDE)
 
 
 def _backward_rows(dy, x, z, w, rstd, nbg, dx, dz, part, dweight):
@@ -116,14 +131,14 @@ def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm
     if x.size:
         run_by_size(_FORWARD, x.size, rows, xk, zk, affine_vector(weight, d, 1.0), y, rstd, G, eps,
                  bool(norm_before_gate))
-    cache = {"fast": _KIND, "x": xk, "z": zk, "rstd": rstd, "weight": weight, "nbg": bool(norm_before_gate),
-             "dtype": x.dtype, "shape": x.shape}
+    cache = {"made_by": "scratchnorm.fast.gated_rms_norm_forward", "fast": _KIND, "x": xk, "z": zk, "rstd": rstd,
+             "weight": weight, "nbg": bool(norm_before_gate), "dtype": x.dtype, "shape": x.shape}
     return store(y.reshape(x.shape), x.dtype, out), cache
 
 
 def gated_rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "gate", "weight"} as ``scratchnorm.gated_rms_norm_backward``."""
-    cache = check_cache(cache, _KIND, "gated_rms_norm_forward")
+    cache = check_cache(cache, "scratchnorm.fast.gated_rms_norm_forward")
     dy = as_float_array(dy, "dy")
     check_dy(dy, cache["shape"])
     xk = cache["x"]

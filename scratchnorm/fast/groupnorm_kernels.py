@@ -5,6 +5,7 @@ over its m values, in float64 (a float32 slab's elementwise line in float32:
 channel_slabs.py):
 
     forward   mean = sum x / m,  var = sum (x - mean)^2 / m,  rstd = 1 / sqrt(var + eps)
+              (var overflowed, |x - mean| beyond ~1e154: from the group scaled, variants.huge_row_rstd)
               y = (x - mean) * (rstd * w) + b                   (w, b per channel)
     backward  g = dy * w,  x_hat = (x - mean) * rstd
               dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
@@ -36,11 +37,12 @@ from numba import prange
 
 from ._jit import jit, serial_and_prange
 from .batchnorm_slabs import add_pieces
-from .channel_slabs import (SLAB_MIN, affine_fits, chunk_rows, dx_fits, dx_overflows, dx_scalars, dx_slab,
-                            dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64,
+from .channel_slabs import (SLAB_MIN, affine_fits, cc_underflows, chunk_rows, dx_fits, dx_overflows, dx_scalars,
+                            dx_slab, dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64,
                             scale_overflows, y_unfused, y_value)
 from .float32 import fits, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
+from .variants import INSIDE, huge_row_rstd
 
 
 @jit
@@ -70,6 +72,8 @@ def _forward(x, w, b, y, stats, eps, S):
         mean = shift + sum_dev(xg, shift) / m
         var = sum_sq_dev(xg, mean) / m
         rstd = 1.0 / np.sqrt(var + eps)
+        if var == np.inf:                                # beyond float64's square: on the group scaled
+            rstd = huge_row_rstd(xg, mean, eps, INSIDE)  # (variants.py)
         if S >= SLAB_MIN:
             T = x.dtype.type
             hi, lo = split_mean(mean, x)
@@ -145,7 +149,8 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
                     dxg[j] = dx_value(d, xj, mean, 0.0, rstd * wg[j], cc, e)
                     pw[j] += d * ((xj - mean) * rstd)
                     pb[j] += d
-                if dx_overflows(a_max, cc, e, True):        # past float64: again, in the reference's order
+                if dx_overflows(a_max, cc, e, True) or cc_underflows(rstd):   # past float64: again, in the
+                                                                                  # reference's order
                     for j in range(m):
                         dxg[j] = dx_unfused(np.float64(dyg[j]), np.float64(xg[j]), mean, rstd, wg[j], gm, gx, True)
     add_pieces(part, dwb)

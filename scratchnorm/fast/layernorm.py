@@ -4,7 +4,8 @@ For each row x of d features (layernorm.py derives the backward; the names are i
 
     forward    mean  = x_0 + sum(x - x_0) / d                 exact for a constant row
                var   = sum((x - mean)^2) / d                  two passes, never E[x^2] - E[x]^2
-               rstd  = 1 / sqrt(var + eps)
+               rstd  = 1 / sqrt(var + eps)                 (var overflowed, |x - mean| beyond ~1e154:
+                                                         from the row scaled, variants.huge_row_rstd)
                y     = (x - mean) * rstd * weight + bias
     backward   g     = dy * weight,   x_hat = (x - mean) * rstd
                dx    = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
@@ -39,6 +40,7 @@ import numpy as np
 from numba import prange
 
 from .._arguments import layer_norm_args
+from .variants import INSIDE, huge_row_rstd
 from .variants import layer_norm_backward as general_backward
 from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
@@ -61,6 +63,8 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, mean, var, rstd, stream):
             mean[i] = shift + row_sum_dev(x, i, shift) / d
             var[i] = row_sum_sq_dev(x, i, mean[i]) / d
             rstd[i] = 1.0 / np.sqrt(var[i] + eps)
+            if var[i] == np.inf:                   # beyond float64's square (|x - mean| > ~1e154): on
+                rstd[i] = huge_row_rstd(x[i], mean[i], eps, INSIDE)  # the row scaled (variants.py)
             T = x.dtype.type
             hi, lo = split_mean(mean[i], x)
             # y = ((x - hi) - lo) * rstd * weight + bias (_stream.py), in x's dtype (float32.py) ...
@@ -205,8 +209,8 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
                 stats[RSTD], stream)
-    cache = {"fast": "layernorm", "x": xk, "stats": stats, "weight": weight, "bias": bias,
-             "dtype": x.dtype, "shape": x.shape}
+    cache = {"made_by": "scratchnorm.fast.layer_norm_forward", "fast": "layernorm", "x": xk, "stats": stats,
+             "weight": weight, "bias": bias, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
 
@@ -214,7 +218,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
     if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the variants' forward
         return general_backward(dy, cache, dx_out=dx_out)
-    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "layernorm", "layer_norm_forward")
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.layer_norm_forward")
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))

@@ -4,6 +4,8 @@ For each row x of d features (rmsnorm.py derives the backward; the names are its
 
     forward    rstd  = 1 / sqrt(sum(x^2) / d + eps)            float64 sum (stats.row_sum_sq)
                y     = x * rstd * weight
+               (a row whose sum of squares overflows, |x| beyond ~1e154: rstd from the row
+               scaled by a power of two, variants.huge_row_rstd; ms stays inf)
     backward   g     = dy * weight,   x_hat = x * rstd
                mean_gx = mean(g * x_hat) = rstd * sum(g * x) / d   float64 sum (stats.py)
                dx    = rstd * (g - x_hat * mean_gx)
@@ -42,6 +44,7 @@ import numpy as np
 from numba import prange
 
 from .._arguments import rms_norm_args
+from .variants import INSIDE, huge_row_rstd
 from .variants import rms_norm_backward as general_backward
 from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
@@ -62,6 +65,8 @@ def rms_norm_forward_kernel(x, weight, eps, y, ms, rstd, stream, no_bias):
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             ms[i] = row_sum_sq(x, i) / d
             rstd[i] = 1.0 / np.sqrt(ms[i] + eps)
+            if ms[i] == np.inf:                    # beyond float64's square (|x| > ~1e154): on the row
+                rstd[i] = huge_row_rstd(x[i], 0.0, eps, INSIDE)      # scaled (variants.py)
             if fits(rstd[i], x) and not stream:    # y = x * rstd * weight in x's dtype (float32.py) ...
                 scale_row(x, i, x.dtype.type(rstd[i]), weight, y)
             else:                                  # ... or streamed, or in float64
@@ -154,8 +159,8 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
                 stream, affine_vector(None, d, -0.0, xk.dtype))
-    cache = {"fast": "rmsnorm", "x": xk, "stats": stats, "weight": weight, "eps": eps,
-             "dtype": x.dtype, "shape": x.shape}
+    cache = {"made_by": "scratchnorm.fast.rms_norm_forward", "fast": "rmsnorm", "x": xk, "stats": stats,
+             "weight": weight, "eps": eps, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
 
@@ -163,7 +168,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
     if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # a variant's forward
         return general_backward(dy, cache, dx_out=dx_out)
-    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "rmsnorm", "rms_norm_forward")
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.rms_norm_forward")
     N, d = xk.shape
     weight = cache["weight"]
     dweight = np.empty(d)

@@ -31,9 +31,11 @@ LayerNorm, a channel of a BatchNorm, a (sample, group) pair of a GroupNorm):
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ._jit import jit_inline, jit_sum
+from ._jit import jit, jit_inline, jit_sum
 
 MEAN, VAR, RSTD = 0, 1, 2       # the rows of a (3, n) stats array
 
@@ -104,6 +106,26 @@ def sum_g(dy, x, w, c):
         sgx += g * (np.float64(x[j]) - c)
         sgg += g * g
     return sg, sgx, sgg
+
+
+@jit
+def scaled_sum_sq_dev(x, c):
+    """(sum of ((x_j - c) 2^-e)^2, e) for a row whose sum_sq_dev overflowed float64 (|x_j - c| beyond
+    ~1e154): 2^-e brings max |x_j - c| into [0.5, 1), exactly (a power of two), so the sum is in
+    [1/4, n) (eps_modes.py, "Rows beyond float64's square"). With an inf in the row, the plain sum
+    (inf) and e = 0. Only such rows run it: no reassociation, no speed needed."""
+    big = 0.0
+    for j in range(x.shape[0]):
+        big = max(big, abs(np.float64(x[j]) - c))
+    if not big < np.inf:
+        return sum_sq_dev(x, c), 0
+    e = math.frexp(big)[1]
+    scale = math.ldexp(1.0, -e)
+    s = 0.0
+    for j in range(x.shape[0]):
+        v = (np.float64(x[j]) - c) * scale
+        s += v * v
+    return s, e
 
 
 # -- row sums: over row i of a 2-D array, all d columns ------------------------------------------

@@ -51,6 +51,8 @@ works with the backward of this backend.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import prange
 
@@ -61,7 +63,7 @@ from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, decide, store_fence, streams
 from .chunks import n_chunks
 from .float32 import bounded, fits
-from .stats import add_chunks, sum_dev, sum_g, sum_gx, sum_of, sum_sq, sum_sq_dev
+from .stats import add_chunks, scaled_sum_sq_dev, sum_dev, sum_g, sum_gx, sum_of, sum_sq, sum_sq_dev
 
 INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
 _KIND = "rowwise"                  # the cache's tag (layernorm.py, rmsnorm.py hand such a cache here)
@@ -78,13 +80,30 @@ def rstd_from_ms(ms, eps, mode):
 
 
 @jit
+def huge_row_rstd(x, c, eps, mode):
+    """rstd of a row x (m,) whose mean of (x - c)^2 overflowed float64 (|x - c| beyond ~1e154), from the
+    row scaled by 2^-e (stats.scaled_sum_sq_dev): eps_modes.rstd_of_huge_rows, which the kernels of
+    RMSNorm, LayerNorm, GroupNorm and the gated RMSNorm call for such a row (the rest keep their bits)."""
+    s, e = scaled_sum_sq_dev(x, c)
+    ms = s / x.shape[0]                                # ms 4^-e
+    if mode == INSIDE:
+        return math.ldexp(1.0 / np.sqrt(ms + math.ldexp(eps, -2 * e)), -e)
+    if mode == OUTSIDE:
+        return math.ldexp(1.0 / (np.sqrt(ms) + math.ldexp(eps, -e)), -e)
+    return math.ldexp(1.0 / np.sqrt(ms), -e)           # clamp: ms overflowed, so ms > eps
+
+
+@jit
 def drstd_dms_per_rstd3(ms, rstd, eps, mode):
     """(d rstd / d ms) / rstd^3, finite where rstd^3 would overflow or underflow:
-    -1/2 inside, -(1/2) (sqrt(ms) + eps) / sqrt(ms) outside, -1/2 or 0 clamped."""
+    -1/2 inside, -(1/2) (sqrt(ms) + eps) / sqrt(ms) outside, -1/2 or 0 clamped. Where ms overflowed
+    (huge_row_rstd), outside's sqrt(ms) rstd is 1 - eps rstd (eps_modes.py)."""
     if mode == INSIDE:
         return -0.5
     if mode == OUTSIDE:
         root = np.sqrt(ms)
+        if root == np.inf:
+            return -0.5 / (1.0 - eps * rstd)
         return -0.5 / (rstd * root) if root > 0 else 0.0
     return -0.5 if ms > eps else 0.0
 
@@ -114,6 +133,8 @@ def forward_row(x, w, b, y, stats, center, k, eps, mode, is_bounded, stream):
         mean = 0.0
         ms = sum_sq(x[:k]) / k
     rstd = rstd_from_ms(ms, eps, mode)
+    if ms == np.inf:                                  # beyond float64's square: on the row scaled
+        rstd = huge_row_rstd(x[:k], mean, eps, mode)
     stats[0] = mean
     stats[1] = ms
     stats[2] = rstd
@@ -208,7 +229,7 @@ BACKWARD_ROWS = serial_and_prange(_backward_rows)
 
 
 # -- the functions ---------------------------------------------------------------------------
-def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None):
+def _forward(x, weight, bias, out, made_by, *, center, groups, k, eps, mode, stream=None):
     d = x.shape[-1]
     rows = (x.size // d if d else n_rows(x.shape)) * groups   # kernel rows: one per group of each row
     xk, y2, y_new = forward_rows(x, out, rows)
@@ -224,20 +245,21 @@ def _forward(x, weight, bias, out, *, center, groups, k, eps, mode, stream=None)
         run_by_size(FORWARD_ROWS, x.size, loop, xk, w, b, y2, stats, center, k, eps, mode, stream)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
-    cache = norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, x.dtype, x.shape)
+    cache = norm_cache(made_by, xk, stats, groups, weight, bias, center, k, eps, mode, x.dtype, x.shape)
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
-def norm_cache(xk, stats, groups, weight, bias, center, k, eps, mode, dtype, shape) -> dict:
-    """What the backward reads: the kernel rows xk (rows, m), their stats (3, rows), the parameters as
-    given, the knobs, and the input's dtype and shape (add_rmsnorm.py makes one too)."""
-    return {"fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight, "bias": bias,
-            "center": center, "k": k, "eps": eps, "mode": mode, "dtype": dtype, "shape": shape}
+def norm_cache(made_by, xk, stats, groups, weight, bias, center, k, eps, mode, dtype, shape) -> dict:
+    """What the backward reads: the forward that made it (_checks.check_cache), the kernel rows xk
+    (rows, m), their stats (3, rows), the parameters as given, the knobs, and the input's dtype and
+    shape (add_rmsnorm.py makes one too)."""
+    return {"made_by": made_by, "fast": _KIND, "x": xk, "stats": stats, "groups": groups, "weight": weight,
+            "bias": bias, "center": center, "k": k, "eps": eps, "mode": mode, "dtype": dtype, "shape": shape}
 
 
-def _backward(dy, cache, dx_out, fn):
+def _backward(dy, cache, dx_out, made_by):
     """{"x", "weight", "bias"} (those that exist) and d loss / d eps."""
-    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, _KIND, fn)
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, made_by)
     rows = xk.shape[0]
     w = affine_vector(cache["weight"], cache["shape"][-1], 1.0).reshape(cache["groups"], -1)   # float64
     part = np.empty((n_chunks(rows), 2 * w.size))       # per-chunk partial dweight, dbias
@@ -256,25 +278,26 @@ def _backward(dy, cache, dx_out, fn):
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
     """LayerNorm over the last axis. Same arguments and result as ``scratchnorm.layer_norm_forward``."""
     x, eps = layer_norm_args(x, weight, bias, eps)
-    return _forward(x, weight, bias, out, center=True, groups=1, k=x.shape[-1], eps=eps, mode=INSIDE, stream=stream)
+    return _forward(x, weight, bias, out, "scratchnorm.fast.layer_norm_forward", center=True, groups=1, k=x.shape[-1],
+                    eps=eps, mode=INSIDE, stream=stream)
 
 
 def layer_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
-    return _backward(dy, cache, dx_out, "layer_norm_forward")[0]
+    return _backward(dy, cache, dx_out, "scratchnorm.fast.layer_norm_forward")[0]
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
     """RMSNorm over the last axis (the first k features feed the statistic). Same arguments and result
     as ``scratchnorm.rms_norm_forward``."""
     x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
-    return _forward(x, weight, bias, out, center=False, groups=1, k=k, eps=eps, mode=EPS_MODES.index(eps_mode),
-                    stream=stream)
+    return _forward(x, weight, bias, out, "scratchnorm.fast.rms_norm_forward", center=False, groups=1, k=k, eps=eps,
+                    mode=EPS_MODES.index(eps_mode), stream=stream)
 
 
 def rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
-    grads, deps = _backward(dy, cache, dx_out, "rms_norm_forward")
+    grads, deps = _backward(dy, cache, dx_out, "scratchnorm.fast.rms_norm_forward")
     grads["eps"] = deps
     return grads
 
@@ -283,10 +306,10 @@ def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="in
     """RMSNorm per contiguous group of d / num_groups features. Same arguments and result as
     ``scratchnorm.group_rms_norm_forward``."""
     x, groups, eps = group_rms_norm_args(x, weight, num_groups, eps, eps_mode)
-    return _forward(x, weight, None, out, center=False, groups=groups, k=x.shape[-1] // groups, eps=eps,
-                    mode=EPS_MODES.index(eps_mode))
+    return _forward(x, weight, None, out, "scratchnorm.fast.group_rms_norm_forward", center=False, groups=groups,
+                    k=x.shape[-1] // groups, eps=eps, mode=EPS_MODES.index(eps_mode))
 
 
 def group_rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight"} (weight if it exists), as ``scratchnorm.group_rms_norm_backward``."""
-    return _backward(dy, cache, dx_out, "group_rms_norm_forward")[0]
+    return _backward(dy, cache, dx_out, "scratchnorm.fast.group_rms_norm_forward")[0]

@@ -34,6 +34,7 @@ import torch
 
 from .._checks import fail
 from ..exercises import EXERCISES, library_solution
+from ..exercises.bridge_calls import learner_backward, learner_forward
 from ..layer import Layer
 from ..rmsnorm import rms_norm_forward
 
@@ -142,18 +143,12 @@ class ExerciseNorm(torch.nn.Module):
         self._function = numpy_function(self._forward, self._backward, self.names, f"{self.exercise}_exercise")
 
     def _forward(self, x, weight, *rest):
-        constants = rest[len(self.names) - 2:]                 # after the bias, when there is one
-        y = self.functions["forward"](x.copy(), weight.copy(), *rest)    # copies: a forward may write into x
-        return y, (x, weight, constants)                       # what the learner's backward is given
+        """The learner's forward on copies of x and weight (it may write into them), and what its backward
+        is given (exercises/bridge_calls.py: the NumPy side, tested without torch)."""
+        return learner_forward(self.functions["forward"], self.names, x, weight, rest)
 
     def _backward(self, dy, saved):
-        x, weight, constants = saved
-        grads = self.functions["backward"](dy, x, weight, *constants)
-        if not isinstance(grads, dict) or any(k not in grads for k in self.names):
-            fail(ValueError, "backward", f"a dict with the keys {list(self.names)}",
-                 sorted(grads) if isinstance(grads, dict) else type(grads).__name__,
-                 "return {" + ", ".join(f'"{k}": d{k}' for k in self.names) + "} as the stub says.")
-        return tuple(grads[k] for k in self.names)
+        return learner_backward(self.functions["backward"], self.names, dy, saved)
 
     def forward(self, x):
         params = (self.weight, self.bias) if "bias" in self.names else (self.weight,)

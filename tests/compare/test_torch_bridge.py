@@ -176,3 +176,24 @@ def test_a_forward_that_writes_into_x_leaves_the_backward_the_real_x(bridge, tor
                                dtype=torch.float64)
     x = torch.randn((3, 8), generator=torch.Generator().manual_seed(0), dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, w: norm._function.apply(x, w, *norm.constants), (x, norm.weight))
+
+
+def test_a_forward_that_writes_into_weight_leaves_the_backward_and_the_parameter_the_real_weight(bridge, torch):
+    """As for x: the bridge hands the learner's forward a copy of the weight too (exercises/bridge_calls.py,
+    whose test needs no torch: tests/exercises/test_bridge_calls.py). Without it, the backward got the
+    zeroed weight."""
+    solution = library_solution("rmsnorm")
+
+    def forward(x, weight, eps):
+        y = solution["forward"](x, weight, eps)
+        weight *= 0.0                                          # a learner's in-place slip, harmless to y
+        return y
+
+    norm = bridge.ExerciseNorm({"forward": forward, "backward": solution["backward"]}, 8, exercise="rmsnorm",
+                               dtype=torch.float64)
+    with torch.no_grad():
+        norm.weight.copy_(torch.linspace(0.5, 2.0, 8, dtype=torch.float64))
+    before = norm.weight.detach().clone()
+    x = torch.randn((3, 8), generator=torch.Generator().manual_seed(0), dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: norm._function.apply(x, w, *norm.constants), (x, norm.weight))
+    assert torch.equal(norm.weight.detach(), before)                  # the model's parameter: untouched
