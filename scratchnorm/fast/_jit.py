@@ -19,11 +19,12 @@
   share large calls between numba's threads. Why serial by default (NOTES.md,
   session 15): beside NumPy's BLAS threads, as a training loop runs them, the
   prange kernel lost to the serial one at every size from 2^14 to 2^24
-  elements, and was as often behind as ahead at 2^25 (numba's OpenMP threads and OpenBLAS's spin against each other after
-  their calls, and a call waits a scheduler slice for a thread that has no core);
-  alone, on a quiet machine, it pays from about 2^16 elements. The rest of the
-  rule is safety: more than one iteration to share, more than one numba thread,
-  no other call on the pool, not a forked child (below).
+  elements, and was as often behind as ahead at 2^25 (numba's OpenMP threads
+  and OpenBLAS's spin against each other after their calls, and a call waits a
+  scheduler slice for a thread that has no core); alone, on a quiet machine, it
+  pays from about 2^16 elements. The rest of the rule is safety: more than one
+  iteration to share, more than one numba thread, no other call on the pool,
+  not a forked child (below).
 
 Threads and fork. numba's parallel region runs on one pool per process, and
 its threading layers differ: "workqueue" (the fallback when neither OpenMP nor
