@@ -40,8 +40,7 @@ import numpy as np
 from numba import prange
 
 from .._arguments import layer_norm_args
-from .variants import INSIDE, huge_row_rstd
-from .variants import layer_norm_backward as general_backward
+from .variants import INSIDE, LAYER_NORM, huge_row_rstd, prepare_backward, prepare_forward
 from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
@@ -199,12 +198,15 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     else:
         x, eps = layer_norm_args(x, weight, bias, eps)
         d = x.shape[-1]
-        if x.size == 0:
+        if x.size == 0:                                              # no kernel to run (variants.py)
             return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
         xk, y, y_new = forward_rows(x, out, x.size // d)             # (N, d)
         w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
-        if not w.dtype == b.dtype == xk.dtype:                       # a weight float32 cannot hold (> 3.4e38)
-            return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
+        if not w.dtype == b.dtype == xk.dtype:                       # a weight float32 cannot hold (> 3.4e38):
+            run, finish = prepare_forward(x, weight, bias, out, LAYER_NORM, center=True, groups=1, k=d, eps=eps,
+                                          mode=INSIDE, stream=stream)
+            run_by_size(*run)                                        # the variants' kernel (variants.py)
+            return finish()
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
@@ -216,8 +218,11 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
 
 def layer_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
-    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the variants' forward
-        return general_backward(dy, cache, dx_out=dx_out)
+    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # the variants' forward: their kernel
+        run, finish = prepare_backward(dy, cache, dx_out, LAYER_NORM)
+        if run is not None:
+            run_by_size(*run)
+        return finish()
     cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.layer_norm_forward")
     N, d = xk.shape
     stats = cache["stats"]

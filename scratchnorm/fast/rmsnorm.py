@@ -35,8 +35,10 @@ rounded once at the end). tests/fast/test_kernels.py checks these bounds
 element by element against the float64 reference.
 
 The other RMSNorms (eps outside or clamped, pRMSNorm's k, a bias, a learnable
-eps, GroupRMSNorm) have knobs these kernels do not: ``rms_norm_forward`` hands
-them to the variants' kernels (variants.py).
+eps, GroupRMSNorm) have knobs these kernels do not: ``rms_norm_forward`` and
+``rms_norm_backward`` run the variants' kernels for them (variants.py: prepared
+there, run from here, so that a layer reaches them in four calls as it does
+these).
 """
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ import numpy as np
 from numba import prange
 
 from .._arguments import rms_norm_args
-from .variants import INSIDE, huge_row_rstd
-from .variants import rms_norm_backward as general_backward
+from .._checks import EPS_MODES
+from .variants import INSIDE, RMS_NORM, huge_row_rstd, prepare_backward, prepare_forward
 from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
@@ -149,12 +151,18 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     else:
         x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
         d = x.shape[-1]
-        if eps_mode != "inside" or k != d or bias is not None or x.size == 0:
+        if x.size == 0:                                              # no kernel to run (variants.py)
             return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
-        xk, y, y_new = forward_rows(x, out, x.size // d)             # (N, d)
-        w = affine_vector(weight, d, 1.0, xk.dtype)
-        if w.dtype != xk.dtype:                                      # a weight float32 cannot hold (> 3.4e38)
-            return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
+        plain = eps_mode == "inside" and k == d and bias is None     # RMSNorm's own knobs
+        if plain:
+            xk, y, y_new = forward_rows(x, out, x.size // d)         # (N, d)
+            w = affine_vector(weight, d, 1.0, xk.dtype)
+            plain = w.dtype == xk.dtype                              # else a weight float32 cannot hold (> 3.4e38)
+        if not plain:                                                # the variants' kernel (variants.py)
+            run, finish = prepare_forward(x, weight, bias, out, RMS_NORM, center=False, groups=1, k=k, eps=eps,
+                                          mode=EPS_MODES.index(eps_mode), stream=stream)
+            run_by_size(*run)
+            return finish()
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
@@ -166,8 +174,11 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
 
 def rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
-    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # a variant's forward
-        return general_backward(dy, cache, dx_out=dx_out)
+    if isinstance(cache, dict) and cache.get("fast") == "rowwise":   # a variant's forward: its kernel (variants.py)
+        run, finish = prepare_backward(dy, cache, dx_out, RMS_NORM)
+        if run is not None:
+            run_by_size(*run)
+        return finish()
     cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.rms_norm_forward")
     N, d = xk.shape
     weight = cache["weight"]

@@ -48,6 +48,15 @@ The functions at the end take the reference's names, signatures and checks
 so a bad argument raises the same error). Their cache keeps (mean, ms, rstd) of each
 kernel row as a (3, rows) array (stats.py) and a reference to x, so it only
 works with the backward of this backend.
+
+Each of them, and fast/rmsnorm.py and fast/layernorm.py when they hand a call
+here, runs the kernel itself, in three steps: ``prepare_forward`` (or
+``prepare_backward``) makes the kernel's arguments and returns them, then
+``run_by_size(*run)``, then ``finish()`` makes the result. The work is written
+once, and neither helper is on the stack while the kernel runs: a layer's
+forward or backward reaches the kernel in four calls, as LayerNorm's and
+RMSNorm's own (layer.forward -> the layer's _forward -> the function ->
+run_by_size -> the kernel: tests/fast/test_chunks.py).
 """
 from __future__ import annotations
 
@@ -229,7 +238,15 @@ BACKWARD_ROWS = serial_and_prange(_backward_rows)
 
 
 # -- the functions ---------------------------------------------------------------------------
-def _forward(x, weight, bias, out, made_by, *, center, groups, k, eps, mode, stream=None):
+LAYER_NORM = "scratchnorm.fast.layer_norm_forward"          # the forwards that make a cache (_checks.check_cache)
+RMS_NORM = "scratchnorm.fast.rms_norm_forward"
+GROUP_RMS_NORM = "scratchnorm.fast.group_rms_norm_forward"
+
+
+def prepare_forward(x, weight, bias, out, made_by, *, center, groups, k, eps, mode, stream=None):
+    """The forward up to its kernel: (run, finish). ``run``: the arguments of ``run_by_size`` for
+    FORWARD_ROWS, or None for an empty x (no kernel row has a feature to read: the stats are NaN);
+    ``finish()``, once the kernel has run: (y, cache). The caller runs the kernel itself (module docstring)."""
     d = x.shape[-1]
     rows = (x.size // d if d else n_rows(x.shape)) * groups   # kernel rows: one per group of each row
     xk, y2, y_new = forward_rows(x, out, rows)
@@ -239,14 +256,15 @@ def _forward(x, weight, bias, out, made_by, *, center, groups, k, eps, mode, str
     if not w.dtype == b.dtype == xk.dtype:              # a parameter float32 cannot hold (> 3.4e38):
         xk, y2, y_new = xk.astype(np.float64), np.empty(xk.shape), True     # the call runs in float64
         w, b = w.astype(np.float64), b.astype(np.float64)
+    run = None
     if x.size:
         stream = decide(stream, streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES))
         loop = n_chunks(rows) if stream else rows                  # what its prange runs over
-        run_by_size(FORWARD_ROWS, x.size, loop, xk, w, b, y2, stats, center, k, eps, mode, stream)
+        run = (FORWARD_ROWS, x.size, loop, xk, w, b, y2, stats, center, k, eps, mode, stream)
     else:
         stats.fill(np.nan)                              # no features: the mean of nothing
     cache = norm_cache(made_by, xk, stats, groups, weight, bias, center, k, eps, mode, x.dtype, x.shape)
-    return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
+    return run, lambda: (finish_rows(y2, y_new, x.shape, x.dtype, out), cache)
 
 
 def norm_cache(made_by, xk, stats, groups, weight, bias, center, k, eps, mode, dtype, shape) -> dict:
@@ -257,59 +275,83 @@ def norm_cache(made_by, xk, stats, groups, weight, bias, center, k, eps, mode, d
             "bias": bias, "center": center, "k": k, "eps": eps, "mode": mode, "dtype": dtype, "shape": shape}
 
 
-def _backward(dy, cache, dx_out, made_by):
-    """{"x", "weight", "bias"} (those that exist) and d loss / d eps."""
+def prepare_backward(dy, cache, dx_out, made_by):
+    """The backward up to its kernel: (run, finish). ``run``: the arguments of ``run_by_size`` for
+    BACKWARD_ROWS, or None for an empty x; ``finish()``, once the kernel has run: {"x", "weight", "bias"}
+    (those that exist), and "eps", d loss / d eps, for RMSNorm's forward (``made_by`` RMS_NORM)."""
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, made_by)
     rows = xk.shape[0]
     w = affine_vector(cache["weight"], cache["shape"][-1], 1.0).reshape(cache["groups"], -1)   # float64
     part = np.empty((n_chunks(rows), 2 * w.size))       # per-chunk partial dweight, dbias
     dwb = np.zeros(2 * w.size)
     deps = np.empty(rows + 1)                           # per kernel row, then their sum
+    run = None
     if xk.size:
-        run_by_size(BACKWARD_ROWS, xk.size, n_chunks(rows), dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
-                    cache["center"], cache["k"], cache["eps"], cache["mode"])
+        run = (BACKWARD_ROWS, xk.size, n_chunks(rows), dyk, xk, w, cache["stats"], dx2, part, dwb, deps,
+               cache["center"], cache["k"], cache["eps"], cache["mode"])
     else:
         deps.fill(np.nan if rows else 0.0)              # rows of no features: NaN; no rows: 0
-    grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
-             **affine_grads(dwb.reshape(2, -1), cache)}
-    return grads, deps[rows]
+
+    def finish():
+        grads = {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
+                 **affine_grads(dwb.reshape(2, -1), cache)}
+        if made_by == RMS_NORM:
+            grads["eps"] = deps[rows]
+        return grads
+    return run, finish
 
 
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
     """LayerNorm over the last axis. Same arguments and result as ``scratchnorm.layer_norm_forward``."""
     x, eps = layer_norm_args(x, weight, bias, eps)
-    return _forward(x, weight, bias, out, "scratchnorm.fast.layer_norm_forward", center=True, groups=1, k=x.shape[-1],
-                    eps=eps, mode=INSIDE, stream=stream)
+    run, finish = prepare_forward(x, weight, bias, out, LAYER_NORM, center=True, groups=1, k=x.shape[-1], eps=eps,
+                                  mode=INSIDE, stream=stream)
+    if run is not None:
+        run_by_size(*run)
+    return finish()
 
 
 def layer_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.layer_norm_backward``."""
-    return _backward(dy, cache, dx_out, "scratchnorm.fast.layer_norm_forward")[0]
+    run, finish = prepare_backward(dy, cache, dx_out, LAYER_NORM)
+    if run is not None:
+        run_by_size(*run)
+    return finish()
 
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
     """RMSNorm over the last axis (the first k features feed the statistic). Same arguments and result
     as ``scratchnorm.rms_norm_forward``."""
     x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
-    return _forward(x, weight, bias, out, "scratchnorm.fast.rms_norm_forward", center=False, groups=1, k=k, eps=eps,
-                    mode=EPS_MODES.index(eps_mode), stream=stream)
+    run, finish = prepare_forward(x, weight, bias, out, RMS_NORM, center=False, groups=1, k=k, eps=eps,
+                                  mode=EPS_MODES.index(eps_mode), stream=stream)
+    if run is not None:
+        run_by_size(*run)
+    return finish()
 
 
 def rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias", "eps"} (those that exist), as ``scratchnorm.rms_norm_backward``."""
-    grads, deps = _backward(dy, cache, dx_out, "scratchnorm.fast.rms_norm_forward")
-    grads["eps"] = deps
-    return grads
+    run, finish = prepare_backward(dy, cache, dx_out, RMS_NORM)
+    if run is not None:
+        run_by_size(*run)
+    return finish()
 
 
 def group_rms_norm_forward(x, weight=None, *, num_groups, eps=1e-6, eps_mode="inside", out=None):
     """RMSNorm per contiguous group of d / num_groups features. Same arguments and result as
     ``scratchnorm.group_rms_norm_forward``."""
     x, groups, eps = group_rms_norm_args(x, weight, num_groups, eps, eps_mode)
-    return _forward(x, weight, None, out, "scratchnorm.fast.group_rms_norm_forward", center=False, groups=groups,
-                    k=x.shape[-1] // groups, eps=eps, mode=EPS_MODES.index(eps_mode))
+    run, finish = prepare_forward(x, weight, None, out, GROUP_RMS_NORM, center=False, groups=groups,
+                                  k=x.shape[-1] // groups, eps=eps, mode=EPS_MODES.index(eps_mode))
+    if run is not None:
+        run_by_size(*run)
+    return finish()
 
 
 def group_rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight"} (weight if it exists), as ``scratchnorm.group_rms_norm_backward``."""
-    return _backward(dy, cache, dx_out, "scratchnorm.fast.group_rms_norm_forward")[0]
+    run, finish = prepare_backward(dy, cache, dx_out, GROUP_RMS_NORM)
+    if run is not None:
+        run_by_size(*run)
+    return finish()

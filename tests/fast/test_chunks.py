@@ -137,39 +137,67 @@ def test_layernorm_shares_from_two_chunks(monkeypatch, rows, expected):
 
 
 DEPTH = textwrap.dedent("""
+    import os
     import sys
     import numpy as np
     import scratchnorm as sn
-    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
-    KERNELS = {"layer_norm_forward_kernel", "layer_norm_backward_kernel", "rms_norm_forward_kernel",
-               "rms_norm_backward_kernel"}
-    for make in (sn.LayerNorm, sn.RMSNorm):
-        layer = make(32)
+    ROOT = os.path.dirname(sn.__file__)
+    KERNELS = {                     # (file, function): the functions that hold a kernel's loop
+        "fast/layernorm.py": {"layer_norm_forward_kernel", "layer_norm_backward_kernel"},
+        "fast/rmsnorm.py": {"rms_norm_forward_kernel", "rms_norm_backward_kernel"},
+        "fast/variants.py": {"_forward_rows", "_backward_rows"},
+        "fast/batchnorm_columns.py": {"_forward", "_backward"},
+        "fast/batchnorm_slabs.py": {"_forward", "_backward"},
+    }
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((64, 32)).astype(np.float32)
+    CASES = [                       # (name, layer, input, training, the kernels' file)
+        ("LayerNorm", sn.LayerNorm(32), rows, True, "fast/layernorm.py"),
+        ("RMSNorm", sn.RMSNorm(32), rows, True, "fast/rmsnorm.py"),
+        ("PartialRMSNorm(p=0.25)", sn.PartialRMSNorm(32, p=0.25), rows, True, "fast/variants.py"),
+        ("RMSNorm(eps_mode=outside)", sn.RMSNorm(32, eps_mode="outside"), rows, True, "fast/variants.py"),
+    ]
+    for shape, file in (((64, 8), "fast/batchnorm_columns.py"), ((4, 8, 6, 6), "fast/batchnorm_slabs.py")):
+        x = rng.standard_normal(shape).astype(np.float32)
+        for training in (True, False):
+            name = f"BatchNorm({','.join(map(str, shape))}).{'train' if training else 'eval'}"
+            CASES.append((name, sn.BatchNorm(8), x, training, file))
+
+    def where(code):
+        path = os.path.relpath(code.co_filename, ROOT).replace(os.sep, "/")
+        return path, f"{path[:-3]}.{code.co_name}"
+
+    for name, layer, x, training, file in CASES:
+        layer.train(training)
         for step, call in (("forward", lambda: layer.forward(x)), ("backward", lambda: layer.backward(x))):
             stack, deepest = [], []
             def profile(frame, event, arg):
                 if event == "call":
-                    stack.append(frame.f_code.co_name)
-                    if frame.f_code.co_name in KERNELS:
-                        deepest.append(list(stack))
+                    path, label = where(frame.f_code)
+                    stack.append(label)
+                    if frame.f_code.co_name in KERNELS.get(path, ()):
+                        deepest.append((path, list(stack)))
                 elif event == "return" and stack:
                     stack.pop()
             layer.forward(x)
             sys.setprofile(profile)
             call()
             sys.setprofile(None)
-            path = deepest[0][deepest[0].index(step):]
-            print(make.__name__, step, len(path) - 1, " -> ".join(path))
+            path, frames = deepest[0]
+            assert path == file, (name, step, path, file)
+            frames = frames[frames.index(f"layer.{step}"):]
+            print(name, step, len(frames) - 1, " -> ".join(frames))
 """)
 
 
 def test_a_layer_reaches_its_kernel_in_four_calls():
-    """LayerNorm and RMSNorm: layer.forward/backward to the kernel's row loop, counted as calls on the
-    stack (NUMBA_DISABLE_JIT makes the kernel a Python function that shows on it)."""
+    """LayerNorm, RMSNorm, pRMSNorm, an RMSNorm with eps outside, BatchNorm on (N, C) and (N, C, H, W) in
+    training and eval mode: layer.forward/backward to the kernel's loop, counted as calls on the stack
+    (NUMBA_DISABLE_JIT makes the kernel a Python function that shows on it)."""
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     done = subprocess.run([sys.executable, "-c", DEPTH], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert len(lines) == 4, done.stdout
+    assert len(lines) == 16, done.stdout
     for line in lines:
         assert int(line.split()[2]) <= 4, line
