@@ -164,29 +164,17 @@ def test_bad_gradients_and_tensors_name_the_fix(bridge, torch):
         bridge.ExerciseNorm({"backward": backward}, 4)
 
 
-def test_a_forward_that_writes_into_x_leaves_the_backward_the_real_x(bridge, torch):
+@pytest.mark.parametrize("argument", ["x", "weight"])
+def test_a_forward_that_writes_into_its_inputs_leaves_the_backward_and_the_parameter_the_real_ones(
+        bridge, torch, argument):
+    """The bridge hands the learner's forward copies of x and of the weight (exercises/bridge_calls.py, whose
+    test needs no torch: tests/exercises/test_bridge_calls.py). Without them, the backward got the zeroed
+    array."""
     solution = library_solution("rmsnorm")
 
     def forward(x, weight, eps):
         y = solution["forward"](x, weight, eps)
-        x *= 0.0                                               # a learner's in-place slip, harmless to y
-        return y
-
-    norm = bridge.ExerciseNorm({"forward": forward, "backward": solution["backward"]}, 8, exercise="rmsnorm",
-                               dtype=torch.float64)
-    x = torch.randn((3, 8), generator=torch.Generator().manual_seed(0), dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, w: norm._function.apply(x, w, *norm.constants), (x, norm.weight))
-
-
-def test_a_forward_that_writes_into_weight_leaves_the_backward_and_the_parameter_the_real_weight(bridge, torch):
-    """As for x: the bridge hands the learner's forward a copy of the weight too (exercises/bridge_calls.py,
-    whose test needs no torch: tests/exercises/test_bridge_calls.py). Without it, the backward got the
-    zeroed weight."""
-    solution = library_solution("rmsnorm")
-
-    def forward(x, weight, eps):
-        y = solution["forward"](x, weight, eps)
-        weight *= 0.0                                          # a learner's in-place slip, harmless to y
+        {"x": x, "weight": weight}[argument] *= 0.0            # a learner's in-place slip, harmless to y
         return y
 
     norm = bridge.ExerciseNorm({"forward": forward, "backward": solution["backward"]}, 8, exercise="rmsnorm",
