@@ -47,4 +47,6 @@ def check_trailing_axes(layer: str, x: np.ndarray, shape: tuple[int, ...], arg: 
 
 def rows_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """(..., *shape) -> (..., prod(shape)): each normalized block as one row (a view when it can be)."""
+    if len(shape) == 1:                 # one trailing axis: the array is its own rows (this runs on every call)
+        return a
     return a.reshape(a.shape[:a.ndim - len(shape)] + (math.prod(shape),))

@@ -26,7 +26,7 @@ class TrailingAxesNorm(Layer):
     def _flat(self, name):
         """A parameter as the functions take it, (prod(d),), or None."""
         p = self.params.get(name)
-        return None if p is None else p.reshape(-1)
+        return p if p is None or p.ndim == 1 else p.reshape(-1)
 
     _backward_op: str          # the backend operation of the backward ("rms_norm_backward")
 

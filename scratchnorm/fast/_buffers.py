@@ -94,7 +94,8 @@ def plain_rows(x, eps, weight, bias=None):
     eps a float in [0, inf); weight and bias None or C-contiguous (d,) vectors of x's dtype. Every
     argument check would pass on such a call, and nothing needs converting, so the functions skip
     both; any other call takes the long way (the checks of _arguments.py, with their messages, then
-    ``forward_rows`` and ``affine_vector``). The caller adds its own conditions (no out=, ...).
+    ``forward_rows`` and ``affine_vector``). The caller adds its own conditions (RMSNorm: no bias, ...)
+    and asks ``plain_output`` where y goes.
     """
     if not (type(x) is np.ndarray and (x.dtype is FLOAT32 or x.dtype is FLOAT64) and x.ndim
             and x.size and x.flags.c_contiguous and type(eps) is float and 0.0 <= eps < math.inf):
@@ -105,6 +106,15 @@ def plain_rows(x, eps, weight, bias=None):
                                   and v.flags.c_contiguous):
             return None
     return x.reshape(x.size // d, d)
+
+
+def plain_output(xk: np.ndarray, x: np.ndarray, out):
+    """Where a door call (``plain_rows``) writes y: a new array, or ``out`` itself as (rows, d) when it is
+    a writable C-contiguous array of x's shape and dtype that shares no memory with x (``writable_rows``).
+    None sends the call the long way (an in-place out=x, say, which needs a copy of x)."""
+    if out is None:
+        return np.empty_like(xk)
+    return writable_rows(out, x.shape, x.dtype, xk.shape[0], x)
 
 
 def forward_rows(x: np.ndarray, out, rows: int):

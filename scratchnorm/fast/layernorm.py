@@ -42,7 +42,7 @@ from numba import prange
 from .._arguments import layer_norm_args
 from .variants import INSIDE, LAYER_NORM, huge_row_rstd, prepare_backward, prepare_forward
 from .variants import layer_norm_forward as general_forward
-from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
@@ -190,10 +190,11 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     """LayerNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.layer_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
     arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
-    xk = plain_rows(x, eps, weight, bias) if out is None else None   # (N, d), or None: the long way
-    if xk is not None:
+    xk = plain_rows(x, eps, weight, bias)                             # (N, d), or None: the long way
+    y = None if xk is None else plain_output(xk, x, out)              # (N, d)
+    if y is not None:
         d = xk.shape[1]
-        y, y_new = np.empty_like(xk), True
+        y_new = out is None
         w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
     else:
         x, eps = layer_norm_args(x, weight, bias, eps)

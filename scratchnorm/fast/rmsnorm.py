@@ -49,7 +49,7 @@ from .._arguments import rms_norm_args
 from .._checks import EPS_MODES
 from .variants import INSIDE, RMS_NORM, huge_row_rstd, prepare_backward, prepare_forward
 from .variants import rms_norm_forward as general_forward
-from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_rows
+from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
@@ -143,11 +143,12 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     """RMSNorm over the last axis, numba kernels. Same arguments and result as
     ``scratchnorm.rms_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
     arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
-    common = bias is None and k is None and eps_mode == "inside" and out is None
+    common = bias is None and k is None and eps_mode == "inside"
     xk = plain_rows(x, eps, weight) if common else None               # (N, d), or None: the long way
-    if xk is not None:
+    y = None if xk is None else plain_output(xk, x, out)              # (N, d)
+    if y is not None:
         d = xk.shape[1]
-        y, y_new, w = np.empty_like(xk), True, affine_vector(weight, d, 1.0, xk.dtype)
+        y_new, w = out is None, affine_vector(weight, d, 1.0, xk.dtype)
     else:
         x, eps, k = rms_norm_args(x, weight, bias, eps, eps_mode, k)
         d = x.shape[-1]

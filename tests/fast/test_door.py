@@ -1,6 +1,6 @@
-"""The door of LayerNorm's and RMSNorm's functions (_buffers.plain_rows): a common call skips the
-argument checks and conversions, and gives what the long way gives, bit for bit; any other call takes
-the long way, whose checks raise the library's errors."""
+"""The door of LayerNorm's and RMSNorm's functions (_buffers.plain_rows, plain_output): a common call
+skips the argument checks and conversions, and gives what the long way gives, bit for bit, with or
+without out=; any other call takes the long way, whose checks raise the library's errors."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,13 +30,22 @@ def _long_way(monkeypatch, module):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("affine", [True, False])
-def test_the_door_gives_the_long_ways_bits(monkeypatch, shape, dtype, affine):
+@pytest.mark.parametrize("with_out", [False, True])
+def test_the_door_gives_the_long_ways_bits(monkeypatch, shape, dtype, affine, with_out):
     x, w, b = _inputs(shape, dtype)
     w, b = (w, b) if affine else (None, None)
-    door = {"ln": fast.layer_norm_forward(x, w, b), "rms": fast.rms_norm_forward(x, w)}
+
+    def calls():
+        outs = {name: np.full(shape, np.nan, dtype) if with_out else None for name in ("ln", "rms")}
+        done = {"ln": fast.layer_norm_forward(x, w, b, out=outs["ln"]),
+                "rms": fast.rms_norm_forward(x, w, out=outs["rms"])}
+        for name, (y, _) in done.items():
+            assert (y is outs[name]) if with_out else (y is not None), name     # out= is written, not copied
+        return done
+    door = calls()
     _long_way(monkeypatch, ln)
     _long_way(monkeypatch, rms)
-    long = {"ln": fast.layer_norm_forward(x, w, b), "rms": fast.rms_norm_forward(x, w)}
+    long = calls()
     dy = np.random.default_rng(1).standard_normal(shape).astype(dtype)
     for name in door:
         (y0, c0), (y1, c1) = door[name], long[name]
@@ -61,6 +70,30 @@ def test_a_common_call_skips_the_argument_checks(monkeypatch):
     fast.layer_norm_forward(x)
     fast.rms_norm_forward(x, w)
     fast.rms_norm_forward(x, eps=0.0)
+    fast.rms_norm_forward(x, w, out=np.empty_like(x))
+    fast.layer_norm_forward(x, w, b, out=np.empty_like(x))
+
+
+@pytest.mark.parametrize("out_of", [lambda x: x, lambda x: x.reshape(-1)[::-1].reshape(x.shape),
+                                    lambda x: np.empty_like(x, dtype=np.float64), lambda x: np.empty_like(x)[:, :-1]])
+def test_an_out_that_overlaps_x_or_does_not_fit_takes_the_long_way(out_of):
+    """out=x (in place), a view of x, another dtype or shape: ``plain_output`` says no, and the long way
+    copies x first (an overlap) or checks and rounds into out, as before."""
+    x, w, b = _inputs((6, 10), np.float32)
+    xk = _buffers.plain_rows(x, 1e-5, w, b)
+    assert xk is not None and _buffers.plain_output(xk, x, out_of(x)) is None
+    for forward, args in ((fast.layer_norm_forward, (w, b)), (fast.rms_norm_forward, (w,))):
+        want = forward(x.copy(), *args)[0]
+        x2 = x.copy()
+        out = out_of(x2)
+        if out.shape != x.shape or out.dtype != x.dtype:               # the library's error, as before
+            with pytest.raises(ValueError, match="out: expected an array of shape"):
+                forward(x2, *args, out=out)
+            continue
+        y, cache = forward(x2, *args, out=out)
+        assert y is out
+        assert y.tobytes() == want.tobytes()
+        assert cache["x"].tobytes() == x.tobytes()                   # the backward sees the input, not y
 
 
 def _view(x):
