@@ -6,21 +6,33 @@ first numba call. Importing scratchnorm does not import this package (nor
 numba). Nothing here imports a reference module: the argument checks come from
 ``_arguments.py``, shared with the reference, so both raise the same errors.
 
-Where things are: layernorm.py and rmsnorm.py (LayerNorm's and RMSNorm's own
-kernels and functions: what the layers run with default options); variants.py
-(the kernels and functions of the RMSNorm variants and GroupRMSNorm: eps
-outside or clamped, pRMSNorm's k, a bias, a learnable eps); stats.py (the float64
-sums, the stats layout); float32.py (when a row runs in float32);
-add_rmsnorm.py (the residual add fused into the variants' forward row);
-the (N, C, *) family: batchnorm.py (BatchNorm's functions) on
-batchnorm_columns.py ((N, C) inputs, short slabs) and batchnorm_slabs.py
-(images; the formulas), groupnorm.py (GroupNorm's and InstanceNorm's) on
-groupnorm_kernels.py, both on channel_slabs.py (the layout and the shared
-elementwise bodies); stats.py (every float64 sum, the (3, n) stats);
-dyt.py (DyT); gated_rmsnorm.py (RMSNorm with a SiLU gate);
-_buffers.py (arrays in the kernels' layout); _jit.py
-(how kernels compile and split work); _stream.py (non-temporal stores);
-NOTES.md (measurements).
+Where things are:
+
+  ====================  =========================================================
+  file                  what it holds
+  ====================  =========================================================
+  layernorm.py          LayerNorm's own kernels and functions (what LayerNorm(d) runs)
+  rmsnorm.py            RMSNorm's own kernels and functions (what RMSNorm(d) runs)
+  variants.py           the RMSNorm variants and GroupRMSNorm: eps outside or clamped,
+                        pRMSNorm's k, a bias, a learnable eps
+  add_rmsnorm.py        the residual add fused into the variants' forward row
+  gated_rmsnorm.py      RMSNorm with a SiLU gate (Mamba 2, Qwen3-Next)
+  dyt.py                DyT
+  batchnorm.py          BatchNorm's functions, on the two kernel files below
+  batchnorm_columns.py  BatchNorm's kernels for (N, C) inputs and short slabs
+  batchnorm_slabs.py    BatchNorm's kernels for images; the formulas
+  groupnorm.py          GroupNorm's and InstanceNorm's functions
+  groupnorm_kernels.py  GroupNorm's kernels
+  channel_slabs.py      the (N, C, *) layout and the elementwise bodies both share
+  stats.py              every float64 sum, and the (3, n) stats layout
+  float32.py            when a row runs in float32 (the guards)
+  gelu.py, updates.py   scratchnorm.nn's GELU, and its SGD and Adam steps
+  _buffers.py           arrays in the kernels' layout; the door (plain_rows)
+  _jit.py               how kernels compile, and the one rule for threads
+  chunks.py             the fixed chunks of rows a prange loop shares
+  _stream.py            non-temporal stores
+  NOTES.md              measurements, session by session
+  ====================  =========================================================
 
 Compilation. Kernels compile on their first call (a few seconds per dtype) and
 are cached in ``__pycache__`` next to the source. If that folder is read-only,
