@@ -143,12 +143,14 @@ def check_cache(cache, made_by: str, backward: str | None = None) -> dict:
     the calling backward, when it is not ``made_by`` with "backward" for "forward" (a staged one)."""
     if type(cache) is dict and cache.get("made_by") == made_by:     # the common case first: every backward
         return cache
+    if isinstance(cache, dict) and cache.get("made_by") == made_by:  # a dict subclass (an OrderedDict copy)
+        return cache
     backward = backward or made_by.replace("_forward", "_backward")
     other = cache.get("made_by") if isinstance(cache, dict) else None
     if isinstance(other, str):
         received = f"the cache of {other}"
         its_backward = other.replace("_forward", "_backward")
-        if other.rsplit(".", 1)[1] == made_by.rsplit(".", 1)[1]:    # the same operation, the other backend
+        if other.rsplit(".", 1)[-1] == made_by.rsplit(".", 1)[-1]:    # the same operation, the other backend
             fix = (f"pass it to {its_backward} (the backend of its forward), or run the forward and the "
                    "backward on one backend: the NumPy reference's and the numba kernels' caches differ.")
         else:

@@ -95,9 +95,10 @@ class Registry:
                  "pass backend='numba' or backend='numpy'.")
         fn = table.get(op)
         if fn is None:
-            loader = self._loaders.pop(backend, None)
+            loader = self._loaders.get(backend)
             if loader is not None:
-                loader(self)
+                loader(self)                                # (a loader that raises is kept: the next
+                self._loaders.pop(backend, None)            # call raises its error again)
                 fn = table.get(op)
         if fn is None:
             raise RegistryError(f"{op}: no implementation registered for backend {backend!r}. "

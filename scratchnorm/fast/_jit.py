@@ -18,7 +18,7 @@
   environment variable SCRATCHNORM_PARALLEL_MIN (elements, read at import) to
   share large calls between numba's threads. Why serial by default (NOTES.md,
   session 15): beside NumPy's BLAS threads, as a training loop runs them, the
-  prange kernel lost to the serial one at every size from 2^14 to 2^24
+  prange kernel lost to the serial one at every size from 2^15 to 2^24
   elements, and was as often behind as ahead at 2^25 (numba's OpenMP threads
   and OpenBLAS's spin against each other after their calls, and a call waits a
   scheduler slice for a thread that has no core); alone, on a quiet machine, it
@@ -117,7 +117,7 @@ def parallel_min(environ=os.environ) -> int:
     text = environ.get("SCRATCHNORM_PARALLEL_MIN", "").strip()
     if not text:
         return NEVER
-    if not text.isdigit():
+    if not text.isdecimal():
         fail(ValueError, "the environment variable SCRATCHNORM_PARALLEL_MIN", "a count of elements, an integer "
              ">= 0", text, "unset it (every call serial), or set e.g. SCRATCHNORM_PARALLEL_MIN=4194304 (2^22).")
     return int(text)

@@ -66,7 +66,7 @@ import numpy as np
 from numba import prange
 
 from .._arguments import group_rms_norm_args, layer_norm_args, rms_norm_args
-from .._checks import EPS_MODES
+from .._checks import EPS_MODES, fail
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, decide, store_fence, streams
@@ -280,6 +280,10 @@ def prepare_backward(dy, cache, dx_out, made_by):
     BACKWARD_ROWS, or None for an empty x; ``finish()``, once the kernel has run: {"x", "weight", "bias"}
     (those that exist), and "eps", d loss / d eps, for RMSNorm's forward (``made_by`` RMS_NORM)."""
     cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, made_by)
+    if cache.get("fast") != "rowwise":      # the plain kernels' cache (same made_by): their backward reads it
+        fail(TypeError, "cache", "a cache of these kernels' forward (scratchnorm.fast.variants)",
+             f"the cache of {made_by}'s own kernels", f"pass it to {made_by.replace('_forward', '_backward')}, "
+             "which reads both.")
     rows = xk.shape[0]
     w = affine_vector(cache["weight"], cache["shape"][-1], 1.0).reshape(cache["groups"], -1)   # float64
     part = np.empty((n_chunks(rows), 2 * w.size))       # per-chunk partial dweight, dbias

@@ -114,10 +114,32 @@ def test_scratchnorm_parallel_min_sets_the_threshold(text, expected):
     assert _jit.parallel_min({"SCRATCHNORM_PARALLEL_MIN": text}) == expected
 
 
-@pytest.mark.parametrize("text", ["2^22", "-1", "1e6", "many"])
+@pytest.mark.parametrize("text", ["2^22", "-1", "1e6", "many", "\u00b2"])
 def test_a_bad_scratchnorm_parallel_min_is_named_at_import(text):
     with pytest.raises(ValueError, match=r"SCRATCHNORM_PARALLEL_MIN: expected .*received .*Fix: unset it"):
         _jit.parallel_min({"SCRATCHNORM_PARALLEL_MIN": text})
+
+
+BAD_ENV = textwrap.dedent("""
+    import numpy as np
+    import scratchnorm as sn
+    for attempt in range(2):
+        try:
+            sn.RMSNorm(4)(np.ones((2, 4)))
+        except ValueError as err:
+            print("ValueError", str(err).split(":")[0])
+        else:
+            print("no error")
+""")
+
+
+def test_a_bad_scratchnorm_parallel_min_is_named_at_every_call():
+    """The first numba call imports scratchnorm.fast, which refuses the value; the second must say the same,
+    not that the numba backend has no implementation (the registry kept its loader)."""
+    env = dict(os.environ, SCRATCHNORM_PARALLEL_MIN="lots")
+    done = subprocess.run([sys.executable, "-c", BAD_ENV], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["ValueError the environment variable SCRATCHNORM_PARALLEL_MIN"] * 2, done.stdout
 
 
 @pytest.mark.parametrize("rows, expected", [(16, "serial"), (17, "prange")])

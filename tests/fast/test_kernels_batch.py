@@ -535,8 +535,8 @@ LARGE = [("columns", (2100, 70)), ("columns S=3", (1500, 30, 3)), ("slabs", (37,
 @pytest.mark.slow
 @pytest.mark.parametrize("label,shape", LARGE, ids=[c[0] for c in LARGE])
 def test_large_inputs_match_the_reference(label, shape, monkeypatch):
-    """Many chunks, float64 and float32, on the prange kernels (the threshold lowered to 0 and the
-    free-core check forced: they run whatever the machine's load)."""
+    """Many chunks, float64 and float32, on the prange kernels (the threshold lowered to 0: they run
+    whatever the machine's load)."""
     monkeypatch.setattr(_jit, "PARALLEL_MIN", 0)
     C = shape[1]
     for dtype in (np.float64, np.float32):

@@ -235,3 +235,37 @@ def test_the_staged_backwards_check_the_cache_too(staged, made_by, rng):
         staged(np.ones((3, 8)), cache)
     msg = clear_message(err.value)
     assert f"the cache of scratchnorm.{made_by}" in msg and staged.__name__ in msg, msg
+
+
+@pytest.mark.parametrize("name", BACKWARDS)
+def test_a_cache_copied_into_a_dict_subclass_still_works(backend, name, rng):
+    """An OrderedDict (or any dict) copy of a cache keeps its tag, and the backward takes it as before."""
+    from collections import OrderedDict
+    f = functions(backend)
+    made_by, call = BACKWARDS[name]
+    cache = _caches(f, rng)[made_by]
+    want, got = call(f, cache), call(f, OrderedDict(cache))
+    for key in want:
+        assert np.asarray(got[key]).tobytes() == np.asarray(want[key]).tobytes(), key
+
+
+@pytest.mark.parametrize("tag", ["mine", "", "scratchnorm."])
+def test_a_cache_with_a_foreign_tag_is_named(backend, tag):
+    with pytest.raises(TypeError) as err:
+        functions(backend).rms_norm_backward(np.ones((3, 8)), {"made_by": tag})
+    msg = clear_message(err.value)
+    assert msg.startswith("cache: expected the cache returned by") and f"the cache of {tag}" in msg, msg
+
+
+def test_the_variants_backward_refuses_the_plain_kernels_cache(rng):
+    """Both kernels tag their caches "scratchnorm.fast.rms_norm_forward"; the variants' backward read keys the
+    plain cache lacks (a KeyError)."""
+    from scratchnorm import fast
+    from scratchnorm.fast import variants
+    x = rng.standard_normal((3, 8))
+    for forward, backward in ((fast.rms_norm_forward, variants.rms_norm_backward),
+                              (fast.layer_norm_forward, variants.layer_norm_backward)):
+        with pytest.raises(TypeError) as err:
+            backward(np.ones((3, 8)), forward(x)[1])
+        msg = clear_message(err.value)
+        assert msg.startswith("cache: expected a cache of these kernels' forward") and "which reads both" in msg
