@@ -141,9 +141,7 @@ def check_cache(cache, made_by: str, backward: str | None = None) -> dict:
     operation, or from the other backend, is named here with the backward that takes it, instead of
     failing later on a missing key, or running on keys two operations share. ``backward``: the name of
     the calling backward, when it is not ``made_by`` with "backward" for "forward" (a staged one)."""
-    if type(cache) is dict and cache.get("made_by") == made_by:     # the common case first: every backward
-        return cache
-    if isinstance(cache, dict) and cache.get("made_by") == made_by:  # a dict subclass (an OrderedDict copy)
+    if isinstance(cache, dict) and cache.get("made_by") == made_by:  # (a dict subclass too: an OrderedDict copy)
         return cache
     backward = backward or made_by.replace("_forward", "_backward")
     other = cache.get("made_by") if isinstance(cache, dict) else None

@@ -35,7 +35,7 @@ from ._jit import run_by_size, serial_and_prange
 from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
 from .chunks import n_chunks
 from .float32 import bounded
-from .variants import INSIDE, forward_row, norm_cache, rms_norm_backward, rms_norm_forward
+from .variants import INSIDE, RMS_NORM, forward_row, norm_cache, rms_norm_backward, rms_norm_forward
 
 MADE_BY = "scratchnorm.fast.add_rms_norm_forward"     # the cache's tag (_checks.check_cache)
 
@@ -100,7 +100,7 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
         run_by_size(ADD_RMS_ROWS, x.size, n_chunks(rows), xk, rk, w, b, h, y, stats, eps, stream)
     else:
         stats.fill(np.nan)
-    norm = norm_cache("scratchnorm.fast.rms_norm_forward", h, stats, 1, weight, None, False, d, eps, INSIDE,
+    norm = norm_cache(RMS_NORM, h, stats, 1, weight, None, False, d, eps, INSIDE,
                       x.dtype, x.shape)                 # RMSNorm's cache of h: its backward takes it
     return (finish_rows(y, y_new, x.shape, x.dtype, out), finish_rows(h, h_new, x.shape, x.dtype, h_out, "h_out"),
             {"made_by": MADE_BY, "norm": norm})

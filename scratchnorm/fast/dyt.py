@@ -21,6 +21,7 @@ from ._jit import jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
 
 _KIND = "dyt"
+MADE_BY = "scratchnorm.fast.dyt_forward"     # the cache's tag (_checks.check_cache)
 
 # tanh, written so that LLVM vectorizes it (libm's tanh is one call per element, 17 ns here; this is
 # 4-5 ns on 4 float64 lanes). |z| < 0.625: Cephes' rational approximation, z + z s P(s)/Q(s) with s = z^2;
@@ -119,14 +120,14 @@ def dyt_forward(x, alpha, weight=None, bias=None, *, out=None):
     if x.size:
         with np.errstate(over="ignore", invalid="ignore"):      # (NUMBA_DISABLE_JIT: z^2 of the unused branch)
             run_by_size(_FORWARD, x.size, rows, xk, a, affine_vector(weight, d, 1.0), affine_vector(bias, d, -0.0), y2)
-    cache = {"made_by": "scratchnorm.fast.dyt_forward", "fast": _KIND, "x": xk, "alpha": a, "alpha_like": alpha_like,
+    cache = {"made_by": MADE_BY, "fast": _KIND, "x": xk, "alpha": a, "alpha_like": alpha_like,
              "weight": weight, "bias": bias, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
 def dyt_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "alpha", "weight", "bias"} (those that exist), as ``scratchnorm.dyt_backward``."""
-    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.dyt_forward")
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, MADE_BY)
     rows, d = xk.shape
     chunks = n_chunks(rows) if rows else 1
     part = np.empty((chunks, 3, d))

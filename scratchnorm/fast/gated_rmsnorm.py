@@ -32,6 +32,7 @@ from .chunks import n_chunks
 from .variants import INSIDE, huge_row_rstd
 
 _KIND = "gated"
+MADE_BY = "scratchnorm.fast.gated_rms_norm_forward"     # the cache's tag (_checks.check_cache)
 
 
 @jit_inline
@@ -131,14 +132,14 @@ def gated_rms_norm_forward(x, gate, weight=None, *, num_groups=1, eps=1e-6, norm
     if x.size:
         run_by_size(_FORWARD, x.size, rows, xk, zk, affine_vector(weight, d, 1.0), y, rstd, G, eps,
                  bool(norm_before_gate))
-    cache = {"made_by": "scratchnorm.fast.gated_rms_norm_forward", "fast": _KIND, "x": xk, "z": zk, "rstd": rstd,
+    cache = {"made_by": MADE_BY, "fast": _KIND, "x": xk, "z": zk, "rstd": rstd,
              "weight": weight, "nbg": bool(norm_before_gate), "dtype": x.dtype, "shape": x.shape}
     return store(y.reshape(x.shape), x.dtype, out), cache
 
 
 def gated_rms_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "gate", "weight"} as ``scratchnorm.gated_rms_norm_backward``."""
-    cache = check_cache(cache, "scratchnorm.fast.gated_rms_norm_forward")
+    cache = check_cache(cache, MADE_BY)
     dy = as_float_array(dy, "dy")
     check_dy(dy, cache["shape"])
     xk = cache["x"]

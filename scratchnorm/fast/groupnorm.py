@@ -24,6 +24,7 @@ from .channel_slabs import SLAB_MIN, layout
 from .groupnorm_kernels import gn_backward, gn_forward
 
 _KIND = "groupnorm"
+MADE_BY = "scratchnorm.fast.group_norm_forward"     # the cache's tag (_checks.check_cache)
 
 
 def sample_chunks(N: int, S: int) -> int:
@@ -51,14 +52,14 @@ def group_norm_forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, out=N
     w, b = _affine(weight, bias, C, S)
     stats = np.empty((3, N * G))                                 # mean, var, rstd per (sample, group)
     run_by_size(gn_forward, x.size, N * G, xk, w, b, y2, stats, eps, S)
-    cache = {"made_by": "scratchnorm.fast.group_norm_forward", "fast": _KIND, "x": xk, "stats": stats, "w": w,
+    cache = {"made_by": MADE_BY, "fast": _KIND, "x": xk, "stats": stats, "w": w,
              "weight": weight, "bias": bias, "S": S, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y2, y_new, x.shape, x.dtype, out), cache
 
 
 def group_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.group_norm_backward``."""
-    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.group_norm_forward")
+    cache, dyk, xk, dx2, dx_new = backward_rows(dy, cache, dx_out, MADE_BY)
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N = xk.shape[0]
     G = stats.shape[1] // N

@@ -212,7 +212,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
                 stats[RSTD], stream)
-    cache = {"made_by": "scratchnorm.fast.layer_norm_forward", "fast": "layernorm", "x": xk, "stats": stats,
+    cache = {"made_by": LAYER_NORM, "fast": "layernorm", "x": xk, "stats": stats,
              "weight": weight, "bias": bias, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
@@ -224,7 +224,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
         if run is not None:
             run_by_size(*run)
         return finish()
-    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.layer_norm_forward")
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, LAYER_NORM)
     N, d = xk.shape
     stats = cache["stats"]
     dwb = np.empty((2, d))

@@ -168,7 +168,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
                 stream, affine_vector(None, d, -0.0, xk.dtype))
-    cache = {"made_by": "scratchnorm.fast.rms_norm_forward", "fast": "rmsnorm", "x": xk, "stats": stats,
+    cache = {"made_by": RMS_NORM, "fast": "rmsnorm", "x": xk, "stats": stats,
              "weight": weight, "eps": eps, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
@@ -180,7 +180,7 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
         if run is not None:
             run_by_size(*run)
         return finish()
-    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, "scratchnorm.fast.rms_norm_forward")
+    cache, dyk, xk, dx, dx_new = backward_rows(dy, cache, dx_out, RMS_NORM)
     N, d = xk.shape
     weight = cache["weight"]
     dweight = np.empty(d)
