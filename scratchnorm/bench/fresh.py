@@ -28,6 +28,15 @@ else keeps busy is not quiet.
 
 Models: the lessons' models of training.py (``LESSON_MODELS``) and a learner's MLPs, [16, W, W, 10] for
 W in 64 and 256 with LayerNorm, RMSNorm and BatchNorm, on 300 rows of 10 classes (``LEARNER_MLPS``).
+
+The twenty-line kernel in the learner's loop. What a learner would otherwise write is a layer of their own
+around a twenty-line numba kernel (naive.py, ``prange`` over rows, as numba's documentation shows it). The
+kernel grid times it alone, call after call, where its spinning OpenMP threads start at once; here it runs
+where a learner runs it, between the matrix products of their training step. So at each MLP point with
+LayerNorm or RMSNorm a third backend, "naive", takes its turn (``NAIVE_ORDER``): the same model with
+``naive.NaiveNorm`` as its norm layers, everything else on the default backend. Reported: naive / numba of
+the p50s and of the p90s (``naive_p50_ratio``, ``naive_p90_ratio``; >= 1: the default is no slower), and
+a target of their own (targets.py).
 """
 from __future__ import annotations
 
@@ -48,6 +57,9 @@ from .training import Model, batch_of, build, busy_core
 BACKENDS = ("numba", "numpy")        # the default backend first
 ORDER = ("numba", "numpy", "numpy", "numba")
 QUICK_ORDER = ("numba", "numpy")
+NAIVE_BACKEND = "naive"              # a learner's layer around the twenty-line kernel (module docstring)
+NAIVE_ORDER = ("numba", "numpy", "naive", "naive", "numpy", "numba")
+QUICK_NAIVE_ORDER = ("numba", "numpy", "naive")
 STEPS = 60            # steps per process; the first is not counted ...
 MIN_STEPS = 10        # ... and a process stops once it has timed these and spent BUDGET_S seconds
 BUDGET_S = 4.0
@@ -64,6 +76,19 @@ MODELS = LESSON_MODELS + LEARNER_MLPS
 QUICK_MODELS = (next(m for m in LESSON_MODELS if m.name == "lesson 16 MLP"), LEARNER_MLPS[1])   # + the issue's
 
 
+def takes_naive(model: Model) -> bool:
+    """Does the twenty-line kernel cover this model's norm layers? (MLPs with LayerNorm or RMSNorm)"""
+    from .naive import NAIVE        # here, not at the top: naive.py imports numba, which a NumPy child must not
+    return model.kind == "mlp" and model.norm in NAIVE
+
+
+def order_for(model: Model, quick: bool = False) -> tuple:
+    """The processes of one point, in turn: with the naive backend where it covers the model."""
+    if takes_naive(model):
+        return QUICK_NAIVE_ORDER if quick else NAIVE_ORDER
+    return QUICK_ORDER if quick else ORDER
+
+
 def thread_settings() -> dict:
     """The environment variables that set thread counts (BLAS, OpenMP, numba, MKL), as this process sees them."""
     return {k: v for k, v in os.environ.items() if "THREAD" in k or k.startswith(("OMP_", "OPENBLAS_", "MKL_"))}
@@ -74,7 +99,12 @@ def child(config: dict) -> dict:
     """Build ``config["model"]`` on ``config["backend"]``, take its steps; the seconds of steps 2, 3, ..."""
     model = Model(**{**config["model"], "sizes": tuple(config["model"]["sizes"])})
     backend, seed = config["backend"], config["seed"]
-    net = build(model, backend, seed)
+    if backend == NAIVE_BACKEND:            # the learner's own norm layer, everything else on the default
+        from .naive import NaiveNorm
+        backend = "numba"
+        net = nn.mlp(list(model.sizes), norm=lambda d: NaiveNorm(model.norm, d), seed=seed, backend=backend)
+    else:
+        net = build(model, backend, seed)
     x, t = batch_of(model, seed)
     ce, opt = nn.SoftmaxCrossEntropy(backend=backend), nn.Adam(net, lr=LR, backend=backend)
 
@@ -95,7 +125,7 @@ def child(config: dict) -> dict:
         times.append(time.perf_counter() - t0)
         if len(times) >= MIN_STEPS and time.perf_counter() - start > config["budget_s"]:
             break
-    return {"pid": os.getpid(), "backend": backend, "first_step_s": first_s, "steps_s": times,
+    return {"pid": os.getpid(), "backend": config["backend"], "first_step_s": first_s, "steps_s": times,
             "losses": [losses[0], losses[-1]], "numba_loaded": "numba" in sys.modules,
             "thread_settings": thread_settings()}
 
@@ -124,14 +154,18 @@ def backend_figures(runs: list[dict]) -> dict:
 
 
 def point(model: Model, order=ORDER, steps: int = STEPS, budget_s: float = BUDGET_S) -> dict:
-    """One model: a process per entry of ``order``, pooled per backend; the ratios numpy / numba."""
-    runs = {b: [] for b in BACKENDS}
+    """One model: a process per entry of ``order``, pooled per backend; the ratios numpy / numba (and
+    naive / numba when the order has the naive backend)."""
+    runs = {b: [] for b in dict.fromkeys(BACKENDS + tuple(order))}
     for backend in order:
         runs[backend].append(run_child(model, backend, steps, budget_s))
     row = {"model": model.name, "norm": model.norm, "batch": model.batch,
            **{b: backend_figures(rs) for b, rs in runs.items()}}
     row["p50_ratio"] = row["numpy"]["p50_s"] / row["numba"]["p50_s"]
     row["p90_ratio"] = row["numpy"]["p90_s"] / row["numba"]["p90_s"]
+    if NAIVE_BACKEND in row:
+        row["naive_p50_ratio"] = row[NAIVE_BACKEND]["p50_s"] / row["numba"]["p50_s"]
+        row["naive_p90_ratio"] = row[NAIVE_BACKEND]["p90_s"] / row["numba"]["p90_s"]
     return row
 
 
@@ -148,10 +182,13 @@ def run_fresh(quick: bool = False, progress=print, models=None) -> dict:
         before = loadavg()
         with busy_core() if load != "quiet" else nullcontext():
             for model in models:
-                progress(f"fresh processes: {model.name} {model.norm}, {load} ({', '.join(order)})")
-                rows.append({"load": load, **point(model, order, steps, budget_s)})
+                its_order = order_for(model, quick)
+                progress(f"fresh processes: {model.name} {model.norm}, {load} ({', '.join(its_order)})")
+                rows.append({"load": load, **point(model, its_order, steps, budget_s)})
         conditions.append({"load": load, "loadavg_before": before, "loadavg_after": loadavg()})
-    return {"config": {"quick": quick, "order": list(order), "steps": steps, "min_steps": min(MIN_STEPS, steps - 1),
+    return {"config": {"quick": quick, "order": list(order),
+                       "naive_order": list(QUICK_NAIVE_ORDER if quick else NAIVE_ORDER), "steps": steps,
+                       "min_steps": min(MIN_STEPS, steps - 1),
                        "budget_s": budget_s, "lr": LR, "seed": SEED, "thread_settings": thread_settings()},
             "conditions": conditions, "rows": rows}
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._checks import check_choice
+from ..layer import Layer
 from .norms import Inputs, Norm
 
 FAST = {"parallel": True, "fastmath": {"reassoc"}, "cache": True}
@@ -84,6 +86,42 @@ def ln_backward(dy, x, w, mean, rstd, dx, dwb_parts):
                 dx[i, j] = rstd[i] * (dy[i, j] * w[j] - a - x_hat * k)
                 dwb_parts[c, 0, j] += np.float64(dy[i, j]) * np.float64(x_hat)
                 dwb_parts[c, 1, j] += dy[i, j]
+
+
+class NaiveNorm(Layer):
+    """A learner's own layer around the kernels above, as their training script would hold it: buffers
+    allocated at each call, a tuple for the cache, the row-block sums of dw (and db) added up at the end.
+    The fresh-process bench trains it beside the library's layers (fresh.py, backend "naive"). eps is the
+    library layer's default, so that the same seeded model trains to the same losses."""
+
+    def __init__(self, norm: str, d: int):
+        super().__init__(backend="numba")
+        self.norm = check_choice("norm", norm, NAIVE)
+        self.eps = 1e-5 if norm == "layernorm" else 1e-6         # LayerNorm(d), RMSNorm(d): their defaults
+        self._add_param("weight", np.ones(d))
+        if norm == "layernorm":
+            self._add_param("bias", np.zeros(d))
+
+    def _forward(self, x):
+        n = x.shape[0]
+        y, mean, rstd = np.empty_like(x), np.empty(n, x.dtype), np.empty(n, x.dtype)
+        if self.norm == "rmsnorm":
+            rms_forward(x, self.params["weight"], self.eps, y, rstd)
+        else:
+            ln_forward(x, self.params["weight"], self.params["bias"], self.eps, y, mean, rstd)
+        return y, (x, mean, rstd)
+
+    def _backward(self, dy, cache):
+        x, mean, rstd = cache
+        dx, w = np.empty_like(x), self.params["weight"]
+        if self.norm == "rmsnorm":
+            parts = np.empty((CHUNKS, x.shape[1]))
+            rms_backward(dy, x, w, rstd, dx, parts)
+            return {"x": dx, "weight": parts.sum(0)}
+        parts = np.empty((CHUNKS, 2, x.shape[1]))
+        ln_backward(dy, x, w, mean, rstd, dx, parts)
+        dw, db = parts.sum(0)
+        return {"x": dx, "weight": dw, "bias": db}
 
 
 def naive_steps(norm: Norm, inp: Inputs) -> dict:

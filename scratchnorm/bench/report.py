@@ -245,19 +245,24 @@ def fresh_table(section: dict) -> str:
                       if c["loadavg_before"] else f"{c['load']} -" for c in section["conditions"])
     out = []
     for r in sorted(section["rows"], key=lambda r: r["load"] != "quiet"):       # stable: the models' order
-        nb, npy = r["numba"], r["numpy"]
+        nb, npy, naive = r["numba"], r["numpy"], r.get("naive")
         out.append([r["model"], r["norm"], r["batch"], r["load"],
                     *(f"{b[q] * 1e3:.2f}" for b in (nb, npy) for q in ("p50_s", "p90_s")),
                     f"{r['p50_ratio']:.2f}", f"{r['p90_ratio']:.2f}", f"{nb['steps']}/{npy['steps']}",
                     "/".join(f"{statistics.median(p['first_step_s'] for p in b['processes']) * 1e3:.0f}"
-                             for b in (nb, npy))])
+                             for b in (nb, npy)),
+                    *((f"{naive[q] * 1e3:.2f}" for q in ("p50_s", "p90_s")) if naive else ("-", "-")),
+                    *((f"{r[k]:.2f}" for k in ("naive_p50_ratio", "naive_p90_ratio")) if naive else ("-", "-"))])
     return (f"Training steps in fresh processes (fresh.py): one new interpreter per model and backend, processes "
             f"{', '.join(cfg['order'])}, each up to {cfg['steps']} steps (the first not counted: its ms, median of the "
             f"processes, in the last column); ms per step; "
-            f"ratios numpy / numba (>= 1: the default backend is no slower); threads as installed\n"
+            f"ratios numpy / numba (>= 1: the default backend is no slower); threads as installed; at the MLPs with "
+            f"LayerNorm or RMSNorm, processes {', '.join(cfg.get('naive_order', cfg['order']))}, \"naive\" the model "
+            f"with a learner's layer around the twenty-line kernel (naive.NaiveNorm), ratios naive / numba\n"
             f"load average (1, 5, 15 min) before: {loads}\n"
             + table(["model", "norm", "rows", "machine", "numba p50", "numba p90", "numpy p50", "numpy p90",
-                     "p50 numpy/numba", "p90 numpy/numba", "steps numba/numpy", "first step numba/numpy"],
+                     "p50 numpy/numba", "p90 numpy/numba", "steps numba/numpy", "first step numba/numpy",
+                     "naive p50", "naive p90", "p50 naive/numba", "p90 naive/numba"],
                     out, left=4))
 
 

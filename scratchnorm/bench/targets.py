@@ -35,6 +35,16 @@ def no_slower_than_numpy(row: dict) -> bool:
     return row["p50_ratio"] >= 1.0 and row["p90_ratio"] >= 1.0
 
 
+NAIVE_FRESH_TARGET = ("fresh: the default backend is no slower than a learner's layer around the twenty-line kernel "
+                      "at p50 and p90, at every MLP point with LayerNorm or RMSNorm, quiet and busy")
+
+
+def no_slower_than_naive(row: dict) -> bool:
+    """A fresh.py point with the naive backend: the numba steps are no slower than the naive layer's, at p50
+    and at p90."""
+    return row["naive_p50_ratio"] >= 1.0 and row["naive_p90_ratio"] >= 1.0
+
+
 def _ratio(a, b):
     return None if a is None or b is None else a / b
 
@@ -137,6 +147,12 @@ def evaluate_targets(report: dict) -> list[dict]:
         "the lessons' models and MLPs [16, W, W, 10] (W 64, 256; LayerNorm, RMSNorm, BatchNorm) on 300 rows, each "
         "backend in its own fresh interpreter, every step from the second; numpy / numba of the p50s and of the "
         "p90s >= 1 (fresh.py)")
+    naive = [r for r in fresh if "naive_p50_ratio" in r]
+    add(NAIVE_FRESH_TARGET, ">=", len(naive) or 1, f"of {len(naive)}",
+        sum(no_slower_than_naive(r) for r in naive) if naive else None,
+        "the same fresh processes, with a third backend at the MLP points with LayerNorm or RMSNorm: the model "
+        "with bench/naive.py's NaiveNorm (the twenty-line prange kernels) as its norm layers; naive / numba of the "
+        "p50s and of the p90s >= 1 (fresh.py)")
     stalls = report.get("stalls") or []
     add(f"points where threads add no stall: median and p90 with one core busy <= {STALL_LIMIT} x one thread's", ">=",
         len(stalls) or 1, f"of {len(stalls)}",
