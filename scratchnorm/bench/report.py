@@ -174,6 +174,12 @@ def print_report(report: dict) -> None:
             print(f"  warm: the median of {len(comp['warm_runs_s'])} fresh processes; first call "
                   f"(import numba + import scratchnorm.fast + first forward): "
                   + ", ".join(fmt_time(t) for t in comp["warm_runs_s"]))
+        naive = comp.get("naive") or {}
+        if naive.get("warm"):
+            print(f"  a learner's own script (import numpy, numba, the twenty-line kernel defined, its first call on "
+                  f"{' '.join(map(str, naive['call'][:2]))} {shape_str(naive['call'][2])}): cold "
+                  f"{fmt_time(naive['cold']['first_call_s'])}, warm "
+                  + ", ".join(fmt_time(t) for t in naive["warm_runs_s"]))
         if warm.get("scipy_loaded"):
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
