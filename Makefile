@@ -71,8 +71,10 @@ book-check: $(BOOK_STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q tests/book tests/lessons/test_cells.py
 
 # The book's own tests, run by .ci/run: lessons 03 and 04 executed as notebooks at the quick sizes (04 with a
-# learner's wrong backward, which the check must name; tests/book/test_notebook.py) and jupytext's reading of
-# every lesson (tests/lessons/test_cells.py). They need three of the book's tools, installed with their pins
+# learner's wrong backward, which the check must name; tests/book/test_notebook.py), every lesson's page and
+# the index written from the committed ledger without running a notebook, so that a lesson `make book` could
+# not place fails here (tests/book/test_pages.py), and jupytext's reading of every lesson
+# (tests/lessons/test_cells.py). They need three of the book's tools, installed with their pins
 # from requirements-book.txt and nothing else of the book extra (no Sphinx, no browser). A skip fails here
 # (tests/book/never_skip.py); under `make test` these tests skip when the tools are missing.
 BOOK_TEST_STAMP := $(VENV)/.book-test-installed
@@ -86,7 +88,7 @@ $(BOOK_TEST_STAMP): $(STAMP) requirements-book.txt
 
 test-book: $(BOOK_TEST_STAMP)
 	MPLBACKEND=Agg PYTHONPATH=tests/book $(PY) -m pytest -q -p never_skip tests/book/test_notebook.py \
-		tests/lessons/test_cells.py::test_jupytext_reads_the_same_cells
+		tests/book/test_pages.py tests/lessons/test_cells.py::test_jupytext_reads_the_same_cells
 
 bench: $(STAMP)
 	$(PY) -m scratchnorm.bench

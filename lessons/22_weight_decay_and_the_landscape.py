@@ -80,11 +80,9 @@ def sgd_step(model, lr, weight_decay=0.0):
 # = \frac{\sqrt{2\eta\lambda - \eta^2\lambda^2}}{1 - \eta\lambda} \approx \sqrt{2\eta\lambda}
 # $$
 #
-# in the root mean square, where $\theta$ is the angle $W_1$ turns in one step. The norm depends on the
-# loss (through $\mathrm{E}\|u\|^2$), the angle does not: at equilibrium every loss turns the weight by
-# about $\sqrt{2\eta\lambda}$ per step. The cell trains three settings with the same $\eta\lambda = 10^{-3}$
-# and one without weight decay, records $\|W_1\|$, $\|u\|^2$ and the angle at every step, and checks the
-# orthogonality that the derivation rests on.
+# in the root mean square, where $\theta$ is the angle $W_1$ turns in one step. The cell trains three
+# settings with the same $\eta\lambda = 10^{-3}$ and one without weight decay, records $\|W_1\|$, $\|u\|^2$
+# and the angle at every step, and checks the orthogonality that the derivation rests on.
 
 # %%
 SETTINGS = ((0.2, 0.005), (0.1, 0.01), (0.05, 0.02), (0.1, 0.0))     # (lr, weight decay)
@@ -122,7 +120,7 @@ check(max(r[:, 3].max() for rs in runs.values() for r in rs) < 1e-4, "the gradie
 # $\mathrm{E}\|u\|^2$, and the root-mean-square angle with $\theta^*$, per seed. These are checks of the
 # derivation, not claims: given $g \perp W_1$ (checked above) and the measured $\mathrm{E}\|u\|^2$, a run
 # that has settled can only sit at the balance, so no verdict could come out the other way. What the
-# derivation teaches is in its form: the angle depends on $\eta\lambda$ alone.
+# derivation teaches is in its form: question 2 asks what.
 
 # %%
 late = slice(3 * STEPS // 4, None)
@@ -146,8 +144,8 @@ report(lesson, f"  equilibrium, the last quarter of {STEPS} steps: ||W1|| over t
 
 # %% [markdown]
 # The figure: the norm of $W_1$ and the angle it turns per step, against the step, for the four settings
-# (mean over seeds); dashed, the predicted equilibria. Without weight decay the norm keeps growing and the
-# angle it turns, the effective step, slowly falls.
+# (mean over seeds); dashed, the predicted equilibria; grey, the run without weight decay (question 1 asks
+# what it does).
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
@@ -163,7 +161,7 @@ for s, c in zip(SETTINGS, (*plt.cm.viridis([0.1, 0.45, 0.8]), "0.4")):    # sett
 axes[1].axhline(theta_star[decayed[0]], color="k", ls="--", lw=1, label="√(2 lr wd), lr wd = 1e-3")
 axes[0].set(xlabel="step", ylabel="||W1||", title="the norm settles where decay balances the gradient")
 axes[1].set(xlabel="step", ylabel="angle turned per step (RMS over 50 steps)", yscale="log",
-            title="the effective step settles at √(2 lr wd), whatever the norm")
+            title="the angle W1 turns per step, against θ* (dashed)")
 for ax in axes:
     ax.legend(fontsize=8)
 lesson.save(fig, "equilibrium")
@@ -337,8 +335,9 @@ lesson.answer(f"The orthogonal push only ever grows the norm: ||W1|| went from {
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"Only the product lr x wd matters at equilibrium: the angle is about sqrt(2 lr wd) "
               f"({theta_star[decayed[0]]:.4f} here for all three settings, measured ratio {angle_m[0]:.3f}), while "
-              f"the norm ({', '.join(f'{v:.2f}' for v in norms_at.values())}) only absorbs the difference. Doubling "
-              "either one turns the weight about sqrt(2) times faster.")
+              f"the norm ({', '.join(f'{v:.2f}' for v in norms_at.values())}) only absorbs the difference. The norm "
+              "depends on the loss, through E||u||^2, the angle does not: it is read off the formula for tan(theta*), "
+              "where E||u||^2 cancels. Doubling either one turns the weight about sqrt(2) times faster.")
 
 # %% [markdown]
 # **3.** Noisy BatchNorm moves every layer's input distribution at every step. If reducing that drift were

@@ -90,6 +90,7 @@ def main() -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     t_all = time.perf_counter()
     lessons = discover()
+    pages.check_prerequisites(lessons)          # before the notebooks run: a lesson the index cannot place
     runs = {}
     for path in lessons:
         nb, seconds = run_lesson(path, quick)

@@ -21,11 +21,13 @@ from lessons._summary import summary_lines
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # Reading order is the numbering; a lesson builds on these (the index shows them, each page links them).
+# Every lesson in lessons/ needs an entry, of earlier lessons only: check_prerequisites holds the table to the
+# lessons found, before the book runs a notebook (a new lesson without its entry stops the build, named).
 PREREQUISITES = {
     "01": [], "02": ["01"], "03": ["02"], "04": ["02"], "05": ["04"], "06": ["02"], "07": ["03"],
     "08": ["02"], "09": ["04"], "10": ["01", "07"], "11": ["10"], "12": ["11"], "13": ["09"],
     "14": ["04", "07"], "15": ["05"], "16": ["10"], "17": ["08"], "18": ["09", "13"], "19": ["12"],
-    "20": ["11", "12"], "21": ["17", "18"], "22": ["05", "07"],
+    "20": ["11", "12"], "21": ["17", "18"], "22": ["05", "07"], "23": ["06", "10"], "24": ["07", "23"],
 }
 # css classes sn-holds, sn-approximately, sn-hold, sn-inconclusive (docs/_static/book.css)
 VERDICT_MARK = {v: f'<span class="sn-verdict sn-{v.split()[-1]}">{v}</span>'
@@ -82,6 +84,22 @@ def _imported(source: str, name: str) -> bool:
 
 def stem_of(number: str, titles: dict) -> str:
     return next(s for s in titles if s.startswith(number + "_"))
+
+
+def check_prerequisites(lessons, table: dict | None = None) -> None:
+    """Raise ValueError, naming the lessons and the fix, unless ``table`` (PREREQUISITES) has an entry for every
+    lesson in ``lessons`` (paths lessons/NN_name.py), for no other number, and each entry lists earlier
+    lessons only (reading order is the numbering)."""
+    table = PREREQUISITES if table is None else table
+    numbers = [p.stem[:2] for p in lessons]
+    problems = [f"lesson {n} ({p.name}) has no entry" for n, p in zip(numbers, lessons) if n not in table]
+    problems += [f"the entry {n} names no lesson in lessons/" for n in table if n not in numbers]
+    problems += [f"lesson {n}'s prerequisite {m} is not an earlier lesson in lessons/"
+                 for n in numbers for m in table.get(n, []) if m not in numbers or m >= n]
+    if problems:
+        raise ValueError("tools/book_pages.py's PREREQUISITES does not match lessons/: " + "; ".join(problems)
+                         + ". Fix: give each lesson an entry \"NN\": [the earlier lessons it builds on] "
+                           "([] for none), and drop the entries of lessons that are gone.")
 
 
 def prerequisites(number: str, titles: dict, folder: str) -> str:
@@ -208,6 +226,7 @@ def _resolve(path: str):
 
 def write_sources(src: Path, lessons, runs, ledger, run_dir: Path, *, quick: bool, titles: dict) -> None:
     """Everything Sphinx reads, into ``src``."""
+    check_prerequisites(lessons)
     for sub in ("lessons", "downloads", "_static/thumbs"):
         (src / sub).mkdir(parents=True, exist_ok=True)
     for p in lessons:
