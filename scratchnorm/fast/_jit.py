@@ -52,6 +52,16 @@ folder, NUMBA_CACHE_DIR, the user-wide folder numba uses when the package folder
 is read-only) for this package's files only, leaving every other file to
 numba's own. If a numba release moves that list, or NUMBA_CACHE_LOCATOR_CLASSES
 names locators of the user's, the kernels are compiled without the disk cache.
+
+Why not a stamp file instead (a digest written beside the cache, and every
+cached kernel deleted at import when it differs)? It is simpler, but wrong in a
+case learners meet: a process that imported the package before an edit of
+stats.py (a notebook left open) and compiles a new specialization after a newer
+process has cleaned the folder and written the new digest. numba stamps that
+entry with the kernel file's own modification time, which the edit did not
+change, so every later process loads the old machine code with the new digest
+beside it. With the digest as each entry's own stamp, the old process's entry
+carries the old digest and is recompiled by the next process that reads it.
 """
 from __future__ import annotations
 
