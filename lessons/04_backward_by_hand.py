@@ -15,9 +15,9 @@ import scratchnorm as sn
 from lessons._backward_plots import plot_grad_noise, plot_gradcheck, plot_jacobians
 from lessons._common import COMMON, HOLDS, VERDICTS, check, explainer, paper, start
 from lessons._differences import vjp_by_differences
-from lessons._grading import below
-from lessons._stats import mean_interval
-from lessons._training import report
+from lessons._grading import above, below
+from lessons._stats import first_crossing, mean_interval
+from lessons._training import interval, report
 from scratchnorm.gradcheck.cases import all_cases
 
 lesson = start(__name__, "04_backward_by_hand")
@@ -210,8 +210,7 @@ size = {k: np.array(v) for k, v in size.items()}
 ratio0 = size["RMSNorm"][0, 0] / size["LayerNorm"][0, 0]
 spread = {k: v[:, 1] / v[:, 0] for k, v in size.items()}   # relative spread over rows, per mean
 less_noise = 1 - spread["RMSNorm"].mean() / spread["LayerNorm"].mean()
-check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by question 2's factor")
-shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] * np.sqrt((d - 2) / (d - 1))
+shrink = size["RMSNorm"][:, 0] / size["LayerNorm"][:, 0] / ratio0      # relative to mean 0
 check(np.allclose(shrink, 1 / np.sqrt(1 + ratios**2), rtol=0.02), "RMSNorm's dx shrinks as std/RMS")
 check(abs(less_noise) < 0.05, "with dy ~ N(0, I) the relative spread of ||dx|| is the same for both norms")
 
@@ -285,20 +284,22 @@ def mean_over_std(a):
 # mean is small against its row spread. So the lesson gives $a$ a real row mean the way the paper's "shift of
 # the weight matrix" does: every weight is raised by a common amount $c$ in units of the weights' std,
 # $W = W_0 + c/\sqrt{d_{in}}$, which adds $c \sum_i h_i / \sqrt{d_{in}}$ to every unit of a row. The row mean
-# over the row std of $a$ itself is measured and printed with each claim. The cell measures the
-# noise-to-signal ratio of both norms at five values of $c$, for many seeds (a seed draws $u$, $A$, $W_0$, $r$
-# and the teacher), and grades the paired ratio RMSNorm/LayerNorm (its geometric mean and 95% interval over
-# the seeds): "holds" needs the whole interval at or below 0.9 (10% less noise), "approximately" at or below
-# 1; an interval that straddles a bound is inconclusive, and one wholly above 1 would say RMSNorm is the
-# noisier. It is graded twice: with zero-mean weights (a row mean near 0, where the two norms nearly coincide)
-# and with the largest common weight (a row mean several times the spread). The figure: the noise-to-signal
+# over the row std of $a$ itself is the dose. The cell measures the noise-to-signal ratio of both norms over a
+# range of $c$, for many seeds (a seed draws $u$, $A$, $W_0$, $r$ and the teacher), and takes the paired ratio
+# RMSNorm/LayerNorm per seed. At $c = 0$ the row mean is near 0 and the two norms nearly coincide: a check,
+# not a claim. The claim is read off the curve: the dose at which LayerNorm's gradient noise falls 10% below
+# RMSNorm's (the paired ratio reaches $1/0.9$), found on each seed's curve by interpolation, and its 95%
+# interval over the seeds. "RMSNorm is more stable" would hold if re-centring paid only for rows whose mean
+# is at least twice their spread (approximately: at least their spread); an interval wholly below 1 says
+# re-centring pays already on rows whose mean is smaller than their spread. The figure: the noise-to-signal
 # ratio of each norm against $a$'s row mean/std (the geometric mean over seeds, its 95% interval shaded), and
-# the paired ratio (below 1: RMSNorm less noisy). LayerNorm's line is flat by construction: it removes the
-# common shift, output and gradient alike. The seeds differ more from each other than the norms do within a
-# seed, which is why the comparison is paired: the right panel is the evidence.
+# the paired ratio with the crossing and its interval. LayerNorm's line is flat by construction: it removes
+# the common shift, output and gradient alike. The seeds differ more from each other than the norms do within
+# a seed, which is why the comparison is paired: the right panel is the evidence.
 
 # %%
-seeds, shifts, n = range(lesson.pick(3, 24)), (0.0, 0.1, 0.25, 0.5, 1.0), lesson.pick(1024, 4096)
+seeds, n = range(lesson.pick(3, 24)), lesson.pick(1024, 4096)
+shifts = (0.0, 0.04, 0.08, 0.12, 0.16, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)          # c, in stds of the weights
 nsr = {name: np.zeros((len(seeds), len(shifts))) for name in NORMS}      # (seeds, shifts) per norm
 a_ratio, h_ratio = np.zeros((len(seeds), len(shifts))), np.zeros(len(seeds))
 for i, seed in enumerate(seeds):
@@ -309,22 +310,25 @@ for i, seed in enumerate(seeds):
         a_ratio[i, k] = mean_over_std(h @ W)                             # the normalized vector's row mean/std
         for name, (forward, backward) in NORMS.items():
             nsr[name][i, k] = noise_to_signal(forward, backward, h, W, r, t)
-a_ratio = a_ratio.mean(axis=0)                                           # (shifts,), averaged over the seeds
-check(abs(a_ratio[0]) < 0.5 < 2 < a_ratio[-1], "a = hW has a small row mean at zero-mean weights, a large one after")
 log_ratio = np.log(nsr["RMSNorm"] / nsr["LayerNorm"])                    # (seeds, shifts), paired per seed
 paired_ratio = np.exp([mean_interval(log_ratio[:, k]) for k in range(len(shifts))])  # (shifts, 3)
-for at, label in ((0, "zero-mean weights"), (len(shifts) - 1, "weights with a common mean")):
-    mean, lo, hi = paired_ratio[at]
-    lesson.claim(f"RMSNorm's gradients are more stable: free of the noise the mean brings ({label})",
-                 source=explainer("000", "§8.1"),
-                 measured=f"noise-to-signal ratio of dL/dW over minibatches of 32; the normalized vector a = hW has "
-                          f"row mean/std {a_ratio[at]:.2f} (common weight {shifts[at]:g} std; the ReLU features h "
-                          f"themselves {h_ratio.mean():.2f}); paired over "
-                          f"{len(seeds)} seeds: RMSNorm/LayerNorm = {mean:.3f} (geometric mean), 95% interval "
-                          f"[{lo:.3f}, {hi:.3f}]",
-                 value=mean, interval=(lo, hi), **below(0.9, approx=1.0), expect=VERDICTS)
+check(abs(a_ratio[:, 0].mean()) < 0.5 < 2 < a_ratio[:, -1].mean(), "a = hW: a small row mean at c = 0, a large at 1")
+check(abs(np.log(paired_ratio[0, 0])) < 0.02, "at zero-mean weights the two norms' gradient noise coincides")
+LEVEL = 1 / 0.9                                                          # LayerNorm 10% less noisy
+pays = [first_crossing(a_ratio[i], log_ratio[i], np.log(LEVEL)) for i in range(len(seeds))]   # per seed
+check(np.all(np.isfinite(pays)), "every seed's curve crosses the bound within the doses measured")
+at = mean_interval(pays)
+lesson.claim("RMSNorm's gradients are more stable: free of the noise the mean brings (the row mean/std at which "
+             "re-centring starts to pay)", source=explainer("000", "§8.1"),
+             measured=f"noise-to-signal ratio of dL/dW over minibatches of 32, RMSNorm/LayerNorm paired per seed, "
+                      f"over {len(shifts)} common weights c = 0 to {shifts[-1]:g} std (a = hW's row mean/std "
+                      f"{a_ratio[:, 0].mean():.2f} to {a_ratio[:, -1].mean():.2f}; the ReLU features h themselves "
+                      f"{h_ratio.mean():.2f}): at c = 0 {paired_ratio[0, 0]:.3f}, at the largest "
+                      f"{paired_ratio[-1, 0]:.2f}. The row mean/std at which it reaches 1/0.9 (LayerNorm 10% less "
+                      f"noisy): {interval(*at, fmt='{:.2f}', n=len(seeds))} (holds if at least 2)",
+             value=at[0], interval=at[1:], **above(2.0, approx=1.0), expect=VERDICTS)
 
-plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio)
+plot_grad_noise(lesson, a_ratio.mean(axis=0), nsr, log_ratio, paired_ratio, LEVEL, at)
 
 # %% [markdown]
 # ## The library's gradient checks
@@ -388,6 +392,7 @@ lesson.answer(f"It is the path through the mean: each x_i moves the mean by 1/d.
 # why exactly that factor?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
+check(abs(ratio0 - np.sqrt((d - 1) / (d - 2))) < 0.02, "at mean 0 the sizes differ by sqrt((d - 1)/(d - 2))")
 lesson.answer(f"By a factor {ratio0:.4f}, against sqrt((d-1)/(d-2)) = {np.sqrt((d - 1) / (d - 2)):.4f} for d = {d}: "
               "a random g keeps d - 1 of its d directions through RMSNorm's projection and d - 2 through "
               "LayerNorm's. Not noise: a deterministic factor.")
@@ -405,8 +410,8 @@ lesson.takeaways(
     f"(smallest singular value {s_rms[-1] / s_rms[0]:.0e} of the largest).",
     "A row's mean carries no sampling noise, so 'more stable' can only mean the noise of dL/dW over minibatches; "
     "with a centred readout RMSNorm is the noisier once the row has a common mean, since the mean it keeps "
-    "varies from example to example (" + lesson.result("(weights with a common mean)") + "; without one: "
-    + lesson.result("(zero-mean weights)") + "). A readout that sums that mean would hide it.")
+    f"varies from example to example: re-centring starts to pay once the row mean is {interval(*at, fmt='{:.2f}')} "
+    "of the row's spread (" + lesson.result("starts to pay") + "). A readout that sums that mean would hide it.")
 
 # %%
 lesson.finish()

@@ -13,7 +13,7 @@ import numpy as np
 
 import scratchnorm as sn
 from lessons._common import COMMON, VERDICTS, explainer, paper, start
-from lessons._grading import above, within
+from lessons._grading import above, control, within
 from lessons._stats import mean_interval
 from lessons._style import color
 from lessons._training import interval, one_blas_thread, paired, race
@@ -51,19 +51,20 @@ class L2Norm(sn.RMSNorm):
 # %% [markdown]
 # ## The race
 #
-# Five versions of that MLP train on the same batches, seed by seed: RMSNorm, L2Norm, RMSNorm with a bias,
-# RMSNorm with a learnable $\epsilon$ (the next two sections) and LayerNorm. At every evaluation the race also
+# Six versions of that MLP train on the same batches, seed by seed: RMSNorm, L2Norm, RMSNorm with a bias,
+# RMSNorm with a learnable $\epsilon$ (the next two sections), LayerNorm, and the same MLP without a norm, the
+# placebo beside which a "close to" is graded. At every evaluation the race also
 # records the learnable $\lvert\epsilon\rvert$ of each layer. Each seed draws its own spirals (three arms of two
 # turns, 4000 training and 2000 test points, as in lesson 10), its own initial weights and batches; what is
 # graded is the test accuracy at the end, in eval mode.
 
 # %%
 MODELS = {"rmsnorm": "rmsnorm", "l2norm": lambda d: L2Norm(d, eps=1e-12), "rmsnorm_bias": "rmsnorm_bias",
-          "learnable_eps": lambda d: sn.RMSNormLearnableEps(d, eps=1e-8), "layernorm": "layernorm"}
+          "learnable_eps": lambda d: sn.RMSNormLearnableEps(d, eps=1e-8), "layernorm": "layernorm", "none": None}
 COLORS = {"rmsnorm": color("RMSNorm"), "l2norm": color("L2Norm"), "rmsnorm_bias": color("RMSNorm"),
-          "learnable_eps": color("RMSNorm"), "layernorm": color("LayerNorm")}     # the variants: RMSNorm's blue
+          "learnable_eps": color("RMSNorm"), "layernorm": color("LayerNorm"), "none": STYLE["none"][0]}
 LABELS = {"rmsnorm": "RMSNorm", "l2norm": "L2Norm x/‖x‖·g", "rmsnorm_bias": "RMSNorm + bias",
-          "learnable_eps": "RMSNorm, learnable eps", "layernorm": "LayerNorm"}
+          "learnable_eps": "RMSNorm, learnable eps", "layernorm": "LayerNorm", "none": "no norm (placebo)"}
 
 
 def spirals(n, rng, classes=3, turns=2.0, noise=0.03):
@@ -149,7 +150,9 @@ lesson.claim("A learnable eps moves in training", source=f"{COMMON} (this lesson
 # around the norm train too, and "close" is about the model that comes out. So the claim is graded on the race:
 # the test accuracy of LayerNorm minus that of RMSNorm + bias, paired per seed, against an equivalence band
 # declared here: it holds if the whole 95% interval lies within ±2 points, approximately within ±5 points; an
-# interval wholly outside ±5 points refutes it, and one that straddles ±5 points is inconclusive.
+# interval wholly outside ±5 points refutes it, and one that straddles ±5 points is inconclusive. Its control:
+# LayerNorm minus no norm, graded on the same band; if no norm is "close to LayerNorm" too, the task cannot tell
+# a norm from none and the claim is inconclusive by construction.
 
 # %%
 rng = np.random.default_rng(16)
@@ -157,13 +160,15 @@ x = rng.standard_normal((256, 32)) * rng.uniform(0.5, 2, (256, 1)) + rng.normal(
 ln, rms = sn.layer_norm_forward(x)[0], sn.rms_norm_forward(x)[0]
 best_bias = (ln - rms).mean(axis=0)                                    # least squares over the rows
 resid = float(np.linalg.norm(rms + best_bias - ln) / np.linalg.norm(ln))
-gap = paired(acc["layernorm"], acc["rmsnorm_bias"])
+gap, gap_none = paired(acc["layernorm"], acc["rmsnorm_bias"]), paired(acc["layernorm"], acc["none"])
 lesson.claim("RMSNorm with a bias is close to LayerNorm", source=explainer("000", "§6"),
              measured=f"trained in the race ({steps} steps): test accuracy LayerNorm {acc['layernorm'].mean():.3f}, "
-                      f"RMSNorm + bias {acc['rmsnorm_bias'].mean():.3f}; LayerNorm minus RMSNorm + bias, paired "
-                      f"{interval(*gap, n=k)} (holds: within ±0.02). As a fixed function, on rows with means of "
-                      f"spread 1 and scales 0.5–2, the best bias leaves a relative difference of {resid:.2f}",
-             value=gap[0], interval=gap[1:], **within(-0.02, 0.02, approx=(-0.05, 0.05)), expect=VERDICTS)
+                      f"RMSNorm + bias {acc['rmsnorm_bias'].mean():.3f}, no norm {acc['none'].mean():.3f}; LayerNorm "
+                      f"minus RMSNorm + bias, paired {interval(*gap, n=k)} (holds: within ±0.02); the control, "
+                      f"LayerNorm minus no norm, {interval(*gap_none, n=k)}. As a fixed function, on rows with means "
+                      f"of spread 1 and scales 0.5–2, the best bias leaves a relative difference of {resid:.2f}",
+             value=gap[0], interval=gap[1:], **within(-0.02, 0.02, approx=(-0.05, 0.05)),
+             control=control("no norm against LayerNorm", gap_none[0], gap_none[1:]), expect=VERDICTS)
 
 # %% [markdown]
 # ## A label that is the row mean
@@ -206,8 +211,8 @@ lesson.claim("RMSNorm does worse on a task that needs the centring statistic (th
              value=ratio[0], interval=tuple(ratio[1:]), **above(1.1, approx=1.0), expect=VERDICTS)
 
 # %% [markdown]
-# The figure: the test accuracy per seed of RMSNorm, L2Norm, RMSNorm with a bias, learnable eps and
-# LayerNorm; the learnable $\lvert\epsilon\rvert$ over training; the row-mean task's error.
+# The figure: the test accuracy per seed of RMSNorm, L2Norm, RMSNorm with a bias, learnable eps, LayerNorm
+# and no norm; the learnable $\lvert\epsilon\rvert$ over training; the row-mean task's error.
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
@@ -257,9 +262,11 @@ lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtract
               f"varies from row to row, and divides by the row's standard deviation rather than its RMS: the best "
               f"bias still leaves a relative difference of {resid:.2f}. In a network the layers around the norm train "
               f"too and can absorb much of the difference: trained, LayerNorm minus RMSNorm + bias accuracy was "
-              f"{interval(*gap, n=k)}. Weigh it against the task: all five variants ended between "
-              f"{min(a.mean() for a in acc.values()):.3f} and {max(a.mean() for a in acc.values()):.3f} mean test "
-              "accuracy, and a task on which every variant does about as well cannot tell close variants apart.")
+              f"{interval(*gap, n=k)}. Weigh it against the task: the five norms ended between "
+              f"{min(acc[m].mean() for m in MODELS if m != 'none'):.3f} and "
+              f"{max(acc[m].mean() for m in MODELS if m != 'none'):.3f} mean test accuracy and no norm at "
+              f"{acc['none'].mean():.3f} (LayerNorm minus no norm {interval(*gap_none, n=k)}): a task on which a "
+              "model without a norm does about as well cannot tell close variants apart.")
 
 
 # %% [markdown]

@@ -48,9 +48,10 @@ def plot_gradcheck(lesson, rows, tol):
     lesson.save(fig, "gradcheck")
 
 
-def plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio):
+def plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio, level, crossing):
     """Each norm's noise-to-signal (``nsr``: name -> (seeds, shifts)) against a's row mean/std (geometric mean over
-    seeds, 95% interval shaded), and the paired ratio RMSNorm/LayerNorm (one dot per seed)."""
+    seeds, 95% interval shaded), and the paired ratio RMSNorm/LayerNorm (one dot per seed) with the bound ``level``
+    and the row mean/std at which the curve crosses it (``crossing``: mean, low, high over the seeds)."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
     for name in ("LayerNorm", "RMSNorm"):
         band = np.exp([mean_interval(np.log(nsr[name][:, i])) for i in range(len(a_ratio))])  # (shifts, 3)
@@ -60,12 +61,15 @@ def plot_grad_noise(lesson, a_ratio, nsr, log_ratio, paired_ratio):
     axes[1].plot(a_ratio, paired_ratio[:, 0], "o-", color="k", label="geometric mean (dots: one per seed)")
     axes[1].fill_between(a_ratio, paired_ratio[:, 1], paired_ratio[:, 2], color="k", alpha=0.15, label="95% interval")
     axes[1].axhline(1, color="k", lw=0.8)
-    axes[1].axhline(0.9, color="k", lw=0.8, ls=":")
+    axes[1].axhline(level, color="k", lw=0.8, ls=":", label=f"the bound: {level:.3g} (LayerNorm 10% less noisy)")
+    axes[1].axvspan(crossing[1], crossing[2], color="C3", alpha=0.2,
+                    label=f"where it crosses: {crossing[0]:.2f} [{crossing[1]:.2f}, {crossing[2]:.2f}]")
+    axes[1].axvline(crossing[0], color="C3", lw=1)
     axes[1].set_yscale("log")
     axes[0].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="noise-to-signal of dL/dW (log)",
                 title=f"gradient noise over minibatches, {len(log_ratio)} seeds (shaded: 95% interval)")
-    axes[1].set(xlabel="row mean / row std of a = hW (the vector normalized)", ylabel="RMSNorm / LayerNorm, same seed",
-                title="paired ratio: below 1 means RMSNorm is less noisy")
+    axes[1].set(xlabel="row mean / row std of a = hW (the dose)", ylabel="RMSNorm / LayerNorm, same seed (log)",
+                title="paired ratio: where re-centring starts to pay")
     axes[0].legend()
-    axes[1].legend()
+    axes[1].legend(fontsize=8)
     lesson.save(fig, "grad_noise")

@@ -36,8 +36,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, check_interval,  # noqa: E402,F401
-                              grading, verdict_of)
+from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, beside_control,  # noqa: E402,F401
+                              check_interval, grading, verdict_of)
+from lessons._grading import control as _control  # noqa: E402
 from lessons._sources import cite  # noqa: E402
 from lessons._summary import shown_value  # noqa: E402
 
@@ -119,6 +120,7 @@ class Claim:
     approx_if: list | None
     timed: bool                 # the value comes from a timer: recorded and graded, never asserted
     verdict: str
+    control: dict | None = None  # an equivalence's placebo, graded on the same bounds (lessons/_grading.py)
 
 
 class Lesson:
@@ -169,7 +171,7 @@ class Lesson:
             display(Image(filename=str(path)))
 
     def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
-              interval=None, timed: bool = False, expect) -> None:
+              interval=None, timed: bool = False, control=None, expect) -> None:
         """Grade a claim and record it; fail if the verdict is not ``expect`` (unless the claim is timed).
 
         ``value`` is the measured number; ``holds_if``/``approx_if`` the bounds that grade it (see
@@ -181,7 +183,9 @@ class Lesson:
         ``timed`` claim (its value comes from a timer): a busy or slow machine moves a time, so a timed verdict
         is recorded, shown and graded, and a disagreement with the text is printed, not raised. It returns
         nothing (the ledger and the printout carry the verdict), so that a notebook cell ending in a claim shows
-        no stray value.
+        no stray value. ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
+        worse than", "competitive"), is its placebo measured the same way: graded on the same bounds, and a
+        control that does not fail them makes the claim inconclusive (``beside_control``).
         """
         expect = (expect,) if isinstance(expect, str) else tuple(expect)
         for v in expect:
@@ -191,9 +195,15 @@ class Lesson:
         if interval is not None:
             interval = list(check_interval(value, interval))
         verdict = verdict_of(value, **bounds, interval=interval)
+        if control is not None:
+            control = _control(control["label"], control["value"], control.get("interval"))     # checked
+            control["verdict"] = verdict_of(control["value"], **bounds, interval=control["interval"])
+            verdict = beside_control(verdict, control["verdict"])
         self.claims.append(Claim(claim, source, measured, value, interval, bounds["holds_if"], bounds["approx_if"],
-                                 bool(timed), verdict))
+                                 bool(timed), verdict, control))
         shown = f"value {value:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "")
+        if control is not None:
+            shown += f"; control, {control['label']}: {control['verdict']} ({shown_value(control)})"
         if self.verbose:
             print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict} ({shown}, "
                   f"holds if {bounds['holds_if']}, approximately if {bounds['approx_if']}"

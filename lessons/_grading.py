@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 
 HOLDS, APPROX, FAILS = "holds", "holds only approximately", "does not hold"
 INCONCLUSIVE = "inconclusive"
@@ -163,3 +164,52 @@ def within(lo: float, hi: float, approx: tuple[float, float] | None = None) -> d
 def exactly(target: float) -> dict:
     """Holds if value == target; no "approximately"."""
     return grading([["==", target]])
+
+
+# -- equivalences and their controls ------------------------------------------------------------------------
+#
+# "B matches A", "B is no worse than A", "B is competitive with A" hold when B's shortfall against A stays inside
+# a bound. That says something only if the bound can tell a norm from none: a control (a placebo: no norm, or
+# pRMSNorm at k = 1) measured the same way, on the same seeds, must fail the same bound. When the control passes
+# too, the task cannot tell the two apart, and the claim is inconclusive by construction, whatever its own
+# interval says. A claim declares its control with ``control(...)`` (``lesson.claim(..., control=...)``); the
+# ledger keeps it beside the claim, graded on the claim's bounds, and tests/lessons/test_controls.py fails on
+# an equivalence row of claims.json without one.
+
+EQUIVALENCE = re.compile(r"\b(match(es)?|no worse than|competitive with|(trains|works) (about )?as well as|"
+                         r"close to|at least as (well|good|far)|reaches \w+Norm's)\b", re.IGNORECASE)
+
+
+def is_equivalence(claim: str) -> bool:
+    """True when the claim's text says one model matches, is no worse than, or is competitive with another."""
+    return EQUIVALENCE.search(claim) is not None
+
+
+def control(label: str, value, interval=None) -> dict:
+    """The control of an equivalence claim, checked: ``{"label", "value", "interval"}``, the control's value
+    measured as the claim's is (e.g. no norm's shortfall against the same reference, paired per seed)."""
+    if not (isinstance(label, str) and label.strip()):
+        raise ValueError(f"control label: expected a non-empty string naming the placebo (e.g. 'no norm against "
+                         f"LayerNorm'); received {label!r}. Fix: say what stands in for the model under test.")
+    value = _finite("control value", value)
+    return {"label": label, "value": value,
+            "interval": None if interval is None else list(check_interval(value, interval))}
+
+
+def beside_control(verdict: str, control_verdict: str) -> str:
+    """An equivalence's verdict once its control is graded on the same bounds: a claim that holds (or holds only
+    approximately) while its control does not fail is inconclusive, since the bound cannot tell the model from
+    the placebo; any other verdict stands."""
+    if verdict in (HOLDS, APPROX) and control_verdict != FAILS:
+        return INCONCLUSIVE
+    return verdict
+
+
+def row_verdict(row: dict) -> str:
+    """A ledger row's verdict recomputed from its fields alone (a row of claims.json), its control included."""
+    verdict = verdict_of(row["value"], row["holds_if"], row["approx_if"], row["interval"])
+    ctrl = row.get("control")
+    if ctrl is None:
+        return verdict
+    ctrl_verdict = verdict_of(ctrl["value"], row["holds_if"], row["approx_if"], ctrl["interval"])
+    return beside_control(verdict, ctrl_verdict)

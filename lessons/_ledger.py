@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from lessons._grading import INCONCLUSIVE, VERDICTS, deciding_factor
+from lessons._grading import FAILS, INCONCLUSIVE, VERDICTS, deciding_factor
 from lessons._sources import SOURCES_MD
 from lessons._summary import shown_value, summary_lines
 
@@ -37,6 +37,13 @@ def what_would_decide(c: dict) -> str:
     more = ("no number of seeds: the estimate sits on the bound" if factor == float("inf")
             else f"about {factor:.3g}× the seeds would narrow it clear of the bound")
     return f"the interval straddles {bound:.3g}; {more}"
+
+
+def control_said(ctrl: dict) -> str:
+    """'control, no norm against LayerNorm: does not hold (0.05 [0.03, 0.07])': an equivalence's placebo,
+    graded on the claim's bounds; when it does not fail them, the claim is inconclusive by construction."""
+    said = f"control, {ctrl['label']}: {ctrl['verdict']} ({shown_value(ctrl, 4)})"
+    return said + ("" if ctrl["verdict"] == FAILS else ", so the bound cannot tell the two apart")
 
 
 def _linked(source: str) -> str:
@@ -92,8 +99,10 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
             for c in e["claims"]:
                 counts[c["verdict"]] += 1
                 verdict = c["verdict"] + (" (timed)" if c.get("timed") else "")
-                if c["verdict"] == INCONCLUSIVE:
+                if c["verdict"] == INCONCLUSIVE and what_would_decide(c):
                     verdict += f": {what_would_decide(c)}"
+                if c.get("control"):
+                    verdict += f"; {control_said(c['control'])}"
                 cells = (c["claim"], _linked(c["source"]), c["measured"], shown_value(c, 4),
                          graded_by(c["holds_if"], c["approx_if"]), verdict)
                 lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")

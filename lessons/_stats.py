@@ -44,3 +44,17 @@ def geometric_interval(ratios) -> tuple[float, float, float]:
     """(geometric mean, low, high) of ratios, one per seed or round: exp of the 95% t interval of their logs
     (a ratio's interval, not symmetric around it)."""
     return tuple(float(np.exp(v)) for v in mean_interval(np.log(ratios)))
+
+
+def first_crossing(dose, values, level) -> float:
+    """The dose at which ``values`` (one per dose, doses increasing) first reaches ``level`` from below, by
+    linear interpolation between the two doses around it; NaN when it never does (the curve's crossing)."""
+    dose, values = np.asarray(dose, dtype=float), np.asarray(values, dtype=float)
+    above = np.flatnonzero(values >= level)
+    if above.size == 0:
+        return float("nan")
+    j = int(above[0])
+    if j == 0:
+        return float(dose[0])
+    t = (level - values[j - 1]) / (values[j] - values[j - 1])
+    return float(dose[j - 1] + t * (dose[j] - dose[j - 1]))

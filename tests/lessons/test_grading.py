@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from lessons._ledger import graded_by  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, OPERATORS, above, below,  # noqa: E402
-                              deciding_factor, exactly, grading, verdict_of, within)
+                              deciding_factor, exactly, grading, row_verdict, verdict_of, within)
 from lessons._ledger import what_would_decide  # noqa: E402
 from lessons._summary import SUMMARY, entry_of  # noqa: E402
 
@@ -161,7 +161,7 @@ def test_no_lesson_passes_a_verdict():
     assert not offenders, f"lesson.claim without a value, or with a verdict, at {offenders}"
 
 
-FIELDS = {"claim", "source", "measured", "value", "interval", "holds_if", "approx_if", "timed", "verdict"}
+FIELDS = {"claim", "source", "measured", "value", "interval", "holds_if", "approx_if", "timed", "verdict", "control"}
 
 
 def test_every_verdict_in_the_ledger_recomputes(quick_run):
@@ -174,7 +174,7 @@ def test_every_verdict_in_the_ledger_recomputes(quick_run):
         assert set(c) == FIELDS, c["claim"]
         assert c["approx_if"] is None or len(c["approx_if"]) > 0
         assert c["interval"] is None or c["interval"][0] <= c["value"] <= c["interval"][1], c["claim"]
-        assert verdict_of(c["value"], c["holds_if"], c["approx_if"], c["interval"]) == c["verdict"], c["claim"]
+        assert row_verdict(c) == c["verdict"], c["claim"]                # its control too (test_controls.py)
     assert sum(c["interval"] is not None for c in claims) >= 10      # the lessons that train grade intervals
     rows = [ln for ln in (out / "CLAIMS.md").read_text().splitlines() if ln.startswith("| ")]
     assert any(" (timed)" in ln for ln in rows)                     # a timed row is marked in its verdict cell

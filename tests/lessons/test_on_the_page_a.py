@@ -21,7 +21,7 @@ PLOTS = ("_backward_plots", "_batch_plots")
 PLUMBING = {
     "lessons._common": None,                    # None: any name (start, check, the verdicts, the sources)
     "lessons._grading": {"below", "above"},
-    "lessons._stats": {"rms", "fit_slope", "mean_interval", "geometric_interval"},
+    "lessons._stats": {"rms", "fit_slope", "mean_interval", "geometric_interval", "first_crossing"},
     "lessons._training": {"report", "interval"},
     "lessons._differences": {"vjp_by_differences"},
     "lessons._style": {"color"},
