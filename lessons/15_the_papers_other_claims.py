@@ -24,7 +24,7 @@ lesson = start(__name__, "15_the_papers_other_claims")
 #
 # LayerNorm's re-centring is dispensable: it does not reduce the variance of hidden states or of gradients,
 # and re-scaling alone gives the benefit. §1 puts it beside the usual reason for re-centring: LayerNorm's
-# output does not change when the inputs or the weights are shifted by noise. The lesson measures both
+# output is unchanged when the inputs or the weights are shifted by noise. The lesson measures both
 # variances on lesson 04's layer, normalized by LayerNorm or by RMSNorm, on the same data and weights for both:
 # ReLU features $h$ ($n$ examples of $d_{in} = 48$), $a = hW$ ($d = 64$), $y = \mathrm{Norm}(a)$ without affine,
 # and $L = \frac{1}{B}\sum_b \tfrac{1}{2}(y_b \cdot r - t_b)^2$ with a fixed readout $r$, centred
