@@ -23,7 +23,7 @@ lint: $(STAMP)
 
 test: lint
 	MPLBACKEND=Agg $(PY) -m pytest -q
-	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_variants.py tests/fast/test_kernels_modern.py tests/fast/test_chunks.py tests/fast/test_row_sums.py tests/fast/test_two_rows.py tests/fast/test_channel_float32.py tests/reference/test_gated.py
+	NUMBA_DISABLE_JIT=1 MPLBACKEND=Agg $(PY) -m pytest -q -m "not slow" tests/fast/test_kernels.py tests/fast/test_kernels_batch.py tests/fast/test_stream.py tests/fast/test_variants.py tests/fast/test_kernels_modern.py tests/fast/test_chunks.py tests/fast/test_row_sums.py tests/fast/test_row_fallback.py tests/fast/test_channel_float32.py tests/reference/test_gated.py
 
 # The comparisons with PyTorch and JAX (tests marked `compare`; `make test` deselects them), in a venv of
 # their own, .venv-compare (requirements.txt + the compare extra, pinned in pyproject.toml: torch==2.13.0 is a

@@ -100,30 +100,20 @@ def affine_other_row(x, i, mean, rstd, weight, bias, y, in_x, stream):
 
 def layer_norm_backward_kernel(dy, x, weight, mean, var, rstd, dx, dwb, dwb_parts):
     """dy, x, dx: (N, d); weight: (d,); mean, var, rstd: (N,); dwb: (2, d) float64, dweight and dbias;
-    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows, added in chunk order at the end.
-
-    Rows go two at a time: one pass over the columns writes both rows' dx and adds both rows' terms to
-    dweight and dbias, in row order, so those float64 sums are loaded and stored once for two rows (with
-    a row a pass they took 469 of 831 us at 1024x1024 on one thread; NOTES.md, session 12). A pair in
-    which a row fails the float32 guards, and a chunk's last odd row, go one row at a time
-    (``one_dx_row``)."""
+    dwb_parts: (chunks, 2, d) float64, their sums over each chunk of rows, added in chunk order at the end."""
     N, d = x.shape
     chunks = dwb_parts.shape[0]
     for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         dwb_c = dwb_parts[c]                       # this chunk's share of dweight, dbias
         dwb_c[:] = 0.0
-        end = (c + 1) * N // chunks
-        for i in range(c * N // chunks, end, 2):
-            mean_g0, mean_gx0, in_x0 = row_coefficients(dy, x, weight, mean, var, rstd, i)
-            if i + 1 == end:
-                one_dx_row(dy, x, i, weight, mean[i], rstd[i], mean_g0, mean_gx0, dx, dwb_c, in_x0)
-                continue
-            mean_g1, mean_gx1, in_x1 = row_coefficients(dy, x, weight, mean, var, rstd, i + 1)
-            if in_x0 and in_x1:
-                dx_two_rows(dy, x, i, weight, mean, rstd, mean_g0, mean_gx0, mean_g1, mean_gx1, dx, dwb_c)
-            else:
-                one_dx_row(dy, x, i, weight, mean[i], rstd[i], mean_g0, mean_gx0, dx, dwb_c, in_x0)
-                one_dx_row(dy, x, i + 1, weight, mean[i + 1], rstd[i + 1], mean_g1, mean_gx1, dx, dwb_c, in_x1)
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            mean_g, mean_gx, in_x = row_coefficients(dy, x, weight, mean, var, rstd, i)
+            if in_x:                               # dx in x's dtype (float32.py) ...
+                T = x.dtype.type
+                hi, lo = split_mean(mean[i], x)
+                dx_row(dy, x, i, weight, hi, T(lo), T(rstd[i]), T(mean_g), T(mean_gx), dx, dwb_c, T)
+            else:                                  # ... or in float64
+                dx_row_float64(dy, x, i, weight, mean[i], rstd[i], mean_g, mean_gx, dx, dwb_c)
     add_chunks(dwb_parts.reshape((chunks, 2 * d)), dwb.reshape(2 * d))    # in chunk order: same bits
 
 
@@ -150,36 +140,11 @@ def dx_row(dy, x, i, weight, hi, lo, rstd, mean_g, mean_gx, dx, dwb, T):
         dwb[1, j] += np.float64(dy[i, j])
 
 
-@jit_inline
-def dx_two_rows(dy, x, i, weight, mean, rstd, mean_g0, mean_gx0, mean_g1, mean_gx1, dx, dwb):
-    """dx_row for rows i and i + 1 in x's dtype, in one pass: the same operations on each row, and
-    each dweight and dbias term added in row order (the same bits as two dx_row calls)."""
-    T = x.dtype.type
-    hi0, rest0 = split_mean(mean[i], x)            # per row, mean = hi + lo
-    hi1, rest1 = split_mean(mean[i + 1], x)
-    lo0, lo1 = T(rest0), T(rest1)
-    r0, r1, a0, a1, k0, k1 = T(rstd[i]), T(rstd[i + 1]), T(mean_g0), T(mean_g1), T(mean_gx0), T(mean_gx1)
-    for j in range(x.shape[1]):
-        w = T(weight[j])
-        x_hat0 = ((T(x[i, j]) - hi0) - lo0) * r0
-        x_hat1 = ((T(x[i + 1, j]) - hi1) - lo1) * r1
-        dx[i, j] = r0 * (T(dy[i, j]) * w - a0 - x_hat0 * k0)
-        dx[i + 1, j] = r1 * (T(dy[i + 1, j]) * w - a1 - x_hat1 * k1)
-        dy0, dy1 = np.float64(dy[i, j]), np.float64(dy[i + 1, j])
-        dwb[0, j] = (dwb[0, j] + dy0 * np.float64(x_hat0)) + dy1 * np.float64(x_hat1)
-        dwb[1, j] = (dwb[1, j] + dy0) + dy1
-
-
 @jit
-def one_dx_row(dy, x, i, weight, mean, rstd, mean_g, mean_gx, dx, dwb, in_x):
-    """Row i on its own: dx_row in x's dtype when the guards let it (``in_x``), else in float64. A call,
-    not inlined, as affine_other_row: the two-row loop stays the only one inlined."""
-    if in_x:
-        T = x.dtype.type
-        hi, lo = split_mean(mean, x)
-        dx_row(dy, x, i, weight, hi, T(lo), T(rstd), T(mean_g), T(mean_gx), dx, dwb, T)
-    else:
-        dx_row(dy, x, i, weight, mean, 0.0, rstd, mean_g, mean_gx, dx, dwb, np.float64)
+def dx_row_float64(dy, x, i, weight, mean, rstd, mean_g, mean_gx, dx, dwb):
+    """dx_row in float64, for the rows the float32 guards turn away: a call, not inlined (as
+    affine_other_row: the common row's loop stays the only one inlined)."""
+    dx_row(dy, x, i, weight, mean, 0.0, rstd, mean_g, mean_gx, dx, dwb, np.float64)
 
 
 LAYER_NORM_FORWARD = serial_and_prange(layer_norm_forward_kernel)      # (serial, prange) kernels (_jit.py)

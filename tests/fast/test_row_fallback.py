@@ -1,9 +1,8 @@
-"""LayerNorm's backward kernel takes rows two at a time (layernorm.dx_two_rows) and falls back to one row
-at a time (layernorm.one_dx_row) for a chunk's last odd row and for a pair in which a row fails the
-float32 guards. Whichever path a row takes, the bits are the same: the serial kernel with one chunk of
-all the rows (pairs, and the fallback where a row fails) against the same kernel with a chunk per row
-(every row alone, its dweight and dbias terms added in row order from zero), dx and the float64 dweight
-and dbias compared bit for bit. float32 and float64, rows the guards turn away in both places of a pair,
+"""LayerNorm's backward kernel runs each row in x's dtype when the float32 guards let it (layernorm.dx_row)
+and in float64 when they turn it away (layernorm.dx_row_float64). A row's bits are its own, whichever rows
+share its chunk: the serial kernel with one chunk of all the rows against the same kernel with a chunk per
+row (every row alone, its dweight and dbias terms added in row order from zero), dx and the float64 dweight
+and dbias compared bit for bit. float32 and float64, rows the guards turn away beside rows they let through,
 lengths around a vector step (d = 1 is a smoke test: x_hat = 0 there, so dx is 0 on every path).
 """
 from __future__ import annotations
@@ -18,11 +17,11 @@ from scratchnorm.fast.stats import MEAN, RSTD, VAR
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 7, 33, 517])
-def test_pairs_give_the_bits_of_one_row_at_a_time(d, dtype):
+def test_a_row_gives_its_own_bits_in_any_chunk(d, dtype):
     N = 9
     rng = np.random.default_rng(d)
     x = (rng.standard_normal((N, d)) * 3 + 1).astype(dtype)
-    for i in (1, 4):                                  # the second of a pair, the first of another
+    for i in (1, 4):                                  # two rows the float32 guards turn away
         x[i, ::2], x[i, 1::2] = 1e38, -1e38           # float32: a deviation past the guards' bound
     dy = rng.standard_normal((N, d)).astype(dtype)
     w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
@@ -37,7 +36,7 @@ def test_pairs_give_the_bits_of_one_row_at_a_time(d, dtype):
         ln.LAYER_NORM_BACKWARD[0](dy, x, w, s[MEAN], s[VAR], s[RSTD], dx, dwb, np.empty((chunks, 2, d)))
         return dx, dwb
 
-    (dx_pairs, dwb_pairs), (dx_alone, dwb_alone) = backward(1), backward(N)
+    (dx_one, dwb_one), (dx_alone, dwb_alone) = backward(1), backward(N)
     for i in range(N):
-        assert dx_pairs[i].tobytes() == dx_alone[i].tobytes(), f"dx, row {i}"
-    assert dwb_pairs.tobytes() == dwb_alone.tobytes(), "dweight, dbias"
+        assert dx_one[i].tobytes() == dx_alone[i].tobytes(), f"dx, row {i}"
+    assert dwb_one.tobytes() == dwb_alone.tobytes(), "dweight, dbias"
