@@ -54,7 +54,7 @@ def _add_rms_rows(x, residual, w, b, h, y, stats, eps, stream):
             hr = buf if stream else h[r]
             for j in range(d):
                 hr[j] = xr[j] + rr[j]                   # in the arrays' dtype: h as it is stored
-            if stream:                                  # a constant at each call (variants._forward_rows)
+            if stream:                                  # a constant at each call (variants.variants_forward_kernel)
                 forward_row(hr, w, b, y[r], stats[:, r], False, d, eps, INSIDE, is_bounded, True)
                 stream_row(h[r], buf)
             else:

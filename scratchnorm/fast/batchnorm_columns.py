@@ -84,7 +84,7 @@ def _dx_tile(dy, x, dx, lo, r0, r1, mean, a, cc, e, center):
 
 
 # -- the drivers: x (N, D); in eval mode (batch_stats False) ``stats`` is given ---------------
-def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
+def batch_norm_columns_forward_kernel(x, w, b, y, part, stats, cols, eps, S, batch_stats):
     """part (chunks, 2, D): per-chunk (mean, M2) of each column; stats (3, C); cols (3, D) scratch."""
     N, D = x.shape
     C = w.shape[0]
@@ -118,7 +118,7 @@ def _forward(x, w, b, y, part, stats, cols, eps, S, batch_stats):
                 normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])
 
 
-def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
+def batch_norm_columns_backward_kernel(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
     """part (chunks, 2, D): per-chunk sums of dy * (x - mean) and of dy per column; dwb (2, C) gets
     dweight, dbias; coef (5, C) and cols (4, D) scratch."""
     N, D = x.shape
@@ -149,5 +149,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, cols, S, center):
                                 coef[GX, c], center)
 
 
-bn_forward_columns = serial_and_prange(_forward)
-bn_backward_columns = serial_and_prange(_backward)
+bn_forward_columns = serial_and_prange(batch_norm_columns_forward_kernel)
+bn_backward_columns = serial_and_prange(batch_norm_columns_backward_kernel)

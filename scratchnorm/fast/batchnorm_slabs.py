@@ -192,7 +192,7 @@ def dx_in_x(stats, coef, dy_sq, M, like, center):
 
 
 # -- the slab drivers: x (N, C * S); in eval mode (batch_stats False) ``stats`` is given ---------
-def _forward(x, w, b, y, part, stats, eps, S, cb, batch_stats):
+def batch_norm_slabs_forward_kernel(x, w, b, y, part, stats, eps, S, cb, batch_stats):
     """part (chunks, 2, C): per-chunk (mean, M2) of each channel; stats (3, C); cb channels per task."""
     N = x.shape[0]
     C = w.shape[0]
@@ -223,7 +223,7 @@ def _forward(x, w, b, y, part, stats, eps, S, cb, batch_stats):
             normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])
 
 
-def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
+def batch_norm_slabs_backward_kernel(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
     """part (chunks, 3, C): per-chunk sums of dy * (x - mean), of dy and of dy^2; dwb (3, C) gets their
     totals (dweight, dbias, and the sum of dy^2 for the float32 guard); coef (5, C) scratch for
     dx_coefficients."""
@@ -257,5 +257,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
                             coef[GX, c], center)
 
 
-bn_forward_slabs = serial_and_prange(_forward)
-bn_backward_slabs = serial_and_prange(_backward)
+bn_forward_slabs = serial_and_prange(batch_norm_slabs_forward_kernel)
+bn_backward_slabs = serial_and_prange(batch_norm_slabs_backward_kernel)

@@ -58,7 +58,7 @@ def group_max_abs(w, G):
     return w_max
 
 
-def _forward(x, w, b, y, stats, eps, S):
+def group_norm_forward_kernel(x, w, b, y, stats, eps, S):
     """stats (3, N * G): mean, var, rstd of every (sample, group)."""
     N, D = x.shape
     G = stats.shape[1] // N
@@ -98,7 +98,7 @@ def _forward(x, w, b, y, stats, eps, S):
         stats[RSTD, t] = rstd
 
 
-def _backward(dy, x, w, stats, dx, part, dwb, S):
+def group_norm_backward_kernel(dy, x, w, stats, dx, part, dwb, S):
     """part (chunks, 2, len(w)): per-chunk dweight, dbias of each channel (or column);
     dwb (2, C) gets their totals in chunk order."""
     N, D = x.shape
@@ -156,5 +156,5 @@ def _backward(dy, x, w, stats, dx, part, dwb, S):
     add_pieces(part, dwb)
 
 
-gn_forward = serial_and_prange(_forward)
-gn_backward = serial_and_prange(_backward)
+gn_forward = serial_and_prange(group_norm_forward_kernel)
+gn_backward = serial_and_prange(group_norm_backward_kernel)

@@ -187,7 +187,7 @@ def backward_row(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
 
 
 # -- all rows -------------------------------------------------------------------------------
-def _forward_rows(x, w, b, y, stats, center, k, eps, mode, stream):
+def variants_forward_kernel(x, w, b, y, stats, center, k, eps, mode, stream):
     """x, y: (rows * G, m); w, b: (G, m) in x's dtype; stats: (3, rows * G). ``stream``: y is written
     with non-temporal stores, the rows in chunks, each ending with a fence.
 
@@ -216,7 +216,7 @@ def _forward_rows(x, w, b, y, stats, center, k, eps, mode, stream):
         store_fence()                              # this chunk's streamed rows are visible
 
 
-def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, center, k, eps, mode):
+def variants_backward_kernel(dy, x, w, stats, dx, part, dwb, deps, center, k, eps, mode):
     """part (chunks, 2 * G * m): per-chunk partial sums of dweight, dbias; dwb (2 * G * m,) gets their
     sum; deps (rows + 1,): d loss / d eps per kernel row, then their sum."""
     rows = x.shape[0]
@@ -233,8 +233,8 @@ def _backward_rows(dy, x, w, stats, dx, part, dwb, deps, center, k, eps, mode):
     deps[rows] = sum_of(deps[:rows])
 
 
-FORWARD_ROWS = serial_and_prange(_forward_rows)
-BACKWARD_ROWS = serial_and_prange(_backward_rows)
+FORWARD_ROWS = serial_and_prange(variants_forward_kernel)
+BACKWARD_ROWS = serial_and_prange(variants_backward_kernel)
 
 
 # -- the functions ---------------------------------------------------------------------------

@@ -167,9 +167,9 @@ DEPTH = textwrap.dedent("""
     KERNELS = {                     # (file, function): the functions that hold a kernel's loop
         "fast/layernorm.py": {"layer_norm_forward_kernel", "layer_norm_backward_kernel"},
         "fast/rmsnorm.py": {"rms_norm_forward_kernel", "rms_norm_backward_kernel"},
-        "fast/variants.py": {"_forward_rows", "_backward_rows"},
-        "fast/batchnorm_columns.py": {"_forward", "_backward"},
-        "fast/batchnorm_slabs.py": {"_forward", "_backward"},
+        "fast/variants.py": {"variants_forward_kernel", "variants_backward_kernel"},
+        "fast/batchnorm_columns.py": {"batch_norm_columns_forward_kernel", "batch_norm_columns_backward_kernel"},
+        "fast/batchnorm_slabs.py": {"batch_norm_slabs_forward_kernel", "batch_norm_slabs_backward_kernel"},
     }
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((64, 32)).astype(np.float32)
