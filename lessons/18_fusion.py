@@ -12,14 +12,14 @@
 # and writes $y$: 5 arrays' worth of memory traffic. Inference engines fuse the two (vLLM's
 # `fused_add_rms_norm`, llama.cpp, TensorRT-LLM): one pass reads $x$ and the residual, computes $h$ and keeps
 # it in the cache while it normalizes it, and writes $h$ and $y$: 4 arrays (`scratchnorm.add_rms_norm_forward`;
-# the kernel is `scratchnorm/fast/add_rmsnorm.py`). That a fifth of the bytes goes (not a third, as this
-# lesson once said, counting 6 arrays for the pair) is arithmetic, counted below from the arrays, not a
-# measurement. Whether the time follows the bytes is measured: when the arrays do not fit in the cache, it
-# may, and fusion can save up to a fifth of it, a speed-up of at most 5/4; when they fit, both paths run from
-# the cache and the saving can be smaller; for small arrays a call's fixed cost can decide.
+# the kernel is `scratchnorm/fast/add_rmsnorm.py`). How many bytes go is arithmetic (not 6 arrays for the
+# pair, as this lesson once counted), counted below from the arrays, not a measurement. Whether the time
+# follows the bytes is measured, in three regimes: arrays past the cache, arrays that fit in it, and arrays so
+# small that a call's fixed cost can decide.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
+import re
 from unittest import mock
 
 import numba
@@ -29,6 +29,7 @@ from scratchnorm import fast
 from scratchnorm.fast import _jit as fast_jit
 from scratchnorm.fast.chunks import n_chunks
 from scratchnorm.fast.float32 import bounded
+from scratchnorm.fast.stats import RSTD
 from scratchnorm.fast.variants import INSIDE, forward_row
 from lessons._common import COMMON, VERDICTS, check, start
 from lessons._grading import above
@@ -115,8 +116,8 @@ with one_thread(numba):
 # %% [markdown]
 # ## The claims
 #
-# Per shape, that is per regime: the pair's time over the fused time, with kept buffers (if the time followed
-# the bytes it would be $5/4$; the claim holds from 1.1, and holds only approximately from 1.0, not slower),
+# Per shape, that is per regime: the pair's time over the fused time, with kept buffers (the claim holds from
+# 1.1, and holds only approximately from 1.0, not slower),
 # and the fused pass's bytes over its time as a share of the fastest copy's bandwidth. Both come from a timer:
 # graded and recorded (`timed=True`), never asserted, whatever the verdict (`expect` = any).
 
@@ -127,8 +128,7 @@ for shape, nbytes, t, copy in rows:
     lesson.claim(f"The fused add + RMSNorm is faster than the add followed by the norm ({regime(FUSED * nbytes)})",
                  source=ENGINES,
                  measured=f"{where}, kept buffers: add-then-norm time over fused time "
-                          f"{t['add, then norm'] / t['fused']:.2f} (the value; holds from 1.1; the bytes allow at "
-                          f"most {PAIR}/{FUSED}); both allocating "
+                          f"{t['add, then norm'] / t['fused']:.2f} (the value; holds from 1.1); both allocating "
                           f"{t['add, then norm, allocating'] / t['fused, allocating']:.2f}",
                  value=t["add, then norm"] / t["fused"], **above(1.1, approx=1.0), timed=True, expect=VERDICTS)
     gbs = FUSED * nbytes / t["fused"] / 1e9
@@ -141,8 +141,8 @@ for shape, nbytes, t, copy in rows:
 
 # %% [markdown]
 # The figure: each path's time per call over the time the fastest copy takes to move the fused pass's bytes
-# (same thread, same run); the dotted line is that copy time (4 arrays), the dashed one 5/4 of it (the pair's
-# bytes). Hatched: the allocating calls.
+# (same thread, same run); the dotted line is that copy time (the fused pass's 4 arrays), the dashed one the
+# time the same copy would take for the pair's 5. Hatched: the allocating calls.
 
 # %%
 plot_fusion_time(lesson, rows, FUSED, PAIR)
@@ -161,6 +161,13 @@ plot_fusion_time(lesson, rows, FUSED, PAIR)
 # are timed on a single row of arrays of its own, where the call's fixed cost is nearly all of the time, and
 # apart from the large calls (interleaved with them, a one-row call came out many times slower: it pays for
 # what the large call left behind). One thread, the shapes of the first two regimes, interleaved medians.
+#
+# If fusing the loops itself costs time, the compiled code can say why. Three suspects, each read from what
+# numba compiled (the runner pins it to x86-64-v3, 256-bit vectors: lessons/_numerics.py): vectorization (the
+# loops LLVM's loop vectorizer turned into SIMD loops, its `vector.body` blocks in the LLVM IR: does the fused
+# loop keep every loop the add and the norm have apart?), register pressure (the machine code's loads and
+# stores at an offset from the stack pointer, spills among them: does the fused body need more?), and the
+# loop's shape, which the timing of the lesson's own loops measures once the other two are ruled out.
 
 # %%
 @numba.njit
@@ -211,8 +218,21 @@ def why(lesson, rng, shape):
     return shape, t
 
 
+def compiled(kernel):
+    """(loops vectorized, stack loads and stores) in what numba compiled for ``kernel``'s first signature:
+    ``vector.body`` blocks of its LLVM IR, and moves to or from an offset of %rsp in its machine code (counted
+    in the code, not as executed)."""
+    sig = kernel.signatures[0]
+    ir, asm = kernel.inspect_llvm(sig), kernel.inspect_asm(sig)
+    return (len(re.findall(r"^vector\.body[\w.]*:", ir, re.MULTILINE)),
+            len(re.findall(r"\tv?mov\w*\s[^\n]*\(%rsp\)", asm)))
+
+
 with one_thread(numba):
     causes = [why(lesson, rng, s) for s in shapes if regime(FUSED * 4 * s[0] * s[1]) != "past the cache"]
+code = {name: compiled(k) for name, k in (("own add", add_rows), ("own norm", norm_rows), ("own fused", fused_rows))}
+apart_code = tuple(a + b for a, b in zip(code["own add"], code["own norm"]))
+report(lesson, "  compiled: " + ", ".join(f"{k} {v[0]} loops vectorized, {v[1]} stack moves" for k, v in code.items()))
 loop_gain = {s: (t["own add"] + t["own norm"]) / t["own fused"] for s, t in causes}       # fusing the same loops
 fixed = {s: t["library fused, one row"] - t["library add, then norm, one row"] for s, t in causes}
 gap = {s: t["library fused"] - t["library add, then norm"] for s, t in causes}             # what fusion lost
@@ -232,46 +252,82 @@ plot_fusion_why(lesson, causes, FUSED)
 # split the rows must combine their sums. Triton's layer-norm tutorial teaches one way: each row adds its
 # share into one of a few partial buffers, row $r$ into buffer $r \bmod G$, under that buffer's lock, and a
 # second kernel sums the buffers. The rows add into a buffer in the order they take its lock, which can change
-# from run to run, and floating-point addition is not associative: the bits can change. scratchnorm's
-# kernels (`scratchnorm/fast/rmsnorm.py`, `scratchnorm/fast/chunks.py`) fix the order instead. The rows are
-# cut into chunks by the row count alone (`n_chunks`: at least 16 rows a chunk, at most 64 chunks, chunk $c$
-# the rows from $c\,R/C$ to $(c+1)R/C$); each chunk sums its rows in order into its own float64 partial,
-# whichever thread runs it; then the partials are added in chunk order $0, 1, 2, \dots$. The cell checks that
-# the library's $dw$, $db$ are bitwise the same on 1 thread and on 2 (numba's threads sharing the chunks of
-# its `prange` loop), and shows why the order is fixed: the same chunk partials, added in
-# shuffled orders (as the order of taking a lock would), give other bits.
+# from run to run. scratchnorm's kernels (`scratchnorm/fast/rmsnorm.py`, `scratchnorm/fast/chunks.py`) fix the
+# order instead. The rows are cut into chunks by the row count alone (`n_chunks`: at least 16 rows a chunk, at
+# most 64 chunks, chunk $c$ the rows from $c\,R/C$ to $(c+1)R/C$); each chunk sums its rows in order into its
+# own float64 partial, whichever thread runs it; then the partials are added in chunk order $0, 1, 2, \dots$,
+# and the float64 total is dweight, rounded once to the weight's dtype.
+#
+# The cell does it for float32 (the usual case) and float64 inputs. It checks that the library's dweight is
+# bitwise the same on 1 thread and on 2 (numba's threads sharing the chunks of its `prange` loop); rebuilds the
+# kernel's chunk partials from the forward's rstd ($\hat{x} = x \cdot \mathrm{rstd}$ in $x$'s dtype, times
+# $dy$ in float64, row after row) and checks that adding them in chunk order gives the library's dweight, bit
+# for bit; then adds the same partials in 20 shuffled orders, as a lock's order would, and counts the elements
+# that change: of the float64 total, and of dweight as the library returns it.
 
 # %%
-x, dy = rng.standard_normal((1000, 256), dtype=np.float32) + 0.5, rng.standard_normal((1000, 256), dtype=np.float32)
-w = rng.standard_normal(256).astype(np.float32)
-grads = {}
-with mock.patch.object(fast_jit, "PARALLEL_MIN", 0):    # the prange kernel at this size, on 2 threads
-    for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-        numba.set_num_threads(threads)
-        grads[threads] = fast.rms_norm_backward(dy, fast.rms_norm_forward(x, w)[1])
-numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-check(all(np.array_equal(g["weight"], grads[1]["weight"]) for g in grads.values()),
-      "dweight is bitwise the same on 1 and 2 threads")
-chunks = n_chunks(len(x))
-x64 = x.astype(np.float64)
-contrib = dy * (x64 / np.sqrt(np.mean(x64 ** 2, axis=1, keepdims=True) + 1e-6))      # (rows, d): dy x_hat
-part = np.array([contrib[c * len(x) // chunks:(c + 1) * len(x) // chunks].sum(axis=0) for c in range(chunks)])
-fixed_order = np.zeros(256)
-for p_c in part:                                                  # chunk 0, 1, 2, ...: one order, every time
-    fixed_order += p_c
-shuffled = []
-for seed in range(20):                                            # orders a lock could give
-    total = np.zeros(256)
-    for c in np.random.default_rng(seed).permutation(chunks):
+def library_dweight(x, dy, w):
+    """The library's dweight on 1 and 2 threads ({threads: (d,)}), and the forward's cache."""
+    grads = {}
+    with mock.patch.object(fast_jit, "PARALLEL_MIN", 0):    # the prange kernel at this size, on 2 threads
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            cache = fast.rms_norm_forward(x, w)[1]
+            grads[threads] = fast.rms_norm_backward(dy, cache)["weight"]
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    return grads, cache
+
+
+def chunk_partials(x, dy, rstd, chunks):
+    """(chunks, d) float64: each chunk's sum of dy * x_hat, row after row, x_hat = x * rstd in x's dtype."""
+    x_hat = x * rstd.astype(x.dtype)[:, None]                              # (rows, d), in x's dtype
+    contrib = dy.astype(np.float64) * x_hat.astype(np.float64)              # (rows, d): dy x_hat
+    part = np.zeros((chunks, x.shape[1]))
+    for c in range(chunks):
+        for i in range(c * len(x) // chunks, (c + 1) * len(x) // chunks):
+            part[c] += contrib[i]
+    return part
+
+
+def added_in(part, order):
+    """The partials added in ``order``, in float64: (d,)."""
+    total = part[order[0]].copy()
+    for c in order[1:]:
         total += part[c]
-    shuffled.append(total)
-differ = np.mean([np.count_nonzero(s_ != fixed_order) for s_ in shuffled]) / 256
-spread = max(np.max(np.abs(s_ - fixed_order)) for s_ in shuffled) / np.max(np.abs(fixed_order))
-report(lesson, f"  dweight over 1000 rows of 256 in {chunks} chunks: bitwise the same on threads "
-               f"{sorted(grads)}; the same partials in 20 shuffled orders: {differ:.0%} of the elements change, by "
-               f"at most {spread:.1e} of the largest; the lesson's fixed-order sum against the library's float32 "
-               "dweight "
-               f"{np.max(np.abs(fixed_order - grads[1]['weight'])) / np.max(np.abs(fixed_order)):.1e} of the largest")
+    return total
+
+
+chunks = n_chunks(1000)
+orders = [np.random.default_rng(seed).permutation(chunks) for seed in range(20)]       # orders a lock could give
+x32 = rng.standard_normal((1000, 256), dtype=np.float32) + 0.5
+dy32, w32 = rng.standard_normal((1000, 256), dtype=np.float32), rng.standard_normal(256).astype(np.float32)
+reorder = {}
+for dtype in (np.float32, np.float64):
+    x, dy, w = x32.astype(dtype), dy32.astype(dtype), w32.astype(dtype)
+    grads, cache = library_dweight(x, dy, w)
+    check(all(np.array_equal(g, grads[1]) for g in grads.values()),
+          f"{dtype.__name__} dweight is bitwise the same on 1 and 2 threads")
+    part = chunk_partials(x, dy, cache["stats"][RSTD], chunks)
+    in_chunk_order = added_in(part, range(chunks))                                 # chunk 0, 1, 2, ...: the kernel's
+    check(np.array_equal(in_chunk_order.astype(dtype), grads[1]),
+          f"the chunk partials added in chunk order give the library's {dtype.__name__} dweight, bit for bit")
+    shuffled = np.array([added_in(part, order) for order in orders])       # (20, d) float64
+    moved = np.abs(shuffled - in_chunk_order)
+    reorder[dtype.__name__] = {
+        "total": np.count_nonzero(shuffled != in_chunk_order) / shuffled.size,      # the float64 sum's elements
+        "returned": np.count_nonzero(shuffled.astype(dtype) != in_chunk_order.astype(dtype)) / shuffled.size,
+        "spread": moved.max() / np.abs(in_chunk_order).max(),
+        # a change shows after rounding only if a rounding boundary of the dtype lies between the two sums:
+        # about |moved| / spacing per element, summed: the changes expected in the 20 x d tries
+        "expected": float(np.sum(moved / np.spacing(np.abs(in_chunk_order).astype(dtype)).astype(np.float64))),
+        "tries": shuffled.size, "threads": sorted(grads)}
+for name, r in reorder.items():
+    report(lesson, f"  {name} dweight over 1000 rows of 256 in {chunks} chunks: bitwise the same on threads "
+                   f"{r['threads']} and equal to the lesson's chunk-order sum; 20 shuffled orders change "
+                   f"{r['total']:.1%} of the float64 sum's elements (by at most {r['spread']:.1e} of the largest) "
+                   f"and {r['returned']:.2%} of the returned {name} dweight's"
+                   + (f" ({r['expected']:.2g} changes expected in {r['tries']} tries)" if name != "float64" else ""))
+
 
 # %% [markdown]
 # ## Questions
@@ -280,6 +336,24 @@ report(lesson, f"  dweight over 1000 rows of 256 in {chunks} chunks: bitwise the
 # run come in each regime?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
+def why_loops():
+    """What the compiled code says of the own loops, fused against apart (the section on why, `compiled`)."""
+    (v_fused, m_fused), (v_apart, m_apart) = code["own fused"], apart_code
+    return (f"Compiled, the fused loop has {v_fused} vectorized loops, against {v_apart} for the add and the norm "
+            f"apart ({code['own add'][0]} + {code['own norm'][0]}): "
+            + ("fusing kept every loop vectorized, so vectorization is not what it costs" if v_fused >= v_apart
+               else "fusing lost vectorized loops, a cost of its own")
+            + f"; its code loads and stores at the stack {m_fused} times, against {m_apart} apart (counted in the "
+            "code, not as executed: more would point to register pressure, spills, not prove it). Own fused over "
+            "own apart: " + ", ".join(f"{v:.2f}x at {s[0]}x{s[1]}" for s, v in loop_gain.items()) + ". "
+            + ("Fusing the loops lost time here; with vectorization ruled out, the suspects left are the stack "
+               "moves and the loop's shape (per row, a short add loop and then the norm's two passes, each vector "
+               "loop entered and left once a row)." if min(loop_gain.values()) < 1 and v_fused >= v_apart else
+               "Fusing the loops lost time here, and lost vectorized loops." if min(loop_gain.values()) < 1 else
+               "Fusing the same loops gained time here, so what the library's fused call loses in the kernel is "
+               "the kernel around the row function, not the fusion."))
+
+
 shape, nbytes, t, copy = rows[-1]
 slower = [regime(FUSED * nb) for _, nb, tt, _ in rows if tt["add, then norm"] < 0.95 * tt["fused"]]
 lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / FUSED:.2f}. This run measured "
@@ -292,19 +366,28 @@ lesson.answer(f"If the time follows the bytes, at most {PAIR}/{FUSED} = {PAIR / 
                   f"fixed cost (one row) and {(gap[s] - fixed[s]) * 1e6:.0f} us in the kernel, while the lesson's "
                   f"own loops, fused, gave {loop_gain[s]:.2f}x against the same loops apart" for s in gap)
       + ". A kernel loss with own loops at or above 1 is the library's kernel around the row function; own loops "
-      "below 1 would make fusing the loops itself the cost.")
-     if slower else ""))
+      "below 1 make fusing the loops itself the cost. ")
+     if slower else "") + why_loops())
 
 # %% [markdown]
 # **2.** In exact arithmetic every order of adding the chunk partials gives the same $dw$. Why do the kernels fix
 # the order, and what would a lock's order have changed here?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
-lesson.answer(f"Floating-point addition rounds after every step, so the sum depends on the order: the same {chunks} "
-              f"partials added in 20 shuffled orders changed {differ:.0%} of dweight's elements, by up to "
-              f"{spread:.1e} of the largest. A fixed order gives the same bits on 1 or 2 threads and from run to run "
-              "(checked), so a test can compare them exactly and a training run can be repeated bit for bit; the "
-              "price is a second, small pass over the partials.")
+f32, f64 = reorder["float32"], reorder["float64"]
+lesson.answer(f"Floating-point addition rounds after every step, so the sum depends on the order. For float64 inputs "
+              f"dweight is the float64 sum itself: the same {chunks} partials added in 20 shuffled orders changed "
+              f"{f64['returned']:.0%} of its elements, by up to {f64['spread']:.1e} of the largest. For float32 they "
+              f"changed {f32['total']:.0%} of the float64 sum's elements but {f32['returned']:.0%} of the float32 "
+              f"dweight the library returns: the order moved the sum by at most {f32['spread']:.1e} of the largest "
+              f"element, and a float32 rounding step is 2^-24 = {2.0 ** -24:.1e} of a number, so an element changes "
+              f"only when its sum lies that close to a float32 rounding boundary ({f32['expected']:.2g} changes "
+              f"expected in these {f32['tries']} tries). Rounding hides the order almost always, not always: at that "
+              f"rate a model with 100 norm layers of 4096 weights, {100 * 4096:.0e} such sums a step, would see one "
+              f"change every {f32['tries'] / max(f32['expected'], 1e-300) / (100 * 4096):.2g} steps; and a float64 "
+              "run, or anything that reads the float64 sum, sees every change. A fixed order gives the same bits on "
+              "1 or 2 threads and from run to run (checked, both dtypes), so a test can compare them exactly and a "
+              "training run can be repeated bit for bit; the price is a second, small pass over the partials.")
 
 # %% [markdown]
 # **3.** The bandwidth claim measures the fused pass against the fastest of three copies rather than one. Past

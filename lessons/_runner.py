@@ -21,6 +21,13 @@ outside ``one_blas_thread`` (01's deep MLP) took 10 s beside another lesson inst
 heap keeps freed memory (``WORKER_HEAP``): a training step's arrays are then reused, not faulted in again. The
 workers take the longest lessons first, by the seconds of the last run's ledger, so that the run does not
 end with one long lesson and an idle core.
+
+One arithmetic on every host. ``python -m lessons`` pins numba's target CPU, NumPy's SIMD dispatch and
+OpenBLAS's kernels to x86-64-v3 before NumPy loads (lessons/__main__.py, lessons/_numerics.py), and the workers
+inherit it, so an untimed value has the same bits from a fresh clone on any x86-64-v3 host, in the default run
+and with ``--jobs 1`` (the runner's order and thread counts never changed them: the kernels' chunks are fixed).
+``--native`` compiles for this CPU instead. ``--compare LEDGER`` checks a rerun's untimed values against a
+ledger, bit for bit (lessons/_reproduce.py; ``make ledger-check``).
 """
 from __future__ import annotations
 
@@ -40,7 +47,7 @@ from unittest import mock
 
 import matplotlib.pyplot as plt
 
-from lessons import _common, _cores
+from lessons import _common, _cores, _numerics, _reproduce
 from lessons._common import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Lesson
 from lessons._grading import VERDICTS
 from lessons._ledger import write_ledger
@@ -154,6 +161,12 @@ def parse_args(argv, *, prog: str, allow_numbers: bool):
                          "run starts; 1: all in this process, in order)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for figures and CLAIMS.md "
                                                                     f"(default: {DEFAULT_OUT})")
+    ap.add_argument("--native", action="store_true",
+                    help="compile and dispatch for this CPU instead of x86-64-v3 (lessons/_numerics.py): faster "
+                         "kernels where the CPU has more, untimed values this CPU's own")
+    ap.add_argument("--compare", type=Path, default=None, metavar="LEDGER",
+                    help="after the run, compare the lessons' untimed values, intervals and verdicts with LEDGER "
+                         "(e.g. figures/claims.json, with --out elsewhere); exit 1 on any difference")
     return ap.parse_args(argv)
 
 
@@ -190,6 +203,7 @@ def print_summary(results: list[Result], ledger: Path) -> None:
     else:
         print(f"\nall {len(results)} lessons passed")
     print(f"claims ledger: {ledger}")
+    print(_numerics.describe())
 
 
 def print_progress(r: Result) -> None:
@@ -249,17 +263,23 @@ def run_lessons(paths: list[Path], *, quick: bool, out: Path, replace_all: bool,
 
 
 def main(argv=None) -> int:
-    """``python -m lessons [NN ...] [--quick] [--seeds N] [--out DIR]``."""
+    """``python -m lessons [NN ...] [--quick] [--seeds N] [--jobs J] [--out DIR] [--native] [--compare LEDGER]``
+    (lessons/__main__.py pins the arithmetic before NumPy loads, lessons/_numerics.py)."""
     args = parse_args(argv, prog="python -m lessons", allow_numbers=True)
     paths = discover()
     chosen = select(paths, args.numbers) if args.numbers else paths
     jobs = args.jobs if args.jobs is not None else free_cores() if len(chosen) > 1 else 1   # (no wait for one)
-    return run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
-                       jobs=jobs, in_process=args.jobs == 1)
+    status = run_lessons(chosen, quick=args.quick, out=args.out, replace_all=not args.numbers, seeds=args.seeds,
+                         jobs=jobs, in_process=args.jobs == 1)
+    if args.compare is not None:
+        status = max(status, _reproduce.compare(args.out, args.compare, [p.stem for p in chosen]))
+    return status
 
 
 def run_alone(path, argv=None) -> int:
     """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
     path = Path(path).resolve()
     args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
+    if not args.native:
+        _numerics.restart_pinned()      # the script has imported NumPy: it starts again, pinned
     return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True, seeds=args.seeds)

@@ -34,6 +34,8 @@ def quick_run(tmp_path_factory):
 # any duration a lesson measures, and any ratio of durations, comes out different; everything else a lesson
 # computes is seeded and must come out the same. Patched before the lessons (and scratchnorm.bench) import.
 JITTERED = """
+from lessons._numerics import pin
+pin()                   # as python -m lessons does, before NumPy loads (lessons/__main__.py)
 import random, sys, time
 real, rng, extra = time.perf_counter, random.Random(12345), [0.0]
 def jittered():
