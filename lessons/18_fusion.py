@@ -14,7 +14,7 @@
 # it in the cache while it normalizes it, and writes $h$ and $y$: 4 arrays (`scratchnorm.add_rms_norm_forward`;
 # the kernel is `scratchnorm/fast/add_rmsnorm.py`). How many bytes go is arithmetic (not 6 arrays for the
 # pair, as this lesson once counted), counted below from the arrays, not a measurement. Whether the time
-# follows the bytes is measured, in three regimes: arrays past the cache, arrays that fit in it, and arrays so
+# tracks the bytes is measured, in three regimes: arrays past the cache, arrays that fit in it, and arrays so
 # small that a call's fixed cost can decide.
 
 # %%
