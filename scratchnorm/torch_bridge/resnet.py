@@ -21,21 +21,19 @@ is 0 when everything agrees.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 
 import numpy as np
 import torch
 
-from . import learner_contract, learner_norm, replace_modules
-from .side_by_side import compare, one_step, report, train
+from . import side_by_side
+from .side_by_side import TOLERANCE, compare, jitter_affine, one_step, report, train
 
 CONFIG = dict(num_channels=1, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
               num_labels=10)
 # the worst case's e (side_by_side.py) a right CS231n learner measured here, float64: 3e-15 (logits), 4e-13
 # (the gradients), after 5 steps of SGD 2e-15 (losses), 4e-14 (parameters), 3e-14 (running averages),
-# 3e-15 (the logits in eval mode); gamma left out of dx moves the gradients by 1e-1.
-TOLERANCE = {"output": 1e-10, "loss": 1e-10, "gradient": 1e-9, "parameter": 1e-9, "buffer": 1e-9}
+# 3e-15 (the logits in eval mode); gamma left out of dx moves the gradients by 1e-1. (TOLERANCE: side_by_side.py)
 LR = 0.1
 
 
@@ -49,11 +47,7 @@ def tiny_resnet(seed: int = 0):
     from transformers import ResNetConfig, ResNetForImageClassification     # the compare extra
     torch.manual_seed(seed)
     model = ResNetForImageClassification(ResNetConfig(**CONFIG)).double().train()
-    with torch.no_grad():
-        for module in model.modules():
-            if is_batchnorm(module):
-                module.weight.copy_(1 + 0.1 * torch.randn_like(module.weight))
-                module.bias.copy_(0.1 * torch.randn_like(module.bias))
+    jitter_affine(model, is_batchnorm)
     return model
 
 
@@ -61,9 +55,7 @@ def with_learners_norms(model, source, exercise: str = "spatial_batchnorm"):
     """A copy of ``model`` whose BatchNorm2d are the learner's (``source``: their file, module or dict), with
     the same weights, eps, momentum and running averages. Returns (the copy, the names replaced, the
     learner's contract)."""
-    contract = learner_contract(source, exercise)
-    bridged = copy.deepcopy(model)
-    return bridged, replace_modules(bridged, is_batchnorm, lambda norm: learner_norm(contract, norm)), contract
+    return side_by_side.with_learners_norms(model, source, exercise, is_batchnorm)
 
 
 def digits(seed: int = 1, batch: int = 32) -> tuple[torch.Tensor, torch.Tensor]:

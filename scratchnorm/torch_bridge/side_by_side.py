@@ -17,10 +17,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import copy
+
 import numpy as np
 import torch
 
+from . import learner_contract, learner_norm, replace_modules
+
 FLOOR = 1e-6      # a case's scale is at least this share of its tensor's largest value (module docstring)
+# float64, both examples: the worst case's e a right CS231n learner measured is 3e-15 to 4e-13 (each example's
+# module says which); a wrong one's moves the gradients by 1e-1
+TOLERANCE = {"output": 1e-10, "loss": 1e-10, "gradient": 1e-9, "parameter": 1e-9, "buffer": 1e-9}
+
+
+def jitter_affine(model, is_norm) -> None:
+    """The weights of the norms (``is_norm(module)``) drawn around 1 and their biases around 0, in place:
+    their init, exactly 1 and 0, would hide a dgamma or a gamma left out. Draws from torch's global seed."""
+    with torch.no_grad():
+        for module in model.modules():
+            if is_norm(module):
+                module.weight.copy_(1 + 0.1 * torch.randn_like(module.weight))
+                module.bias.copy_(0.1 * torch.randn_like(module.bias))
+
+
+def with_learners_norms(model, source, exercise: str, is_norm):
+    """A copy of ``model`` whose norms (``is_norm(module)``) are the learner's (``source``: their file, module
+    or dict), with the same weights, eps and, for BatchNorm, momentum and running averages. Returns (the copy,
+    the names replaced, the learner's contract)."""
+    contract = learner_contract(source, exercise)
+    bridged = copy.deepcopy(model)
+    return bridged, replace_modules(bridged, is_norm, lambda norm: learner_norm(contract, norm)), contract
+
 
 @dataclass
 class Comparison:
