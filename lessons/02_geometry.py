@@ -114,8 +114,8 @@ lesson.claim("RMSNorm (no eps) puts every nonzero vector on the sphere of radius
              value=sphere_err, **below(1e-12, approx=1e-3), expect=HOLDS)
 
 # %% [markdown]
-# The layer's $\epsilon$ (inside the root) shrinks the output's RMS to $\sqrt{ms/(ms+\epsilon)}$, so an input
-# of RMS $\sqrt{\epsilon}$ comes out with RMS $\sqrt{1/2}$.
+# The layer's $\epsilon$ (inside the root) shrinks the output's RMS to $\sqrt{ms/(ms+\epsilon)}$. The cell
+# measures it on the inputs above, and on one of RMS $\sqrt{\epsilon}$ (the third question at the end).
 
 # %%
 rms_out = rms(rms_norm(x))
@@ -215,10 +215,11 @@ lesson.save(fig, "eps")
 # dimensions does each layer's output set have in $d$ dimensions, and why?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
-lesson.answer(f"RMSNorm's outputs fill the sphere of radius sqrt(d), a (d - 1)-dimensional set: it fixes only "
-              f"the norm. LayerNorm also removes the mean, which puts its outputs in the hyperplane sum = 0 "
-              f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}), a (d - 2)-dimensional set: in d = 3, "
-              "a circle.")
+lesson.answer(f"RMSNorm's output set has d - 1 dimensions and LayerNorm's d - 2, one fewer for each equation "
+              f"the outputs satisfy. RMSNorm fixes only the norm, so its outputs fill the whole sphere of radius "
+              f"sqrt(d). LayerNorm also removes the mean, which puts its outputs in the hyperplane sum = 0 as well "
+              f"(max |sum| here {np.max(np.abs(y_ln3.sum(axis=1))):.0e}): where the sphere meets the hyperplane, "
+              "in d = 3 a circle.")
 
 # %% [markdown]
 # **2.** At mean/std ratio $m/s = 5$, how far apart are the two layers' outputs, and what limit does the distance

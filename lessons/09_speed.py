@@ -19,10 +19,9 @@
 # floating-point operations per element of the layers as they are timed (LayerNorm with its weight and bias,
 # RMSNorm with its weight), operation by operation, and prints the ratio: it is well above the "half the
 # computation" one explainer states. The claim is graded on the clock, the time ratio of the fused kernels;
-# the count is shown beside it. Time follows the count only where computation is the bottleneck. In the NumPy
-# code every operation is one more pass over an $(N, d)$ array, so fewer operations are fewer passes. A fused
-# kernel touches each element a fixed number of times; if it ran at copy bandwidth, LayerNorm and RMSNorm,
-# which move the same bytes, would take the same time.
+# the count is shown beside it. Time follows the count only where computation is the bottleneck, and whether
+# it is depends on how the code is written: the questions at the end ask where dropping the mean should pay,
+# in the unfused NumPy code or in a fused kernel, and the timings answer it.
 #
 # **Three size regimes.** Whether a kernel keeps up with memory depends on where its bytes are. The speed
 # lessons (09, 13, 18) share one measurement model (`lessons/_speed.py`): one thread, the same three copies of
@@ -137,8 +136,8 @@ plot_time(lesson, ds, n, times, copy, impls)
 # $dy$, write $dx$) over the time, as a share of the fastest copy's bandwidth, the copy moving as many bytes
 # (for forward + backward, an array 5/2 the size of $x$, copied): 100% means the layer runs as fast as the
 # fastest way this machine has to move its arrays. The copies' own GB/s are the grey
-# lines (right axis): fast from cache, slower past it, where the copy with non-temporal stores, which skips
-# the read a plain store makes of each line it writes, overtakes the plain ones.
+# lines (right axis): fast from cache, slower past it, where the copy with non-temporal stores overtakes the
+# plain ones (why is a question of lesson 13).
 
 # %%
 pct_copy = {key: 100 * moved_bytes(key[2], n, ds) / t / 1e9 / yardstick(copy[key[2]]) for key, t in times.items()}
@@ -284,15 +283,18 @@ ratio_by = {r: float(np.median(ratios[fast, FB][regimes[FB] == r])) for r in pre
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 med = {(impl, r): float(np.median(ratios[impl, FB][regimes[FB] == r])) for impl in impls for r in present}
 lesson.answer("In the NumPy code, where every operation is one more pass over an (N, d) array, so fewer operations "
-              "are fewer passes; a fused kernel touches each element a fixed number of times whatever it computes. "
+              "are fewer passes; a fused kernel touches each element a fixed number of times whatever it computes, "
+              "so there the operations RMSNorm skips save time only where computation, not memory, is the "
+              "bottleneck. "
               f"Here the fwd+bwd time ratio RMSNorm / LayerNorm (flop ratio "
               f"{flops('RMSNorm', FB) / flops('LayerNorm', FB):.2f}) is, median per regime: "
               + "; ".join(f"{r}: " + ", ".join(f"{impl} {med[impl, r]:.2f}" for impl in impls) for r in present)
               + ".")
 
 # %% [markdown]
-# **2.** If the fused kernels ran at copy bandwidth, what would RMSNorm's time be against LayerNorm's, and
-# how close to copy bandwidth did they come here, regime by regime?
+# **2.** The memory-bound claim above says why LayerNorm and RMSNorm would take the same time at copy
+# bandwidth. How close to copy bandwidth did the fused kernels come here, regime by regime, and what set
+# their pace where they fell short?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 def pace(r):
@@ -305,9 +307,9 @@ def pace(r):
             + f" (time ratio {med['numba', r]:.2f})")
 
 
-lesson.answer("The same: both read x and dy and write dx, the same bytes, so at copy bandwidth the arithmetic would "
-              "not count. " + ("numba's fwd+bwd ran at a median " + "; at ".join(pace(r) for r in present) + "."
-                               if numba_ok else "numba's kernels did not run here."))
+lesson.answer(("numba's fwd+bwd ran at a median " + "; at ".join(pace(r) for r in present) + "."
+               if numba_ok else "numba's kernels did not run here.") + " At copy bandwidth the two would take the "
+              "same time: both read x and dy and write dx, the same bytes, so the arithmetic would not count.")
 
 # %% [markdown]
 # **3.** The paper reports 7%–64% less runtime for whole models. Why can a model never save more, by

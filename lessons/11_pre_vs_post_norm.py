@@ -43,7 +43,7 @@ lesson = start(__name__, "11_pre_vs_post_norm")
 # %%
 NORMS, PLACEMENTS = ("layernorm", "rmsnorm"), ("pre", "post")
 D, HEADS, T, BATCH = 32, 2, 16, 16
-LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that got there uses the context
+LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that ends less far below is on its plateau
 SIGNED = "{:+.3f}"
 XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
 
@@ -85,13 +85,11 @@ for key, prof in profiles.items():
                    + " ".join(f"{spreads[key + (L,)][0]:.2f}" for L in depths))
 
 # %% [markdown]
-# In Post-Norm the gradient of block $i$ passes through the norms of every block above it, which can make
-# the profile rise toward the output. Xiong et al. (2020, arXiv 2002.04745) prove and plot that for Post-LN,
-# and report that Pre-LN's gradient norm stays about the same across layers. In Pre-Norm the skip path carries
-# the output's gradient down unchanged and each block adds to the stream, so nothing forces a flat profile
-# either. The ledger grades both statements of Xiong et al. at every depth of the right panel (a statement
-# about Post-LN in general should hold at each), each on its interval over the initializations. The cell
-# above prints the profiles and ratios.
+# Xiong et al. (2020, arXiv 2002.04745) prove and plot that at initialization Post-LN's gradient norm rises
+# toward the output, and report that Pre-LN's stays about the same across layers; what in each placement
+# would shape a profile so is the first question at the end. The ledger grades both statements of Xiong et
+# al. at every depth of the right panel (a statement about Post-LN in general should hold at each), each on
+# its interval over the initializations. The cell above prints the profiles and ratios.
 #
 # A name is graded by what defines it. Post-Norm (the original Transformer's) normalizes what leaves every
 # block: the residual stream after each block is a norm's output, so at initialization (weight 1, bias 0)
@@ -190,10 +188,10 @@ for (norm, placement, layers, lr, warmup) in final[0]:
 
 # %% [markdown]
 # The measure is the validation loss at the end against the unigram baseline, the loss of predicting every
-# character by its frequency in the training text, $-\frac{1}{n}\sum_t \ln p(c_t)$. A model that ignores the
-# context sits on that plateau, so a run that ends on it (less than 0.05 nats below it) has not yet left
-# it. Each comparison is paired (Pre-Norm and Post-Norm on the same seed, data and rate; per seed the mean
-# of LayerNorm's and RMSNorm's difference) and graded on its whole 95% interval: "holds" if all of it is at
+# character by its frequency in the training text, $-\frac{1}{n}\sum_t \ln p(c_t)$; a run that ends less
+# than 0.05 nats below it is counted as on its plateau (why this is the yardstick is the second question at
+# the end). Each comparison is paired (Pre-Norm and Post-Norm on the same seed, data and rate; per seed the
+# mean of LayerNorm's and RMSNorm's difference) and graded on its whole 95% interval: "holds" if all of it is at
 # least 0.05 nats (the plateau's width) in Pre-Norm's favour, "does not hold" if all of it favours
 # Post-Norm, "inconclusive" if it straddles a bound. The text cannot know the outcome: every verdict is
 # possible.
@@ -269,7 +267,8 @@ plot_sweep(lesson, final, lrs, NORMS, SWEEP_LAYERS, deep, unigram, LEFT_PLATEAU,
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("In Post-Norm a lower block's gradient reaches it only through the norm of every block above it; in "
               "Pre-Norm the skip path carries the output's gradient down unchanged and every block adds its share on "
-              "the way. The top quarter's gradient over the bottom quarter's (LayerNorm, geometric mean over "
+              "the way, so the first can make the profile rise toward the output and nothing forces the second to "
+              "be flat. The top quarter's gradient over the bottom quarter's (LayerNorm, geometric mean over "
               "initializations), by depth: " + "; ".join(
                   f"{L} blocks Post-LN {spreads['layernorm', 'post', L][0]:.2f}, Pre-LN "
                   f"{spreads['layernorm', 'pre', L][0]:.2f}" for L in depths) + ".")

@@ -54,9 +54,7 @@ rounds = lesson.pick(2, 3)
 #
 # NumPy has no rsqrt: `1/np.sqrt(v)` runs two passes (sqrt, then divide) and `v ** -0.5` goes through pow.
 # numba compiles the same loop two ways: IEEE $1/\sqrt{v}$, and with fastmath, where LLVM may use the
-# processor's approximate reciprocal square root plus a Newton step; torch has rsqrt. In a norm the
-# reciprocal square root runs once per row, on $N$ numbers, against $N \cdot d$ elements of work: its whole
-# cost bounds what rsqrt can save.
+# processor's approximate reciprocal square root plus a Newton step; torch has rsqrt.
 #
 # The cell times the norms' forwards against $d$ (lesson 09's sweep), $1/\sqrt{v}$ and its alternative per
 # value, the NumPy reference's own $1/\sqrt{\cdot}$ on the $(N, 1)$ mean squares, and a fused forward that
@@ -120,20 +118,19 @@ share, at, fused = rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div
 # ## Writing past the cache
 #
 # "A kernel that reads $x$ and writes $y$ moves two arrays' worth of bytes" is how bandwidth is usually
-# counted, and it is not what a plain store does: before writing into a cache line the core reads it from
-# memory (a read for ownership), so writing $y$ costs a read and a write. Non-temporal stores skip that read
-# and send whole lines to memory. From the size at which $x$ and $y$ fill the last-level cache the numba
-# kernels write $y$ and $dx$ that way (`scratchnorm/fast/_stream.py`); below it they write normally, so that
-# the next layer finds $y$ in cache.
+# counted. A store can be plain, through the cache, or non-temporal, which sends whole lines to memory
+# without keeping them in the cache. From the size at which $x$ and $y$ fill the last-level cache the numba
+# kernels write $y$ and $dx$ with non-temporal stores (`scratchnorm/fast/_stream.py`); below it they write
+# normally, so that the next layer finds $y$ in cache. Why that choice pays past the cache is the second
+# question at the end.
 #
 # The lesson measures it past the cache, at the shape lesson 18 also measures there (`_speed.PAST_THE_CACHE`),
 # on one thread (numba's JIT only): the speed lessons' three copies (`np.copyto`, numba's copy with plain
-# stores and with non-temporal stores: the plain one's time over the non-temporal one's is the cost of the
-# hidden read), and the RMSNorm and LayerNorm forwards with the kernels' `stream=False` and `stream=True`,
-# all taken in turns, round by round. If memory bandwidth alone set the time, the plain copy would take 1.5
-# times the non-temporal one, and the claim below would not hold for plain stores. A forward reads and writes
-# the copy's bytes and computes too: if the hidden read were all that non-temporal stores remove, a forward
-# would gain from them at most what the copy gains. The run prints both, and says which it found.
+# stores and with non-temporal stores: the plain one's time over the non-temporal one's is what a plain
+# store costs beyond a non-temporal one), and the RMSNorm and LayerNorm forwards with the kernels'
+# `stream=False` and `stream=True`, all taken in turns, round by round. The claim holds if the two copies
+# take about the same time. A forward reads and writes the copy's bytes and computes too; the run prints
+# each forward's gain from non-temporal stores beside the copy's, and says which is larger.
 #
 # The figure: GB/s of the three copies and of the RMSNorm and LayerNorm forwards with plain and with
 # non-temporal stores (hatched).
@@ -189,10 +186,9 @@ plot_pages(lesson, ds, n, fresh, impls, NORMS)
 # ## Memory
 #
 # What the backward needs per row: LayerNorm keeps $x$ (or $\hat x$) and two numbers (mean, rstd), RMSNorm
-# $x$ and one (rstd). Not storing the mean saves 1 of $d + 2$ values. The lesson counts the bytes each
-# implementation's cache holds per row (torch: the tensors autograd saves), and grades the claim on the
-# largest saving it measures: whether any implementation keeps less for RMSNorm than for LayerNorm, by at
-# least the mean's share.
+# $x$ and one (rstd). The lesson counts the bytes each implementation's cache holds per row (torch: the
+# tensors autograd saves), and grades the claim on the largest saving it measures: whether any
+# implementation keeps less for RMSNorm than for LayerNorm, by at least the mean's share.
 
 # %%
 def memory_claim(lesson, impls, torch):
@@ -252,8 +248,10 @@ lesson.answer(f"At most the share of the time the whole 1/sqrt takes: {share[fus
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer("A plain store first reads the cache line it writes (a read for ownership), so writing y costs a "
               "read and a write; a non-temporal store skips that read. The hidden read costs memory traffic only "
-              "once the arrays are past the last-level cache. If it were all that non-temporal stores remove, a "
-              "forward would gain about as much as the copy, or less (it also computes). " +
+              "once the arrays are past the last-level cache; if memory bandwidth alone set the time, the plain "
+              "copy would move three arrays' worth where the non-temporal one moves two, and take 1.5 times as "
+              "long. If the hidden read were all that non-temporal stores remove, a forward would gain about as "
+              "much as the copy, or less (it also computes). " +
               (f"Here, at {math.prod(stream_shape) * np.dtype(DTYPE).itemsize >> 20} MiB an array "
                f"({regime(2 * math.prod(stream_shape) * np.dtype(DTYPE).itemsize)}), the plain copy took "
                f"{hidden:.2f}× the time of the non-temporal one (1.5 if memory bandwidth alone set both), and the "

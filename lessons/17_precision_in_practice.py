@@ -112,9 +112,8 @@ lesson.claim("Rounding once at the end (Gemma's order) keeps RMSNorm's output wi
 # %% [markdown]
 # ## A third rounding: the cast itself
 #
-# Found while writing this lesson: ml_dtypes casts float64 to bfloat16 through float32, which rounds twice.
-# 0.18017578733 becomes 0.18017578125 in float32, exactly halfway between two bfloat16 numbers, and the tie
-# goes to the even one, below, though the float64 value was above the halfway point. The library rounds once
+# Found while writing this lesson: ml_dtypes casts float64 to bfloat16 through float32, which rounds twice,
+# and on some values lands on the other bfloat16 neighbour than one rounding gives. The library rounds once
 # (`dtypes.round_to`: float32 rounded to odd, then bfloat16); the lesson counts how often the plain cast is
 # wrong on standard normal values.
 
@@ -243,8 +242,8 @@ lesson.claim("bfloat16 needs no larger eps than float32 (it has float32's range)
 # %% [markdown]
 # ## Which half format is safer?
 #
-# float16 has the finer spacing (a float16 ulp is 8 times finer than a bfloat16 ulp), bfloat16 the wider
-# range. The last claim weighs the two for the naive port: `safe_scale` scales the rows up, $\max |x|$ from
+# float16 has the finer spacing (a float16 ulp is 8 times finer than a bfloat16 ulp). The last claim asks
+# whether that makes it the safer format for the naive port: `safe_scale` scales the rows up, $\max |x|$ from
 # $1$ to $10^8$, and finds the largest scale at which `cast="none"` stays within 8 ulps of the float64 output.
 
 # %%
@@ -294,10 +293,17 @@ lesson.answer(f"The output must be a number of the format and the exact result l
 # **2.** ml_dtypes' cast through float32 is wrong on only a handful of values. Why so rarely?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
+example = np.array([0.18017578733131004])            # the value that showed it (scratchnorm/dtypes.py)
+via32, twice, once = (float(v[0]) for v in (example.astype(np.float32),            # the first rounding
+                                            example.astype(BF16), round_to(example, BF16)))   # twice; once
+check(twice < via32 == (twice + once) / 2 < example[0] < once, "the example is a tie in float32, broken downward")
 lesson.answer(f"Double rounding errs only when the first rounding, to float32, lands exactly halfway between two "
               f"bfloat16 numbers (the 16 bits bfloat16 then drops read 1 and 15 zeros: about one value in 2^16), "
               f"and only when the tie goes the other way than the float64 value, half of those: {wrong} of "
-              f"{a.size} here, against about {a.size / 2 ** 17:.1f} expected.")
+              f"{a.size} here, against about {a.size / 2 ** 17:.1f} expected. {example[0]:.11g} is one: it becomes "
+              f"{via32:.11g} in float32, exactly halfway between two bfloat16 numbers, and the tie goes to the "
+              f"even one, {twice:.10g}, below, though the float64 value was above the halfway point; one rounding "
+              f"gives {once:.10g}.")
 
 # %% [markdown]
 # **3.** float16 has 8 times finer ulps than bfloat16, yet the claim that it is the safer half format for

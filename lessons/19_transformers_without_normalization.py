@@ -10,8 +10,8 @@
 #
 # with $\alpha$ a learnable scalar ($\alpha_0 = 0.5$ by default) and no statistic at all, so no reduction over
 # the features. The paper starts from an observation: plotted against its input, a trained Transformer's
-# LayerNorm output traces an S-shaped, tanh-like curve. The division by each token's own standard deviation
-# does it: the few tokens with extreme values also have a large standard deviation, and come out squashed.
+# LayerNorm output traces an S-shaped, tanh-like curve. The lesson measures that curve in a trained model
+# and in an untrained one; where the S-shape comes from is the first question at the end.
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
@@ -88,7 +88,7 @@ for key, cs in curves.items():
 # $$
 #
 # A straight line gives 1; a curve that squashes the extremes, less. The same number is taken on the
-# untrained model, which has the division too. The inputs are those each LayerNorm receives in one forward
+# untrained model. The inputs are those each LayerNorm receives in one forward
 # pass on 64 validation windows (each norm's `forward` is wrapped for that pass, then restored).
 
 # %%
@@ -207,10 +207,10 @@ plot_dyt_race(lesson, curves, unigram, f"Tiny Transformer (d = {D}, {LAYERS} pre
 # %% [markdown]
 # ## The layers timed alone
 #
-# DyT has no reduction, but it computes a tanh per element (`scratchnorm/fast/dyt.py` writes one that
-# vectorizes), which may cost more than the statistic it saves. The cell times the forward and backward of
-# each layer alone on the activations' shape, float64. A time depends on the machine and its load: the
-# verdict is recorded and graded (`timed=True`), never asserted, and the text does not announce it.
+# DyT has no reduction over the features; whether that makes it faster is the claim. The cell times the
+# forward and backward of each layer alone (DyT's kernel: `scratchnorm/fast/dyt.py`) on the activations'
+# shape, float64. A time depends on the machine and its load: the verdict is recorded and graded
+# (`timed=True`), never asserted, and the text does not announce it.
 
 # %%
 with one_blas_thread():
@@ -251,7 +251,8 @@ lesson.answer(f"alpha0 is alpha's starting value, so it sets where the tanh bend
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
 lesson.answer(f"The reduction is cheap: one multiply-add per element for the mean square, one square root per row. "
-              f"DyT computes a tanh per element (and its derivative in the backward), which costs many operations. "
+              f"DyT computes a tanh per element (and its derivative in the backward), which costs many operations, "
+              "even vectorized as scratchnorm/fast/dyt.py writes it. "
               f"Here DyT took {ratio:.2f} times RMSNorm's time ({layer_t['dyt'] * 1e6:.0f} us against "
               f"{layer_t['rmsnorm'] * 1e6:.0f} us), a timing of this machine at this moment.")
 
