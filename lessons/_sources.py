@@ -30,6 +30,7 @@ SOURCES = {
     "santurkar": ("Santurkar, Tsipras, Ilyas & Madry 2018, How Does Batch Normalization Help Optimization?",
                   "santurkar"),
     "mnist1d": ("MNIST-1D paper (Greydanus 2020, Scaling down Deep Learning)", "mnist1d"),
+    "groupnorm": ("GroupNorm paper (Wu & He 2018, Group Normalization)", "groupnorm"),
     "common": ("common wisdom", "common-wisdom"),
 }
 
@@ -95,6 +96,14 @@ CITATIONS = {
     ("santurkar", "§3"): ("§3 (why does BatchNorm work?): the smoothing effect", "santurkar-s3"),
     ("mnist1d", "benchmarks"): ("its benchmark table: the test accuracy of logistic regression, an MLP, a CNN and a "
                                 "GRU on MNIST-1D", "mnist1d-benchmarks"),
+    ("groupnorm", "abstract"): ("abstract: BatchNorm's error rises as the batch shrinks, GroupNorm's accuracy is "
+                                "stable across batch sizes", "groupnorm-abstract"),
+    ("groupnorm", "Figure 1"): ("Figure 1: ImageNet error against the batch size per worker, BatchNorm and "
+                                "GroupNorm", "groupnorm-figure-1"),
+    ("groupnorm", "Figure 2"): ("Figure 2: the axes of (N, C, H, W) each of BatchNorm, LayerNorm, InstanceNorm and "
+                                "GroupNorm normalizes", "groupnorm-figure-2"),
+    ("groupnorm", "GroupNorm's two ends"): ("GroupNorm with one group is LayerNorm over (C, H, W), with C groups "
+                                            "InstanceNorm over (H, W)", "groupnorm-ends"),
     ("common", ""): ("", "common-wisdom"),
 }
 

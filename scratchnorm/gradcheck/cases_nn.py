@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import nn
+from ..groupnorm import GroupNorm
 from ..linear import Linear
 from ..rmsnorm import RMSNorm
 from .case import Case
@@ -64,6 +65,25 @@ def _cnn(norm):
             layers.append(nn.GELU(backend=b))
         return nn.Sequential(*layers, nn.Flatten(backend=b), Linear(3 * 2, 4, backend=b))
     return make
+
+
+def _cnn2d(norm):
+    """A tiny 2-D CNN as lesson 25 builds it: Conv2d -> norm over its channels -> GELU, twice, then a Linear.
+    norm: a name, a factory c -> Layer (GroupNorm with a number of groups), or None."""
+    def make(b):
+        layers = []
+        for c_in, c_out, stride in ((1, 4, 1), (4, 4, 2)):
+            layers.append(nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=norm != "batchnorm", backend=b))
+            if norm is not None:
+                layers.append(nn.OverChannels(norm(b) if callable(norm) else norm, c_out, backend=b))
+            layers.append(nn.GELU(backend=b))
+        return nn.Sequential(*layers, nn.Flatten(backend=b), Linear(4 * 2 * 2, 3, backend=b))
+    return make
+
+
+def _groupnorm(groups):
+    """A factory of GroupNorm(groups, C) on backend b, for OverChannels."""
+    return lambda b: lambda c: GroupNorm(groups, c, backend=b)
 
 
 def nn_cases() -> list[Case]:
@@ -139,4 +159,18 @@ def nn_cases() -> list[Case]:
         Case("nn.OverChannels layernorm", lambda b: nn.OverChannels("layernorm", 4, backend=b), (2, 4, 5)),
         *[Case(f"nn CNN (Conv1d, OverChannels, GELU) norm={norm}", _cnn(norm), (5, 2, 8), **smooth)
           for norm in (None, "batchnorm", "rmsnorm")],
+        # the 2-D convolution: the same three regimes on images, rectangular ones so that rows and columns
+        # cannot be swapped unseen; the norms after it over (N, C, H, W); Flatten of images
+        Case("nn.Conv2d(3, 4, 3)", lambda b: nn.Conv2d(3, 4, 3, backend=b), (2, 3, 6, 5)),
+        Case("nn.Conv2d(2, 3, 3, stride=2, padding=1)", lambda b: nn.Conv2d(2, 3, 3, 2, 1, backend=b), (2, 2, 7, 6)),
+        Case("nn.Conv2d(2, 3, 2, stride=3, no bias)", lambda b: nn.Conv2d(2, 3, 2, 3, bias=False, backend=b),
+             (2, 2, 8, 7)),
+        Case("nn.Flatten images", lambda b: nn.Flatten(backend=b), (2, 3, 4, 2)),
+        Case("nn.OverChannels batchnorm images", lambda b: nn.OverChannels("batchnorm", 3, backend=b), (3, 3, 4, 2)),
+        *[Case(f"nn.OverChannels GroupNorm({g}, 4) images", lambda b, g=g: nn.OverChannels(_groupnorm(g)(b), 4,
+                                                                                             backend=b), (2, 4, 3, 2))
+          for g in (1, 2, 4)],
+        Case("nn.OverChannels rmsnorm images", lambda b: nn.OverChannels("rmsnorm", 4, backend=b), (2, 4, 3, 2)),
+        *[Case(f"nn 2-D CNN (Conv2d, OverChannels, GELU) norm={label}", _cnn2d(norm), (4, 1, 4, 4), **smooth)
+          for label, norm in (("none", None), ("batchnorm", "batchnorm"), ("GroupNorm(2, 4)", _groupnorm(2)))],
     ]

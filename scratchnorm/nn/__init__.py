@@ -27,7 +27,7 @@ attention.py (causal multi-head self-attention, QK-Norm per head or over all hea
 residual.py (where the norm goes: pre, post, peri, reordered, deepnorm), parallel.py
 (attention and MLP side by side on one norm: GPT-J, Cohere),
 sequential.py (Sequential, mlp), conv.py (Conv1d, its backward by hand; Flatten; OverChannels, a norm
-over a convolution's channels), container.py (prefixed parameter names),
+over a convolution's channels), conv2d.py (Conv2d, the image case), container.py (prefixed parameter names),
 loss.py (softmax cross-entropy), optim.py (SGD, Adam), norms.py (the
 ``norm=`` registry), transformer.py. Importing this package imports no numba.
 """
@@ -36,6 +36,7 @@ from .activations import GELU, ReLU, gelu_backward, gelu_forward, relu_backward,
 from .attention import CausalSelfAttention, causal_attention_backward, causal_attention_forward
 from .container import Container
 from .conv import Conv1d, Flatten, OverChannels, conv1d_backward, conv1d_forward
+from .conv2d import Conv2d, conv2d_backward, conv2d_forward
 from .embedding import Embedding
 from .loss import SoftmaxCrossEntropy, softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .norms import NORMS, make_norm
@@ -46,9 +47,11 @@ from .sequential import Sequential, mlp
 from .transformer import Transformer
 
 __all__ = [
-    "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Conv1d", "Embedding", "Flatten", "Linear",
+    "GELU", "NORMS", "SGD", "Adam", "CausalSelfAttention", "Container", "Conv1d", "Conv2d", "Embedding", "Flatten",
+    "Linear",
     "Optimizer", "OverChannels", "ParallelResidual",
     "ReLU", "Residual", "Sequential", "SoftmaxCrossEntropy", "Transformer", "causal_attention_backward",
-    "causal_attention_forward", "conv1d_backward", "conv1d_forward", "gelu_backward", "gelu_forward", "make_norm",
+    "causal_attention_forward", "conv1d_backward", "conv1d_forward", "conv2d_backward",
+    "conv2d_forward", "gelu_backward", "gelu_forward", "make_norm",
     "mlp", "relu_backward", "relu_forward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",
 ]

@@ -1,4 +1,5 @@
-r"""Conv1d, a 1-D convolution written out with its backward; Flatten; OverChannels, a norm over the channels.
+r"""Conv1d, a 1-D convolution written out with its backward; Flatten; OverChannels, a norm over the channels
+of a 1-D or 2-D convolution's output.
 
 Shapes (channels first, as PyTorch's Conv1d and BatchNorm1d): x (N, C_in, L), weight (C_out, C_in, K),
 bias (C_out,), y (N, C_out, L_out) with stride S, zero padding P on each side and
@@ -31,10 +32,12 @@ K taps, not over positions.
 
 Flatten: (N, C, L) -> (N, C L) for the classifier on top; its backward reshapes back.
 
-OverChannels(norm): a normalization applied over the channels of (N, C, L). A channels-first norm
-(BatchNorm: each channel over the batch and the length, (N, C, *) being its input) gets x as it is; a
+OverChannels(norm): a normalization applied over the channels of a convolution's output, (N, C, L) from
+Conv1d or (N, C, H, W) from Conv2d (conv2d.py). A channels-first norm gets x as it is: BatchNorm normalizes
+each channel over the batch and every position, GroupNorm each group of channels of one example over every
+position (with one group: the whole example over (C, H, W); with C groups: each channel over (H, W)). A
 row-wise norm (LayerNorm, RMSNorm, pRMSNorm: over the last axis) gets x with the channels moved last, so it
-normalizes the C channels at each position t, and its output is moved back.
+normalizes the C channels at each position, and its output is moved back.
 """
 from __future__ import annotations
 
@@ -152,8 +155,8 @@ class Flatten(Layer):
 
 class OverChannels(Container):
     """OverChannels(norm, channels): the normalization ``norm`` (a name or factory, see norms.py) over the
-    channels of (N, C, L): a channels-first norm (BatchNorm) as it is, a row-wise norm at each position with
-    the channels moved last. Its parameters are "norm.weight" (and "norm.bias")."""
+    channels of (N, C, *spatial): a channels-first norm (BatchNorm, GroupNorm) as it is, a row-wise norm at
+    each position with the channels moved last. Its parameters are "norm.weight" (and "norm.bias")."""
 
     def __init__(self, norm, channels, *, backend="numba", dtype=np.float64):
         super().__init__(backend=backend, dtype=dtype)
@@ -166,19 +169,20 @@ class OverChannels(Container):
         self.channels_first = isinstance(layer, CHANNELS_FIRST)
 
     def _check_input(self, x):
-        if x.ndim != 3 or x.shape[1] != self.channels:
-            fail(ValueError, "x", f"an (N, {self.channels}, L) array: channels on axis 1", x,
-                 "pass a convolution's output (N, C, L).")
+        if x.ndim < 3 or x.shape[1] != self.channels:
+            fail(ValueError, "x", f"an (N, {self.channels}, *spatial) array: channels on axis 1, at least one "
+                 "spatial axis", x, "pass a convolution's output, (N, C, L) or (N, C, H, W).")
 
     def _forward(self, x):
         norm = self.children["norm"]
         if self.channels_first:
             return norm.forward(x), ()
-        return np.ascontiguousarray(norm.forward(np.ascontiguousarray(x.transpose(0, 2, 1))).transpose(0, 2, 1)), ()
+        y = norm.forward(np.ascontiguousarray(np.moveaxis(x, 1, -1)))           # (N, *spatial, C): channels last
+        return np.ascontiguousarray(np.moveaxis(y, -1, 1)), ()
 
     def _backward(self, dy, cache):
         norm = self.children["norm"]
         if self.channels_first:
             return self._with_child_grads(norm.backward(dy))
-        dx = norm.backward(np.ascontiguousarray(dy.transpose(0, 2, 1))).transpose(0, 2, 1)
-        return self._with_child_grads(np.ascontiguousarray(dx))
+        dx = norm.backward(np.ascontiguousarray(np.moveaxis(dy, 1, -1)))
+        return self._with_child_grads(np.ascontiguousarray(np.moveaxis(dx, -1, 1)))

@@ -31,7 +31,9 @@ RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangG
                  "https://arxiv.org/abs/1706.05350", "https://arxiv.org/abs/1810.12281",
                  "https://arxiv.org/abs/1805.11604",
                  # MNIST-1D: the paper's arXiv page and the repository, as the repository's README gives them
-                 "https://arxiv.org/abs/2011.14439", "https://github.com/greydanus/mnist1d"}
+                 "https://arxiv.org/abs/2011.14439", "https://github.com/greydanus/mnist1d",
+                 # GroupNorm (Wu & He 2018): the arXiv number the project's reference notes give
+                 "https://arxiv.org/abs/1803.08494"}
 
 
 def lesson_citations():

@@ -158,7 +158,7 @@ def test_conv_errors(rng):
         nn.Conv1d(2, 3, 5, padding=-1)
     with pytest.raises(ValueError, match="norm: expected a normalization"):
         nn.OverChannels("none", 3)
-    with pytest.raises(ValueError, match=r"x: expected an \(N, 3, L\) array"):
+    with pytest.raises(ValueError, match=r"x: expected an \(N, 3, \*spatial\) array"):
         nn.OverChannels("rmsnorm", 3, **NP).forward(rng.standard_normal((2, 4, 5)))
 
 
