@@ -1,42 +1,68 @@
 """A cache unpacked in another order than the forward packed it, found exactly (the cache contract only).
 
-The forward returns (out, cache), the backward unpacks the cache: when it unpacks two items of the same shape
-the wrong way round, nothing raises and dx is silently wrong. The checker has the learner's own cache, so it
-asks their backward directly: with items i and j of the cache swapped, are all its gradients right on every
-draw? If so, that is the mistake, and the report says which items. Only items of one shape are swapped (the
-others would raise or change a shape), one pair at a time.
+The forward returns (out, cache), the backward unpacks the cache: when it unpacks items the wrong way round,
+nothing need raise: two items of one shape swap silently, and so do items of other shapes that broadcast
+(gamma (D,) read as x - mean (N, D), a std per row read as gamma). The checker has the learner's own cache,
+so it asks their backward directly: with items i and j of the cache swapped (any two arrays or numbers,
+whatever their shapes), are all its gradients right on every draw? If no pair makes it right, three items
+read round in a cycle. If one does, that is the mistake, and the report says which items.
 """
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import combinations, permutations
 
 import numpy as np
 
 from .judge import CORRECT, rel_err
 
 
-def swapped(cache, i, j):
+def reordered(cache, order):
+    """``cache`` (a tuple or list) with item k put where ``order`` says: item order[k] at position k."""
     items = list(cache)
-    items[i], items[j] = items[j], items[i]
-    return type(cache)(items) if isinstance(cache, tuple) else items
+    out = [items[order[k]] if k < len(order) else items[k] for k in range(len(items))]
+    return type(cache)(out) if isinstance(cache, tuple) else out
 
 
-def _pairs(cache):
-    """(i, j) of the items of ``cache`` (a tuple or list) that are arrays or numbers of one shape."""
+def swapped(cache, i, j):
+    order = list(range(len(cache)))
+    order[i], order[j] = j, i
+    return reordered(cache, order)
+
+
+def _values(cache):
+    """The positions of ``cache`` (a tuple or list) that hold arrays or numbers, each a distinct object."""
     if not isinstance(cache, (tuple, list)):
         return []
-    kind = [np.shape(c) if isinstance(c, (np.ndarray, float, np.floating)) else None for c in cache]
-    return [(i, j) for i, j in combinations(range(len(cache)), 2)
-            if kind[i] is not None and kind[i] == kind[j] and cache[i] is not cache[j]]
+    return [i for i, c in enumerate(cache) if isinstance(c, (np.ndarray, float, np.floating))
+            and not any(c is d for d in cache[:i])]
+
+
+def orders(cache):
+    """(description, order) of every swap of two of the cache's values, then of every three read round."""
+    idx = _values(cache)
+    n = len(cache) if isinstance(cache, (tuple, list)) else 0
+    for i, j in combinations(idx, 2):
+        order = list(range(n))
+        order[i], order[j] = j, i
+        yield f"items {i} and {j} of the forward's cache (counting from 0) are read the wrong way round", order
+    for i, j, k in combinations(idx, 3):
+        for a, b, c in permutations((i, j, k)):
+            if (a, b, c) in ((i, k, j), (j, i, k), (k, j, i), (i, j, k)):     # a swap, or no change
+                continue
+            order = list(range(n))
+            order[i], order[j], order[k] = a, b, c
+            yield (f"items {i}, {j} and {k} of the forward's cache (counting from 0) are read round in a cycle: "
+                   f"your backward takes item {i} for the forward's item {a}, item {j} for item {b}, item {k} for "
+                   f"item {c}"), order
 
 
 def swapped_items(backward, caches, cases, refs, grads):
-    """(i, j) such that ``backward(kw, dy, cache with i and j swapped)`` gives ``refs`` {grad: [per draw]} on
-    every draw (within CORRECT), or None."""
-    def right(n, i, j):
+    """(description) of an order of the cache in which ``backward(kw, dy, cache)`` gives ``refs`` {grad: [per
+    draw]} on every draw (within CORRECT), or None."""
+    def right(n, order):
         kw, dy = cases[n]
         try:
-            out = backward(kw, dy.copy(), swapped(caches[n], i, j))
+            out = backward(kw, dy.copy(), reordered(caches[n], order))
         except Exception:  # the learner's code, on a cache it does not expect
             return False
         out = dict(zip(grads, out)) if isinstance(out, (tuple, list)) else {}
@@ -44,7 +70,7 @@ def swapped_items(backward, caches, cases, refs, grads):
                    for g in grads)
 
     with np.errstate(all="ignore"):
-        for i, j in _pairs(caches[0]):
-            if all(right(n, i, j) for n in range(len(cases))):
-                return i, j
+        for text, order in orders(caches[0]):
+            if all(right(n, order) for n in range(len(cases))):
+                return text
     return None

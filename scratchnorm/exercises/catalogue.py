@@ -39,7 +39,7 @@ COMMON_CODES = ("cache_unpacked_in_another_order", "eps_hard_coded", "dweight_re
                 "missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
                 "dweight_uses_x", "dweight_not_reduced", "eps_outside_sqrt", "eps_missing", "eps_subtracted",
                 "eps_dropped_in_backward", "whole_array_statistics", "mutates_dy", "wrong_shape")
-CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance")
+CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance", "dweight_wrong_array")
 
 LN_FORWARD = """mu    = mean(x)                       over the last axis (d features)
 var   = mean((x - mu)^2)
@@ -95,7 +95,7 @@ EXERCISES = {e.name: e for e in (
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), BATCH, Knobs(),
         COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
-                                  "running_stats_in_training"),
+                                  "running_stats_in_training", "dout_missing"),
         "x has shape (N, C) or (N, C, *positions). For each channel c, over the N examples and all positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over N and the positions, per channel"),
         "dL/dx, dL/dweight (C,) and dL/dbias (C,), given dy. The batch statistics depend on every example, "
@@ -155,8 +155,21 @@ MISTAKES = {
     "missing_projection_term": "dx lacks the term along x_hat, -rstd * x_hat * mean(g * x_hat): the path through "
                                "the variance (or mean square), which every x_hat_j shares (in a staged backward: "
                                "dvar, or its share of dx, left out).",
-    "direct_path_only": "dx = rstd * g: the direct path only (the Jacobian's diagonal). x_i also reaches the loss "
-                        "through mu, -rstd * mean(g), and through var, -rstd * x_hat * mean(g * x_hat).",
+    "direct_path_only": "dx = rstd * g: the direct path only. x_i also reaches the loss through mu, "
+                        "-rstd * mean(g), and through var, -rstd * x_hat * mean(g * x_hat).",
+    "n_factor": "A term carries a wrong factor of n, the count of one group (see which below): the paths through "
+                "the mean and the variance average over the group's n elements, so each carries exactly one 1/n. A "
+                "sum where a mean belongs gives n times the term (dmu added to dx without / N); a mean of a mean, "
+                "1/n of it.",
+    "multiplied_where_it_divides": "A term is multiplied by std where it must be divided by it (see which below): "
+                                   "x_hat = (x - mu) / std, so every path from x_i carries 1/std = rstd (dmean = "
+                                   "-sum(dx_hat) / std, not * std).",
+    "jacobian_diagonal_only": "dx_i uses only dy_i/dx_i, the Jacobian's diagonal (see below whether that diagonal "
+                              "is itself right). But every x_j moves the mean and the variance that every x_hat_i "
+                              "uses, so dx_i = sum_j g_j * dx_hat_j/dx_i: the off-diagonal entries add the mean "
+                              "path, -rstd * mean(g), and the variance path, -rstd * x_hat * mean(g * x_hat), both "
+                              "sums over the whole row (channel, group). Write dx = rstd * (g - mean(g) - x_hat * "
+                              "mean(g * x_hat)).",
     "projection_factor": "The term along x_hat has the wrong factor (x2 or x1/2): check d/dv v^(-1/2) = "
                          "-(1/2) v^(-3/2) and d/dx x^2 = 2x; the 1/2 and the 2 cancel.",
     "sign_error": "One correction term has the wrong sign: both -rstd * mean(g) and -rstd * x_hat * mean(g * x_hat) "
@@ -184,9 +197,11 @@ MISTAKES = {
     "groupnorm_per_position": "The statistics run over the group's channels at each position separately: GroupNorm "
                               "takes one mean and variance per example and group, over the group's channels and "
                               "all positions (reshape to (N, G, C // G * H * W) before reducing).",
-    "running_stats_in_training": "In training mode the forward normalizes with the running averages: training uses "
-                                 "the batch's own mean and variance (and only updates the running ones, which "
-                                 "test mode uses).",
+    "running_stats_in_training": "In training mode the running averages stand in for the batch's statistics (see "
+                                 "where below: the forward, or the backward's mean and variance). Training "
+                                 "normalizes with the batch's own mean and variance, which depend on x, so the "
+                                 "gradient flows through them too (the mean and x_hat terms); the running averages "
+                                 "are only updated, for test mode, where no batch statistics are taken.",
     "one_pass_variance": "The forward computes the variance as E[x^2] - E[x]^2: right for zero-mean inputs, but "
                          "it cancels catastrophically when the mean is large against the spread. Use two passes: "
                          "mu first, then mean((x - mu)^2).",
@@ -198,17 +213,23 @@ MISTAKES = {
     "reduced_without_axis": "A sum or mean runs over the whole array (np.sum(a) without axis=, see which below): "
                             "it gives one number where there is one per row, channel or group. Give it the axes of "
                             "one statistic (and keepdims=True).",
-    "cache_unpacked_in_another_order": "The backward multiplies by std = sqrt(var + eps) where rstd = 1 / std "
-                                       "belongs: is the cache unpacked in another order than the forward packed it "
-                                       "(ivar, std = cache[...] the wrong way round)? Unpack it in the order of the "
-                                       "forward's `cache = (...)`.",
-    "dout_missing": "dx is computed without dout: the gradient reaching x_hat is g = dout * gamma, not gamma alone "
-                    "(dgamma and dbeta have it; dx needs it too). In BatchNorm this makes dx zero.",
+    "cache_unpacked_in_another_order": "The backward unpacks the cache in another order than the forward packed "
+                                       "it (see which items below; std read where rstd = 1 / std belongs, x - mean "
+                                       "where gamma belongs: items of other shapes broadcast, so nothing raises). "
+                                       "Unpack it in the order of the forward's `cache = (...)`, or cache a dict "
+                                       "and read it by name.",
+    "dout_missing": "A gradient is computed without dout (see which below). The chain rule multiplies every local "
+                    "derivative by the upstream gradient: the gradient reaching x_hat is g = dout * gamma, not gamma "
+                    "alone (in BatchNorm, g = gamma makes dx zero), and dgamma = sum(dout * x_hat), not sum(x_hat).",
+    "dweight_wrong_array": "dgamma is summed from another array than dout * x_hat (see which below): gamma "
+                           "multiplies x_hat = (x - mean) * rstd, so dL/dgamma = sum(dout * x_hat) over the batch "
+                           "axes; x - mean lacks the factor rstd.",
     "dweight_reduced_to_scalar": "dgamma (or dbeta) is summed to one number (np.sum without axis=): each weight has "
                                  "its own gradient, summed over the batch axes (and the positions) only.",
-    "eps_hard_coded": "Your forward uses an eps of its own (see which below), not the one it is given: the checker "
-                      "passes its own eps through bn_param (ln_param, gn_param; in scratchnorm's contract the eps "
-                      "argument). Read it with eps = bn_param.get('eps', 1e-5).",
+    "eps_hard_coded": "An eps of its own is written into the code (see where below: the forward, or the backward "
+                      "where it takes its own root of the variance), not the one given: the checker passes its own "
+                      "eps through bn_param (ln_param, gn_param; in scratchnorm's contract the eps argument). Read "
+                      "it with eps = bn_param.get('eps', 1e-5), and let the backward use the forward's (cache it).",
     "weight_out_of_sum": "The weight is pulled out of a sum over the features (see which below): "
                          "sum(dout * gamma * x_hat) is not gamma * sum(dout * x_hat) when gamma varies along the "
                          "summed axis. Keep g = dout * gamma inside the sum.",

@@ -98,6 +98,12 @@ def _search(compute, bases, slips, got, applies, req):
         for _, combo, out in level:
             if _matches(out, first):                               # on the first draw, then on every draw
                 found = _explains(on_draw, combo, got)
+                while found and len(combo) > 2:     # a slip that changes nothing here (round-off aside): left out
+                    smaller = next((c for c in combinations(combo, len(combo) - 1)
+                                    if _explains(on_draw, c, got) == found), None)
+                    if smaller is None:
+                        break
+                    combo = smaller
                 if found:
                     return {name: _shares(on_draw, combo, slips[0], name, got) for name in found}
         level = scored(tuple(sorted((*c, i))) for _, c, _ in level[:BEAM] if len(c) < 3 for i in idx if i not in c)

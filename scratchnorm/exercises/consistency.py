@@ -8,10 +8,14 @@ forward adds eps, but the backward leaves it out"). The forward decides which is
 - the forward has no eps and dx lacks it in some places only: those places are what the backward takes from
   the forward (its cache: x_hat, a std), and where it takes a root itself it adds eps. The mistake is the
   forward's, eps_missing, and fixing it fixes the backward's numbers too.
+
+An eps of its own (eps_hard_coded) is placed the same way: in the forward when y has it, in the backward
+when y is right (the backward takes its own root of the cached variance with an eps written in).
 """
 from __future__ import annotations
 
 DROPPED = "eps left out of "
+IN_FORWARD, IN_BACKWARD = " in your forward, not the ", " in your backward, not the "
 
 
 def reconcile(report) -> None:
@@ -20,9 +24,19 @@ def reconcile(report) -> None:
     if y is None:
         return
     for r in report.results.values():
+        if y.ok and r.name != "y":
+            r.detail = _in_backward(r.detail) if r.code == "eps_hard_coded" else r.detail
+            r.parts = [(c, _in_backward(d) if c == "eps_hard_coded" else d, share) for c, d, share in r.parts]
         if y.ok and r.code == "eps_missing":
             r.code, r.detail = "eps_dropped_in_backward", DROPPED + "every rstd of the backward"
         elif y.code == "eps_missing" and r.code == "eps_dropped_in_backward":
             places = r.detail.removeprefix(DROPPED)
             r.code, r.detail = "eps_missing", (f"without eps, from your forward: {places}; where the backward "
                                                "takes a root itself it adds eps")
+
+
+def _in_backward(detail: str) -> str:
+    """An eps_hard_coded variant's words, placed in the backward (its forward is right)."""
+    value, _, given = detail.partition(IN_FORWARD)
+    return f"{value}{IN_BACKWARD}{given.removesuffix(' it was given')} your forward was given and uses" if given \
+        else detail

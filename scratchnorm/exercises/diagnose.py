@@ -22,6 +22,7 @@ from .cache_order import swapped_items
 from .catalogue import EXERCISES
 from .compound import search
 from .consistency import reconcile
+from .dout_probe import probe
 from .contract import ContractError, Library
 from .intermediates import first_divergence, reference_steps, traced
 from .judge import CORRECT, ZERO, judge, rel_err
@@ -29,6 +30,7 @@ from .location import locate
 from .mutants import backward, forward, partial_sums
 from .report import Report, Result
 from .slips import mutants
+from .terms import describe, named
 
 EPS, DRAWS = 0.05, 3
 SHAPES = {"row": [(2, 3, 8), (4, 6)], "batch": [(6, 4), (5, 4, 3), (3, 4, 2, 3)], "group": [(3, 6, 4), (2, 6, 2, 3)]}
@@ -72,6 +74,14 @@ def groupings(ex, kw):
     if L.kind != "batch":
         out.append(("feature" if L.kind == "row" else "channel", lambda a: a, L.param_axes(x.ndim)))
     return x, out
+
+
+def axis_blocks(layout, ndim):
+    """([(name, axes of x)], the names a parameter gradient sums over): x's axes in blocks, named."""
+    if layout.kind == "row":
+        return [("the batch", tuple(range(ndim - 1))), ("the features", (ndim - 1,))], ["the batch"]
+    named = [("the batch", (0,)), ("the channels", (1,)), ("the positions", tuple(range(2, ndim)))]
+    return [(n, a) for n, a in named if a], ["the batch", "the positions"] if ndim > 2 else ["the batch"]
 
 
 def check_functions(name, funcs, source="", contract=None):
@@ -185,6 +195,7 @@ def _check_backward(report, ex, contract, cases, caches):
     from_forward = _forward_slips(report)
     applies = lambda m: "b" in m.where or (m.code, m.detail) in from_forward      # noqa: E731
     got, refs, variants, partials, groups, mutated, slips, shapes = {}, {}, {}, {}, [], False, [], []
+    wholes = {}                 # parameter gradient -> [per draw: the array it sums, in x's shape]
     for n, (kw, dy) in enumerate(cases):
         dy_given = dy.copy()
         out = as_grads(contract.backward(kw, dy_given, caches[n] if caches else None), ex)
@@ -195,6 +206,10 @@ def _check_backward(report, ex, contract, cases, caches):
         ref = backward(dy, kw["x"], kw["weight"], kw["eps"], L, kn)
         x_hat = forward(kw["x"], None, None, kw["eps"], L, kn)
         partials_of = {"weight": partial_sums(dy * x_hat, L), "bias": partial_sums(dy, L)}
+        if "reduced_over_wrong_axis" in ex.codes:
+            named, right = axis_blocks(L, kw["x"].ndim)
+            for g, whole in (("weight", dy * x_hat), ("bias", dy)):
+                wholes.setdefault(g, []).append((whole, named, right))
         slips.append(mutants(ex, kw))
         shapes.append(shaped)
         muts = [(m, backward(dy, kw["x"], kw["weight"], kw["eps"], m.layout, m.knobs)) for m in slips[-1]]
@@ -212,8 +227,10 @@ def _check_backward(report, ex, contract, cases, caches):
                                        headline=f"backward returned no {g!r} gradient")
             continue
         judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g],
-              groups if g == "x" else None)
+              groups if g == "x" else None, wholes[g] if g in wholes else None)
     kws = [kw for kw, _ in cases]
+    _probe_dout(report, ex, contract, cases, caches, got["x"])
+    _by_terms(report, ex, cases, got["x"])
 
     def compute(n, layout, knobs):
         (kw, dy), shaped = cases[n], shapes[n]
@@ -223,25 +240,71 @@ def _check_backward(report, ex, contract, cases, caches):
     _compound(report, ex, kws, slips, unnamed, applies, compute, from_forward)
     if mutated:
         report.extra_codes.append("mutates_dy")
-    _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
+    traced_first = _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
+    if traced_first is not None:                    # a staged trail that names the step has the line already
+        x = report.results["x"]
+        x.terms = describe(cases, [np.asarray(v) for v in got["x"]],
+                           [(ex.layout_for(kw), ex.knobs_for(kw)) for kw, _ in cases],
+                           *(traced_first if "is the first that differs" not in x.trail else (None, None)))
+        if "; computed in " in x.terms and "already holds your dx" in x.trail:     # a term's own line comes first
+            x.trail = x.trail[:x.trail.index("; the first line whose value is wrong")] + \
+                ": the first line whose value is wrong is the term's, below"
     if caches and any(not report.results[g].ok for g in ex.grads):
-        pair = swapped_items(contract.backward, caches, cases, refs, ex.grads)
-        for g in (g for g in ex.grads if pair and not report.results[g].ok):
+        order = swapped_items(contract.backward, caches, cases, refs, ex.grads)
+        for g in (g for g in ex.grads if order and not report.results[g].ok):
             r = report.results[g]
             r.code, r.parts, r.trail = "cache_unpacked_in_another_order", [], ""
-            r.detail = (f"items {pair[0]} and {pair[1]} of the forward's cache (counting from 0) are read the wrong "
-                        "way round: with them swapped, your backward is right")
+            r.detail = f"{order}: read in the forward's order, your backward is right"
+
+
+
+def _probe_dout(report, ex, contract, cases, caches, got_x):
+    """An unrecognized dx from a right forward (or none) asked what it does with dout (dout_probe.py): not in it,
+    or only on the diagonal. After a wrong forward, a backward may be right for that forward: not asked."""
+    x, y = report.results["x"], report.results.get("y")
+    if x.code != "unrecognized" or x.headline or ZERO in x.detail or (y is not None and not y.ok):
+        return
+    rng, seconds = np.random.default_rng(45), []
+    for n, (kw, dy) in enumerate(cases):
+        dy2 = rng.standard_normal(dy.shape)
+        try:
+            seconds.append((dy2, np.asarray(as_grads(contract.backward(kw, dy2.copy(), caches[n] if caches else None),
+                                                     ex).get("x"), dtype=np.float64)))
+        except Exception:  # the learner's code, run once more: what it raised was reported the first time
+            return
+    layouts = [(ex.layout_for(kw), ex.knobs_for(kw)) for kw, _ in cases]
+    found = probe(cases, got_x, seconds, layouts, lambda n: backward(
+        cases[n][1], cases[n][0]["x"], cases[n][0]["weight"], cases[n][0]["eps"], *layouts[n][:1],
+        layouts[n][1].with_(dy_in_dx=False))["x"].reshape(cases[n][0]["x"].shape))
+    if found:
+        x.code, x.detail, x.parts = found
+
+
+def _by_terms(report, ex, cases, got_x):
+    """An unrecognized dx from a right forward that is the three terms with coefficients the catalogue names
+    (terms.py): a term left out, n times, of the wrong sign, multiplied by std, without eps."""
+    x, y = report.results["x"], report.results.get("y")
+    if x.code != "unrecognized" or x.headline or ZERO in x.detail or (y is not None and not y.ok):
+        return
+    parts = named(cases, [np.asarray(v) for v in got_x], [(ex.layout_for(kw), ex.knobs_for(kw)) for kw, _ in cases])
+    if parts:
+        x.code, x.detail, x.parts = parts[0][0], (parts[0][1] if len(parts) == 1 else ""), \
+            (parts if len(parts) > 1 else [])
 
 
 def _point_at_the_line(report, ex, contract, case, cache):
-    """A wrong dx from a right forward (or none): which named intermediate of the learner's first goes wrong."""
+    """A wrong dx from a right forward (or none): which named intermediate of the learner's first goes wrong.
+    Returns (the trace's record, the learner's dx) of the first draw, or None when dx is not looked into."""
     x, y = report.results.get("x"), report.results.get("y")
     if x is None or x.ok or x.headline or (y is not None and not y.ok):
-        return
+        return None
     kw, dy = case
-    bindings = traced(lambda: contract.backward(kw, dy.copy(), cache))
+    record, out = {}, []
+    bindings = traced(lambda: out.append(contract.backward(kw, dy.copy(), cache)), record)
+    dx = as_grads(out[0], ex).get("x") if out else None
     x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
-                                                         ex.knobs_for(kw)))
+                                                         ex.knobs_for(kw)), record, dx)
+    return record, dx
 
 
 def _compound(report, ex, kws, slips, got, applies, compute, required=frozenset()):

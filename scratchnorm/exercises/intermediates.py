@@ -12,6 +12,12 @@ The reference's steps (sums over the statistic's set A, n its count, rstd = 1 / 
     dxhat = g = dout * gamma      divar = sum_A(g * xmu)       dstd = -divar * rstd^2
     dvar  = -divar * rstd^3 / 2   dmean = -rstd * sum_A(g)     (+ dvar * mean_A(-2 xmu), which is 0)
 
+A backward that takes its own root of the cached variance (std, ivar), or its own x_hat, has those compared
+too: an eps of its own is found on the line that writes it.
+
+When every named step agrees, the first line whose value is wrong is the first, after them, that holds the
+learner's own (wrong) dx: a name bound to the same numbers (dxmu, dx1), or the line that returns it.
+
 Values are compared as the same numbers (within CORRECT) in the same order, or, when the learner's layout
 differs (a transposed LayerNorm, a reshaped GroupNorm), as the same sorted numbers; a name bound to an array
 of another size (a loop's one row) is not compared.
@@ -27,7 +33,10 @@ from .location import shown, theirs
 from .mutants import _statistics
 
 # the reference's step -> the names learners give it
-NAMES = {"dxhat": ("dxhat", "dx_hat", "dxnorm", "dx_norm", "dxn"), "divar": ("divar",),
+NAMES = {"std": ("std", "sqrtvar", "sigma", "sqrt_var"),
+         "rstd": ("rstd", "ivar", "inv_std", "istd", "invstd", "inv_var", "inv_sigma", "inv"),
+         "xhat": ("xhat", "x_hat", "xnorm", "x_norm", "xn"),
+         "dxhat": ("dxhat", "dx_hat", "dxnorm", "dx_norm", "dxn"), "divar": ("divar",),
          "dstd": ("dstd", "dsqrtvar", "d_std"), "dvar": ("dvar", "d_var", "dsigma2"),
          "dmean": ("dmean", "dmu", "d_mean", "d_mu")}
 STEP = {name: step for step, names in NAMES.items() for name in names}
@@ -38,7 +47,7 @@ def reference_steps(dy, x, weight, eps, layout, knobs) -> dict:
     channels = x.shape[1] if x.ndim > 1 else 1
     xv, axes, xm, _, _, rstd, _, _ = _statistics(x, eps, layout, knobs, channels)
     g = layout.view(dy, channels) * layout.weight(weight, xv.shape, x.ndim)
-    steps = {"dxhat": g}
+    steps = {"dxhat": g, "std": 1.0 / rstd, "rstd": rstd, "xhat": xm * rstd}
     if knobs.center and knobs.k is None:
         divar = (g * xm).sum(axis=axes, keepdims=True)
         steps.update(divar=divar, dstd=-divar * rstd ** 2, dvar=-0.5 * divar * rstd ** 3,
@@ -46,15 +55,17 @@ def reference_steps(dy, x, weight, eps, layout, knobs) -> dict:
     return steps
 
 
-def traced(call):
+def traced(call, record=None):
     """Run ``call()`` and return [(name, file, line, value, times bound)] of the watched names the learner's
-    frames bound: the last binding of each name per function, in the order they were bound."""
-    bound = {}
+    frames bound: the last binding of each name per function, in the order they were bound. ``record`` (a
+    dict), when given, gets "timeline": [(name, file, line, value)] of every array any name of theirs was
+    bound to (or changed to in place), in order, and "returns": [(file, line, value)] of their returns."""
+    bound, timeline, returns = {}, [], []
 
     def tracer(frame, event, arg):
         if not theirs(frame.f_code.co_filename):
             return None
-        state = {"line": frame.f_lineno, "seen": {}}
+        state = {"line": frame.f_lineno, "seen": {}, "arrays": {}}
 
         def local(frame, event, arg):
             if event in ("line", "return"):
@@ -65,6 +76,15 @@ def traced(call):
                         times = bound.pop((frame.f_code, name), (0,) * 5)[4] + 1   # re-bound: it moves to the end
                         bound[(frame.f_code, name)] = (name, frame.f_code.co_filename, state["line"],
                                                        np.array(value, dtype=np.float64, copy=True), times)
+                if record is not None:
+                    for name, value in frame.f_locals.items():
+                        if isinstance(value, np.ndarray) and value.ndim and value.dtype.kind == "f":
+                            before = state["arrays"].get(name)
+                            if before is None or before.shape != value.shape or not np.array_equal(before, value):
+                                state["arrays"][name] = value.copy()
+                                timeline.append((name, frame.f_code.co_filename, state["line"], value.copy()))
+                if event == "return" and record is not None:
+                    returns.append((frame.f_code.co_filename, frame.f_lineno, arg))
                 state["line"] = frame.f_lineno
             return local
         return local
@@ -77,7 +97,31 @@ def traced(call):
         pass
     finally:
         sys.settrace(before)
+    if record is not None:
+        record.update(timeline=timeline, returns=returns)
     return list(bound.values())
+
+
+def _same_numbers(a, b) -> bool:
+    a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
+    return a.size == b.size and (rel_err(a, b)[0] <= CORRECT or rel_err(np.sort(a), np.sort(b))[0] <= CORRECT)
+
+
+def holds_dx(record, dx, after):
+    """(name or None, file, line): the first of the learner's bindings after (file, line) ``after`` (None: from
+    the start) that holds their returned ``dx``; else the first of their returns that gives it; else None."""
+    timeline = record.get("timeline", [])
+    start = 0
+    if after is not None:
+        start = next((i + 1 for i, (_, f, line, _) in enumerate(timeline) if (f, line) == after), 0)
+    for name, f, line, value in timeline[start:]:
+        if _same_numbers(value, dx):
+            return name, f, line
+    for f, line, value in record.get("returns", []):
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else [value]
+        if any(isinstance(v, np.ndarray) and _same_numbers(v, dx) for v in items):
+            return None, f, line
+    return None
 
 
 def _agrees(value, ref, times):
@@ -89,8 +133,10 @@ def _agrees(value, ref, times):
     return bool(rel_err(a, r)[0] <= CORRECT or rel_err(np.sort(a), np.sort(r))[0] <= CORRECT)
 
 
-def first_divergence(bindings, steps) -> str:
-    """What the comparison finds, as a sentence for the report ("" when no watched name was comparable)."""
+def first_divergence(bindings, steps, record=None, dx=None) -> str:
+    """What the comparison finds, as a sentence for the report ("" when no watched name was comparable).
+    With ``record`` (traced's) and the learner's returned ``dx``: when every named step agrees, the line
+    where their wrong dx is first held."""
     found = []                                      # (name, file, line, agrees, what differs)
     for name, file, line, value, times in bindings:
         ok = _agrees(value, steps[STEP[name]], times) if STEP[name] in steps else None
@@ -104,7 +150,9 @@ def first_divergence(bindings, steps) -> str:
                 break
     if not found:
         return ""
-    one_file = len({f for _, f, _, _, _ in found}) == 1
+    held = holds_dx(record, dx, found[-1][1:3]) if record is not None and dx is not None and found[-1][3] else None
+    files = {f for _, f, _, _, _ in found} | ({held[1]} if held else set())
+    one_file = len(files) == 1
     where = (lambda f, line: f"line {line}") if one_file else (lambda f, line: f"{shown(f)}, line {line}")
     agreed = [f"{n} ({where(f, line)})" for n, f, line, ok, _ in found if ok]
     text = "your intermediates, compared by name with the reference's (first draw)" + \
@@ -112,6 +160,10 @@ def first_divergence(bindings, steps) -> str:
     if agreed:
         text += ", ".join(agreed) + (" agree" if len(agreed) > 1 else " agrees")
     name, f, line, ok, size = found[-1]
+    if ok and held:
+        what = f"{held[0]} ({where(*held[1:])}) already holds your dx" if held[0] else \
+            f"{where(*held[1:])} returns it"
+        return text + f"; the first line whose value is wrong comes after them: {what}, which is wrong"
     if ok:
         return text + ": the first difference comes after them, in a step not named so"
     return text + ("; " if agreed else "") + \

@@ -36,16 +36,28 @@ def same(a, r, tol=SAME) -> bool:
     return a.shape == r.shape and rel_err(a, r)[0] <= tol
 
 
-def judge(report, name, got, refs, variants, partials=None, groupings=None):
+def reproduces(got, out, ref) -> bool:
+    """``out`` (a mutant's) gives ``got`` within SAME; or both are zero to round-off against the reference (a
+    sum of x_hat over its own group: its round-off is no number to compare)."""
+    if np.shape(got) != np.shape(out):
+        return False
+    if rel_err(got, out)[0] <= SAME:
+        return True
+    scale = EXACT * np.max(np.abs(ref))
+    return bool(np.max(np.abs(out)) <= scale and np.max(np.abs(got)) <= scale)
+
+
+def judge(report, name, got, refs, variants, partials=None, groupings=None, wholes=None):
     """Compare output ``name`` over the draws and record its Result.
 
     ``variants`` {(code, detail): (detail, [the mutant's output per draw])}, one key per mutant whatever
     the draw's shape; ``partials`` [per draw: the partial
     sums a parameter gradient that was not reduced enough would equal]; ``groupings`` (for dx) [per draw:
     (x, [(label, view of an array, axes of one group), ...])], the normalized groups first, for the
-    constant-ratio and structure analyses."""
+    constant-ratio and structure analyses; ``wholes`` (for a parameter gradient, where a sum over other axes is
+    a code of the exercise) [per draw: the array it sums, in x's shape]."""
     if not all(np.shape(g) == np.shape(r) for g, r in zip(got, refs)):
-        report.results[name] = _wrong_shape(name, got, refs, partials)
+        report.results[name] = _wrong_shape(name, got, refs, partials, wholes, report.labels.get(name, name))
         return
     bad = [(i, g) for i, g in enumerate(got) if not np.all(np.isfinite(g))]
     if bad:
@@ -67,17 +79,19 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None):
                                 "be about 1e-15): is something computed in float32, or in an unstable order?")
         return
     code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
-        np.shape(g) == np.shape(o) and rel_err(g, o)[0] <= SAME for g, o in zip(got, outs))), ("unrecognized", ""))
+        reproduces(g, o, r) for g, o, r in zip(got, outs, refs))), ("unrecognized", ""))
     if code == "unrecognized" and all(np.max(np.abs(g)) <= EXACT * np.max(np.abs(r)) for g, r in zip(got, refs)):
         detail = f"{report.labels.get(name, name)} {ZERO}"
     elif code == "unrecognized" and groupings:
         errors = [np.asarray(g) - r for g, r in zip(got, refs)]
         detail = constant_ratio(got, refs, groupings) or structure(errors, groupings)
+    if code == "unrecognized" and not detail:               # the report promises something true below
+        detail = worst_element(report.labels.get(name, name), got[worst], refs[worst], where, worst)
     report.results[name] = Result(name, False, err, f"index {where} of shape {np.shape(refs[worst])}", code,
                                   detail)
 
 
-def _wrong_shape(name, got, refs, partials):
+def _wrong_shape(name, got, refs, partials, wholes=None, label=""):
     i = next(i for i, (g, r) in enumerate(zip(got, refs)) if np.shape(g) != np.shape(r))
     shapes = f"shape {np.shape(got[i])}, expected {np.shape(refs[i])}"
     if all(same(g, r, CORRECT) for g, r in zip(got, refs)):
@@ -89,7 +103,45 @@ def _wrong_shape(name, got, refs, partials):
                                                        for g, r, ps in zip(got, refs, partials)):
         return Result(name, False, float("inf"), "", "dweight_not_reduced",
                       headline=f"{shapes}: summed over too few axes")
+    found = wholes and _summed_over(got, wholes)
+    if found:
+        over, right = found
+        return Result(name, False, float("inf"), "", "reduced_over_wrong_axis",
+                      f"{label} summed over {over}, not over {right}", headline=f"{shapes}: summed over {over}")
     return Result(name, False, float("inf"), "", "wrong_shape", headline=shapes)
+
+
+def _sum_blocks(whole, named, chosen):
+    """``whole`` summed over the axes of the ``chosen`` blocks of ``named`` [(name, axes)], or None if none."""
+    axes = tuple(a for name, ax in named if name in chosen for a in ax)
+    return whole.sum(axis=axes) if axes else None
+
+
+def _summed_over(got, wholes):
+    """(over, right): the blocks of x's axes each draw's ``got`` is the sum of its whole array over, the same
+    blocks on every draw but not the right ones, and the right ones, in words; or None. ``wholes`` [per draw:
+    (the array, [(block's name, its axes of x)], the right blocks' names)]."""
+    from itertools import combinations
+    blocks, right = [name for name, _ in wholes[0][1]], wholes[0][2]
+    for r in range(1, len(blocks) + 1):
+        for chosen in combinations(blocks, r):
+            if list(chosen) == right:
+                continue
+            if all((s := _sum_blocks(w, named, chosen)) is not None and np.size(g) == np.size(s) and
+                   rel_err(np.ravel(g), np.ravel(s))[0] <= SAME for g, (w, named, _) in zip(got, wholes)):
+                return " and ".join(chosen), " and ".join(right)
+    return None
+
+
+def worst_element(label, got, ref, where, draw) -> str:
+    """The learner's value beside the right one where they differ most, and how the two relate overall."""
+    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    c = float(np.sum(got * ref) / max(float(np.sum(ref * ref)), 1e-300))
+    fit = np.linalg.norm(got - c * ref) / max(np.linalg.norm(got), 1e-300)
+    relation = f"it is {c:.6g} times the right one" if fit <= SAME else \
+        f"its closest multiple of the right one ({c:.3g} times) still leaves {fit:.0%} of it unexplained"
+    return (f"at {where} (draw {draw + 1}) your {label} is {got[where]:.6g} where the right value is "
+            f"{ref[where]:.6g}; {relation}")
 
 
 def constant_ratio(got, refs, groupings) -> str:

@@ -21,7 +21,8 @@ Backward, g = dy * weight:
 with c_mean = 1 when the forward centres (0 otherwise) and c_proj = 1. The mean term is what the mean
 mu contributes; the sum through mu of the projection vanishes because sum_A(xm) = 0. Each code of the
 catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, eps left out of one
-place of the backward, one reduction over other axes, dy left out of dx, the weight pulled out of a sum,
+place of the backward, one reduction over other axes, dy left out of dx or of dweight, dweight summed from
+x - mu where x_hat belongs, the weight pulled out of a sum,
 std where rstd belongs, ...) or a forward with another variance (ddof = 1, eps outside the root, no eps,
 an eps of its own, statistics over other axes or given in advance), whose exact gradient this same
 function gives. tests/exercises checks that the knobs at their defaults give the library's own
@@ -92,6 +93,8 @@ class Knobs:
     no_rstd: bool = False           # dx not multiplied by rstd
     g_is_dy: bool = False           # g = dy, the weight forgotten
     dweight_uses_x: bool = False    # dweight = sum dy * x
+    dweight_of_xm: bool = False     # dweight = sum dy * (x - mu): x - mean in place of x_hat
+    dy_in_dweight: bool = True      # False: dweight = sum x_hat, dy left out of it
     eps_sign: float = 1.0           # 0: no eps anywhere; -1: sqrt(var - eps)
     eps_value: float | None = None  # an eps of its own (hard-coded), not the one given
     dy_in_dx: bool = True           # False: dx computed with g = weight, dy left out (dweight, dbias keep it)
@@ -99,6 +102,10 @@ class Knobs:
     weight_out: frozenset = frozenset()   # sums of the backward with the weight pulled out ("gmean", "proj")
     bwd_no_eps: frozenset = frozenset()   # the backward's places that drop eps ("rstd", "outer", "inner", "x_hat")
     bwd_eps_sign: float = 0.0       # what those places do with eps: 0 leave it out, -1 subtract it
+    proj_rstd_inside: bool = False  # the x_hat term's sum taken of g * xm * rstd^3 (dvar's factor inside the sum)
+    bwd_running: tuple | None = None  # (mean, var) per channel: the backward's statistics (its forward's are right)
+    proj_weightless: bool = False   # the x_hat term's sum of dy * xm: gamma left out of it
+    proj_undivided: bool = False    # the x_hat term's sum not divided by n
     running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
     wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
     #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
@@ -165,6 +172,12 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     """{"x": dx, "weight": dweight, "bias": dbias} of the computation ``kn`` (dweight, dbias: the weight's shape)."""
     channels = x.shape[1] if x.ndim > 1 else 1
     xv, axes, xm, mask, n_s, rstd, x_hat, s = _statistics(x, eps, layout, kn, channels)
+    x_hat_forward = x_hat                           # dweight's, whatever the backward's statistics
+    if kn.bwd_running is not None:                  # the backward normalizes with the running averages
+        mu, var = (layout.weight(v, xv.shape, x.ndim) for v in kn.bwd_running)
+        s = np.sqrt(var)
+        xm, rstd = xv - mu, 1.0 / np.sqrt(var + kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value))
+        x_hat = (xv - mu) * rstd
     dyv = layout.view(dy, channels)
     w = np.ones(x.shape[-1] if layout.kind == "row" else channels) if weight is None else weight
     wv = layout.weight(w, xv.shape, x.ndim)
@@ -172,6 +185,8 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     g = d if kn.g_is_dy else d * wv                                                # dL/dx_hat
 
     def summed(a, place, axes):                     # sum_A(g * a), or weight * sum_A(dy * a): the weight pulled out
+        if place == "proj" and kn.proj_weightless:
+            return (d * a).sum(axis=axes, keepdims=True)
         if place in kn.weight_out:
             return (d * a).sum(axis=axes, keepdims=True) * wv
         return (g * a).sum(axis=axes, keepdims=True)
@@ -187,7 +202,12 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     proj_axes, n_proj = _reduction(kn, "proj", axes, xv.shape)
     if kn.wrong and kn.wrong[0] == "proj":
         n_div = n_proj
-    proj = xm * s_mask * summed(xm, "proj", proj_axes) * minus_2_drstd_dvar / (n_div - kn.ddof)
+    if kn.proj_undivided:
+        n_div = 1 + kn.ddof
+    if kn.proj_rstd_inside:                         # dvar = sum(g * xm * -0.5 * (var + eps)^-1.5) over its axes
+        proj = xm * s_mask * summed(xm * minus_2_drstd_dvar, "proj", proj_axes) / (n_div - kn.ddof)
+    else:
+        proj = xm * s_mask * summed(xm, "proj", proj_axes) * minus_2_drstd_dvar / (n_div - kn.ddof)
     c_mean = (1.0 if kn.center else 0.0) if kn.c_mean is None else kn.c_mean
     c_proj = kn.c_proj
     if kn.running is not None:                          # the statistics do not depend on x: the direct path only
@@ -200,8 +220,12 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     if kn.std_for_rstd:
         dx = dx / (rstd * rstd)
     by = layout.param_axes(x.ndim)
-    times = x if kn.dweight_uses_x else (xm * dropped("x_hat")).reshape(x.shape)
-    return {"x": dx.reshape(x.shape), "weight": (dy * times).sum(axis=by), "bias": dy.sum(axis=by)}
+    times = x if kn.dweight_uses_x else xm.reshape(x.shape) if kn.dweight_of_xm else \
+        (xm * dropped("x_hat")).reshape(x.shape)
+    if kn.bwd_running is not None:
+        times = x_hat_forward.reshape(x.shape)
+    dweight = ((dy if kn.dy_in_dweight else 1.0) * times).sum(axis=by)
+    return {"x": dx.reshape(x.shape), "weight": dweight, "bias": dy.sum(axis=by)}
 
 
 def partial_sums(a, layout: Layout):

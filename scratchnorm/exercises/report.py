@@ -22,12 +22,13 @@ class Result:
     headline: str = ""              # what is wrong, when it is not the max rel err (a shape, NaN, a large mean)
     parts: list = field(default_factory=list)   # a compound mistake: [(code, detail, share of the error)]
     trail: str = ""                 # a staged backward: which of its named intermediates first differs, and where
+    terms: str = ""                 # dx split into its direct, mean and x_hat terms: which is off, how much, where
 
     def as_dict(self):
         parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
                 **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts),
-                                              ("trail", self.trail)) if v}}
+                                              ("trail", self.trail), ("terms", self.terms)) if v}}
 
     @property
     def codes(self) -> list:
@@ -124,7 +125,7 @@ class Report:
             if r.parts:
                 lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",
                                            subsequent_indent="    "))
-            for said in (r.detail, r.trail):
+            for said in (r.detail, r.trail, r.terms):
                 if said:
                     lines.append(textwrap.fill(f"{self.labels[r.name]}: {said}", 100, initial_indent="  ",
                                                subsequent_indent="    "))

@@ -78,8 +78,14 @@ def mutants(ex, kw) -> list[Mutant]:
                 Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
                 Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
                 Mutant("unbiased_variance", L, K_.with_(ddof=1))]
-    if "dout_missing" in c:
-        out.append(Mutant("dout_missing", L, K_.with_(dy_in_dx=False), "b"))
+    if "dout_missing" in c:                         # BatchNorm's dx with g = gamma is zero: no mistake of its own
+        out += [Mutant("dout_missing", L, K_.with_(dy_in_dx=False), "b", "from dx: g = gamma, not dout * gamma")
+                for _ in range(L.kind != "batch")]
+        out += [Mutant("dout_missing", L, K_.with_(dy_in_dweight=False), "b",
+                       "from dgamma: sum(x_hat), not sum(dout * x_hat)")]
+    if "dweight_wrong_array" in c:
+        out.append(Mutant("dweight_wrong_array", L, K_.with_(dweight_of_xm=True), "b",
+                          "dgamma = sum(dout * (x - mean)): x - mean in place of x_hat"))
     if "weight_out_of_sum" in c:
         sums = {"gmean": "the mean term's sum", "proj": "the x_hat term's sum (dvar)"}
         for r in range(1, 3):
@@ -97,6 +103,16 @@ def mutants(ex, kw) -> list[Mutant]:
         out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
     if "running_stats_in_training" in c and "running_mean" in kw:
         out.append(Mutant("running_stats_in_training", L, K_.with_(running=(kw["running_mean"], kw["running_var"]))))
+        x, running = kw["x"], (kw["running_mean"], kw["running_var"])
+        per_channel = (0, *range(2, x.ndim))        # the averages after this batch's update (momentum 0.9)
+        after = tuple(0.9 * r + 0.1 * b for r, b in zip(running, (x.mean(axis=per_channel), x.var(axis=per_channel))))
+        for when, stats in (("before", running), ("after", after)):
+            out.append(Mutant("running_stats_in_training", L, K_.with_(bwd_running=stats), "b",
+                                  f"in the backward: its mean and variance are the running averages ({when} this "
+                                  "batch's update), not the batch's the forward used"))
+    out += [Mutant("weight_not_applied", L, K_.with_(proj_weightless=True), "b", "gamma left out of the x_hat term's "
+                   "sum: sum(dout * x_hat) where sum(dout * gamma * x_hat) belongs"),
+            Mutant("n_factor", L, K_.with_(proj_undivided=True), "b", "the x_hat term not divided by n")]
     if "reduced_over_wrong_axis" in c:
         out += _wrong_axes(ex, kw, L, K_)
     return out
@@ -120,4 +136,7 @@ def _wrong_axes(ex, kw, L, K_):
                 n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
                 out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor)), where,
                                   f"{what[which]} over {name}, not over {right}{n}"))
+        if name == EVERY_AXIS:                      # dvar's factor (var + eps)^-1.5 written inside that sum
+            out.append(Mutant(code, L, K_.with_(wrong=("proj", other, "right"), proj_rstd_inside=True), "b",
+                              f"{what['proj']} over {name}, not over {right}, with (var + eps)^-1.5 inside the sum"))
     return out

@@ -39,6 +39,9 @@ TABLE = {
     "eps_subtracted_in_backward": ("eps_subtracted", ALL),
     "dout_missing": ("dout_missing", ("layernorm", "groupnorm")),
     "weight_out_of_sum": ("weight_out_of_sum", ("layernorm", "groupnorm")),
+    "dgamma_no_dout": ("dout_missing", ALL), "dgamma_xmu": ("dweight_wrong_array", ALL),
+    "dbeta_wrong_axis": ("reduced_over_wrong_axis", ("batchnorm", "layernorm")),
+    "eps_hard_coded_in_backward": ("eps_hard_coded", ("batchnorm", "layernorm")),
 }
 ROWS = [(f, name) for f, (_, names) in TABLE.items() for name in names]
 

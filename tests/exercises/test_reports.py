@@ -1,0 +1,105 @@
+"""Reports that keep their promises (issue 45, item 5): what "see below" promises is printed, a slip is placed
+where the code has it (forward or backward), the trail names the first line whose value is wrong, and a
+parameter gradient summed over the wrong axes is named for it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scratchnorm.exercises import MISTAKES, check
+from scratchnorm.exercises.cli import load
+
+STUDENTS = Path(__file__).parent / "students"
+sys.path.insert(0, str(STUDENTS))
+from library import as_library  # noqa: E402
+
+
+def student(file):
+    return load(STUDENTS / f"{file}.py", "layernorm")[0]
+
+
+def flat(report) -> str:
+    return " ".join(str(report).split())
+
+
+def line_of(file, start, after=1):
+    """The number of the first line of students/``file``.py at or after line ``after`` that starts with
+    ``start``."""
+    lines = (STUDENTS / f"{file}.py").read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if i >= after and text.strip().startswith(start))
+
+
+def _with_dgamma(dgamma_of):
+    """closed_form's LayerNorm with its dgamma replaced by ``dgamma_of(dout, xhat)``."""
+    module = student("closed_form")
+
+    def layernorm_backward(dout, cache):
+        dx, _, dbeta = module.layernorm_backward(dout, cache)
+        return dx, dgamma_of(dout, cache[0]), dbeta
+    return {"layernorm_forward": module.layernorm_forward, "layernorm_backward": layernorm_backward}
+
+
+@pytest.mark.parametrize("dgamma_of", [lambda dout, xhat: np.sum(dout * xhat ** 2, axis=0),
+                                       lambda dout, xhat: np.sum(dout * xhat, axis=0) + 0.1],
+                         ids=["xhat_squared", "shifted"])
+def test_an_unrecognized_output_gets_what_see_below_promises(dgamma_of):
+    report = check("layernorm", _with_dgamma(dgamma_of))
+    assert report.diagnoses == ["unrecognized"], str(report)
+    text = str(report)
+    assert "see below what is true of it" in text
+    said = report.results["weight"].detail
+    assert said and f"dgamma: {said.split()[0]}" in text, text
+    assert "where the right value is" in said, said
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+@pytest.mark.parametrize("contract", ["cache", "library"])
+def test_an_eps_written_into_the_backward_is_placed_in_the_backward(name, contract):
+    module = student("eps_hard_coded_in_backward")
+    report = check(name, module if contract == "cache" else as_library(module, name))
+    assert report.results["y"].ok and report.diagnoses == ["eps_hard_coded"], str(report)
+    text = flat(report)
+    assert "in your forward" not in text and "Your forward uses an eps of its own" not in text, text
+    assert "dx: eps = 1e-05 in your backward, not the 0.05 your forward was given and uses" in text, text
+    assert MISTAKES["eps_hard_coded"] in text
+
+
+def test_an_eps_written_into_the_forward_is_still_placed_in_the_forward():
+    report = check("layernorm", student("eps_hard_coded"))
+    assert "out: eps = 1e-05 in your forward, not the 0.05 it was given" in flat(report), str(report)
+    assert "in your backward" not in flat(report)
+
+
+@pytest.mark.parametrize("name, start, after", [("batchnorm", "dxmu =", 1), ("layernorm", "dx =", 30)])
+def test_the_trail_names_the_first_line_whose_value_is_wrong(name, start, after):
+    """Every named step agrees (dx_hat); the slip is on the next line, under a name the checker does not know."""
+    file = "no_variance_dgamma_unsummed"
+    report = check(name, student(file))
+    trail = " ".join(report.results["x"].trail.split())
+    line = line_of(file, start, after)
+    assert f"dx_hat (line {line - 1})" in trail and "agree" in trail, trail
+    assert f"(line {line}) already holds your dx, which is wrong" in trail, trail
+    assert "in a step not named so" not in trail
+
+
+def test_the_trail_names_the_line_that_writes_an_eps_of_its_own():
+    report = check("batchnorm", student("eps_hard_coded_in_backward"))
+    trail = " ".join(report.results["x"].trail.split())
+    assert f"std (line {line_of('eps_hard_coded_in_backward', 'std = np.sqrt(var + 1e-5)')}) is the first that " \
+           "differs" in trail, trail
+
+
+@pytest.mark.parametrize("name, over, right", [("batchnorm", "the channels", "the batch"),
+                                               ("layernorm", "the features", "the batch")])
+@pytest.mark.parametrize("contract", ["cache", "library"])
+def test_a_parameter_gradient_summed_over_the_wrong_axis_is_named_for_it(name, over, right, contract):
+    module = student("dbeta_wrong_axis")
+    report = check(name, module if contract == "cache" else as_library(module, name))
+    assert report.diagnoses == ["reduced_over_wrong_axis"], str(report)
+    bias = report.results["bias"]
+    label = report.labels["bias"]                                   # dbeta, or dbias in scratchnorm's contract
+    assert bias.code == "reduced_over_wrong_axis" and bias.detail == f"{label} summed over {over}, not over {right}"
+    assert f"{label}: {label} summed over" in flat(report)
