@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import FAILS, VERDICTS, check, explainer, paper, start
-from lessons._grading import above, below
+from lessons._grading import above, below, control
 from lessons._corpus import char_data
 from lessons._stats import mean_interval
 from lessons._training import interleaved_medians, interval, one_blas_thread, paired, race, report, warm_up
@@ -46,7 +46,8 @@ report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training 
 # ## The race
 #
 # Model: $d = 48$, 4 heads, 2 blocks, contexts of 16 characters, batches of 32, Adam (learning rate
-# $3 \cdot 10^{-3}$, betas 0.9 / 0.99), the numba kernels of the norms. The three models start from the same
+# $3 \cdot 10^{-3}$, betas 0.9 / 0.99), the numba kernels of the norms. The three models, and a fourth without
+# a norm (each block $h + F(h)$, no final norm: the control of the claims below), start from the same
 # weights (the norms' weights are all 1), see the same batches and train in turn, one step each, every step
 # timed (`race`, the training loop of `lessons/_training.py`). pRMSNorm at $d = 48$ estimates the RMS from
 # $k = \lceil 48 \cdot 6.25\% \rceil = 3$ features, where the paper's $p = 6.25\%$ of $d = 1024$ gives
@@ -59,6 +60,7 @@ report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training 
 
 # %%
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
+RUNS = NORMS + ("none",)                  # the race: the three norms and their control
 D, HEADS, LAYERS, T, BATCH = 48, 4, 2, 16, 32
 LR, BETAS = 3e-3, (0.9, 0.99)
 
@@ -68,14 +70,14 @@ def transformer(vocab, norm, seed=0):
 
 
 def train(lesson, data, seed):
-    """The three models raced on the same batches; their curves; each norm layer timed alone."""
+    """The four models raced on the same batches; their curves; each norm layer timed alone."""
     rng = np.random.default_rng(12 + seed)
     steps = lesson.pick(90, 250)      # --quick: enough steps to clear the unigram baseline with margin
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
     val = data.windows("val", lesson.pick(64, 256), T + 1, np.random.default_rng(120))
     ce = nn.SoftmaxCrossEntropy()
     warm_up([transformer(data.vocab_size, n, seed=99) for n in NORMS], *batches[0])
-    models = {norm: transformer(data.vocab_size, norm, seed) for norm in NORMS}
+    models = {norm: transformer(data.vocab_size, norm, seed) for norm in RUNS}
     runs = {norm: (m, nn.Adam(m, lr=LR, betas=BETAS)) for norm, m in models.items()}
     curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])),
                   every=lesson.pick(15, 25))
@@ -89,14 +91,14 @@ def train(lesson, data, seed):
 with one_blas_thread():
     runs = [train(lesson, data, seed) for seed in range(lesson.seeds)]
 models, layer_t = runs[0][0], runs[0][2]
-curves = {n: [r[1][n] for r in runs] for n in NORMS}                   # {norm: [Curve per seed]}
-final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in NORMS}   # last two evaluations
-step_t = {n: np.array([c.step_time for c in curves[n]]) for n in NORMS}
-for n in NORMS:
+curves = {n: [r[1][n] for r in runs] for n in RUNS}                    # {norm: [Curve per seed]}
+final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in RUNS}   # last two evaluations
+step_t = {n: np.array([c.step_time for c in curves[n]]) for n in RUNS}
+for n in RUNS:
     check(all(np.all(np.isfinite(c.loss)) for c in curves[n]), f"{n}: the validation loss stays finite")
     report(lesson, f"  {STYLE[n][1]:<22} final validation loss per seed "
-                   f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step, "
-                   f"layer alone {layer_t[n] * 1e6:.1f} us")
+                   f"{', '.join(f'{v:.3f}' for v in final[n])}, {np.median(step_t[n]) * 1e3:.2f} ms/step"
+                   + (f", layer alone {layer_t[n] * 1e6:.1f} us" if n in layer_t else ""))
 
 # %% [markdown]
 # The lesson asserts that the validation loss ends well below the unigram baseline (0.5 nats below; with
@@ -119,21 +121,31 @@ for n in ("rmsnorm", "layernorm"):
 # graded on its whole 95% interval: "holds" if all of it is at most 0.03 nats behind, "holds only
 # approximately" if all of it is within 0.1, "does not hold" if none of it is, "inconclusive" otherwise. The
 # text cannot know the outcome: every verdict is possible.
+#
+# A bound that the model without a norm also meets cannot tell a norm from none, so each claim is graded beside
+# its control, no norm measured the same way against the same reference on the same seeds: if no norm "reaches"
+# the reference too, the claim is inconclusive by construction (`lessons/_grading.py`, `beside_control`). For
+# pRMSNorm no norm asks whether the bound can tell any norm from none; the closer placebo, $k = 1$, would ask
+# whether 3 features beat one, for the price of a fifth model in the race. Lesson 23 asks that at $k = 32$.
 
 # %%
 k, steps, bounds = lesson.seeds, curves["rmsnorm"][0].steps[-1], below(0.03, approx=0.1)
+controls = {}                                                      # each control's gap, for the takeaways
 for claim, source, norm, ref in [
         ("In a pre-norm Transformer RMSNorm reaches LayerNorm's validation loss", paper("abstract, §1"),
          "rmsnorm", "layernorm"),
         ("pRMSNorm with p = 6.25% is competitive with RMSNorm", paper("§1"), "prmsnorm", "rmsnorm")]:
-    gap = paired(final[norm], final[ref])                          # > 0: norm ends behind
+    gap, gap_none = paired(final[norm], final[ref]), paired(final["none"], final[ref])   # > 0: ends behind
     lesson.claim(claim, source=source,
                  measured=f"after {steps} steps, d = {D} (pRMSNorm: k = {int(np.ceil(D * 0.0625))} features; the "
                           f"paper: k = 64 at d = 1024): validation loss "
                           f"{STYLE[norm][1]} {final[norm].mean():.3f}, {STYLE[ref][1]} {final[ref].mean():.3f} "
                           f"nats (unigram {unigram:.3f}); paired difference {interval(*gap, n=k)} (holds: at most "
-                          "0.03 nats behind)",
-                 value=gap[0], interval=gap[1:], **bounds, expect=VERDICTS)
+                          f"0.03 nats behind); the control, no norm {final['none'].mean():.3f} nats: "
+                          f"{interval(*gap_none, n=k)}",
+                 value=gap[0], interval=gap[1:], **bounds,
+                 control=control(f"no norm against {STYLE[ref][1]}", gap_none[0], gap_none[1:]), expect=VERDICTS)
+    controls[ref] = f"{lesson.claims[-1].control['verdict']} ({interval(*gap_none)} nats)"
 
 # %% [markdown]
 # ## The cost of a step
@@ -213,7 +225,7 @@ ax_steps.set_title(f"Against steps (mean of {len(curves['layernorm'])} seeds; th
                    "above the top)")
 ax_secs.set_title("Against the seconds each model spent training")
 ln = curves["layernorm"]
-for name in ("rmsnorm", "prmsnorm"):
+for name in ("rmsnorm", "prmsnorm", "none"):                   # none: the claims' control
     for i, (c, ref) in enumerate(zip(curves[name], ln)):
         ax_diff.plot(c.steps, np.subtract(c.loss, ref.loss), color=STYLE[name][0], lw=1, alpha=0.8,
                      label=f"{STYLE[name][1]} − LayerNorm" if i == 0 else None)
@@ -264,8 +276,9 @@ lesson.answer(f"Below the unigram line ({unigram:.3f} nats) a model uses some co
 # %% tags=["remove-input"]
 lesson.takeaways(
     "'RMSNorm reaches LayerNorm's validation loss' in the tiny Transformer: "
-    + lesson.result("reaches LayerNorm's validation loss") + "; 'pRMSNorm is competitive': "
-    + lesson.result("pRMSNorm with p") + ".",
+    + lesson.result("reaches LayerNorm's validation loss") + ", beside its control, no norm against LayerNorm: "
+    + controls["layernorm"] + "; 'pRMSNorm is competitive': " + lesson.result("pRMSNorm with p")
+    + " (no norm against RMSNorm: " + controls["rmsnorm"] + ").",
     "The explainer's 'convergence analysis', noise added to a fixed input, as a measure of training: "
     + lesson.result("Adding noise to a fixed input") + ".")
 

@@ -20,7 +20,7 @@ import numpy as np
 import scratchnorm as sn
 from lessons._common import APPROX, HOLDS, VERDICTS, check, start, work
 from lessons._corpus import char_data
-from lessons._grading import below
+from lessons._grading import below, control
 from lessons._stats import mean_interval
 from lessons._training import interleaved_medians, interval, one_blas_thread, race, report, warm_up
 from lessons._training_plots import plot_dyt_race, plot_norm_map
@@ -29,17 +29,18 @@ from scratchnorm import nn
 lesson = start(__name__, "19_transformers_without_normalization")
 
 # %% [markdown]
-# ## Training the five models
+# ## Training the six models
 #
 # A tiny Transformer on lesson 12's data (Python's docstrings, characters): $d = 32$, 2 heads, 2 pre-norm
 # blocks, contexts of 16 characters, with LayerNorm, RMSNorm and DyT ($\alpha_0$ = 0.1, 0.5 and 2) as its
-# norms. The five models of a seed start from the same weights (`seed=s`), train on the same batches of 16
+# norms, and with none (each block $h + F(h)$, no final norm): the control of DyT's claim below. The six models
+# of a seed start from the same weights (`seed=s`), train on the same batches of 16
 # windows (drawn from `default_rng(190 + s)`), Adam at the rate lesson 12 uses, and are evaluated on the same
 # 256 validation windows, for each seed (`--seeds`, default 5). The cell prints each model's final validation
 # loss (the mean of the last two evaluations) per seed.
 
 # %%
-KEYS = ("layernorm", "rmsnorm", ("dyt", 0.5), ("dyt", 0.1), ("dyt", 2.0))     # a norm, or DyT with its alpha0
+KEYS = ("layernorm", "rmsnorm", ("dyt", 0.5), ("dyt", 0.1), ("dyt", 2.0), "none")   # a norm, DyT and its alpha0, none
 D, HEADS, LAYERS, T, BATCH = 32, 2, 2, 16, 16
 LR, BETAS = 3e-3, (0.9, 0.99)
 
@@ -51,7 +52,7 @@ def transformer(key, seed):
 
 
 def train(seed):
-    """The five models raced on the same batches: ({key: model}, {key: Curve})."""
+    """The six models raced on the same batches: ({key: model}, {key: Curve})."""
     rng = np.random.default_rng(190 + seed)
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
     models = {key: transformer(key, seed) for key in KEYS}
@@ -168,7 +169,10 @@ plot_norm_map(lesson, maps, slopes)
 # does not know the outcome before the run.
 #
 # The comparison is the final validation loss, DyT(0.5) minus each norm, paired per seed, with a 95%
-# interval; and for $\alpha_0$, the worst of the three minus the best (chosen by their means, which makes
+# interval, graded beside its control: the Transformer without a norm, minus LayerNorm, on the same seeds. "Match"
+# is a bound of 0.03 nats (0.1 approximately), and it says something only if no norm fails it; if no norm
+# "matches" too, the claim is inconclusive by construction (`lessons/_grading.py`, `beside_control`). And for
+# $\alpha_0$, the worst of the three minus the best (chosen by their means, which makes
 # the difference slightly larger than a fair draw), paired per seed.
 
 # %%
@@ -176,14 +180,19 @@ k = len(curves["layernorm"])
 alphas = (0.1, 0.5, 2.0)
 gap = mean_interval([final(d) - final(n) for d, n in zip(curves["dyt", 0.5], curves["layernorm"])])
 rms_gap = mean_interval([final(d) - final(n) for d, n in zip(curves["dyt", 0.5], curves["rmsnorm"])])
+none_gap = mean_interval([final(d) - final(n) for d, n in zip(curves["none"], curves["layernorm"])])
 bounds = below(0.03, approx=0.1)
 lesson.claim("Transformers with DyT in place of their norms match or exceed the normalized ones",
              source=work("dyt", "abstract"),
              measured=f"d = {D}, {LAYERS} blocks, {steps} steps: final validation loss, DyT(0.5) minus LayerNorm, "
                       f"paired per seed: {interval(*gap, n=k)}; minus RMSNorm: {interval(*rms_gap, n=k)} (unigram "
                       f"baseline {unigram:.3f}); graded on the LayerNorm interval (holds if all of it is at most "
-                      "0.03 nats worse)",
-             value=gap[0], interval=gap[1:], **bounds, expect=VERDICTS)
+                      f"0.03 nats worse); the control, no norm minus LayerNorm: {interval(*none_gap, n=k)}",
+             value=gap[0], interval=gap[1:], **bounds,
+             control=control("no norm against LayerNorm", none_gap[0], none_gap[1:]), expect=VERDICTS)
+behind_none = mean_interval([final(d) - final(n) for d, n in zip(curves["dyt", 0.5], curves["none"])])
+no_norm = (f"{lesson.claims[-1].control['verdict']} ({interval(*none_gap)} nats); DyT(0.5) minus no norm, "
+           f"paired: {interval(*behind_none)} nats")
 means = {a: float(np.mean([final(c) for c in curves["dyt", a]])) for a in alphas}
 worst, best = max(means, key=means.get), min(means, key=means.get)
 spread = mean_interval([final(w) - final(b) for w, b in zip(curves["dyt", worst], curves["dyt", best])])
@@ -197,7 +206,7 @@ lesson.claim("Outside large language models, training with DyT is insensitive to
 
 # %% [markdown]
 # The figure: validation loss against steps (band: min–max over seeds) and against seconds for LayerNorm,
-# RMSNorm and DyT(0.5), and DyT for the three $\alpha_0$ against LayerNorm (means over seeds); the dotted grey
+# RMSNorm, DyT(0.5) and no norm, and DyT for the three $\alpha_0$ against LayerNorm (means over seeds); the dotted grey
 # line is the unigram baseline.
 
 # %%
@@ -263,7 +272,8 @@ lesson.answer(f"The reduction is cheap: one multiply-add per element for the mea
 # %% tags=["remove-input"]
 lesson.takeaways(
     "'A trained LayerNorm's map is tanh-like': " + lesson.result("tanh-like curve") + "; 'DyT matches or exceeds "
-    "the normalized models', in this tiny short setting: " + lesson.result("match or exceed") + ".",
+    "the normalized models', in this tiny short setting: " + lesson.result("match or exceed") + "; its control, no "
+    "norm against LayerNorm on the same bound: " + no_norm + ".",
     "'DyT is faster than RMSNorm': " + lesson.result("DyT is faster") + ".")
 
 # %%

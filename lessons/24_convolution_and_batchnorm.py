@@ -26,7 +26,7 @@ from mnist1d.data import get_dataset_args, make_dataset
 
 import scratchnorm as sn
 from lessons._common import COMMON, VERDICTS, check, paper, start, work
-from lessons._grading import above, below
+from lessons._grading import above, below, control
 from lessons._stats import mean_interval
 from lessons._training import interval, one_blas_thread, paired, pm, race, report, warm_up
 from lessons._training_plots import STYLE, plot_per_seed, seed_mean
@@ -165,15 +165,21 @@ lesson.claim("In a CNN, BatchNorm does better than the per-example norms over ch
 # And the paper's claim, RMSNorm against LayerNorm, here over a convolution's channels: the accuracy lost by
 # switching, paired per seed; at most 1 point lost holds, at most 2 approximately (the bounds of lesson 23).
 # The bounds are one-sided: RMSNorm ending ahead passes them too, so what they can show is that RMSNorm is
-# no worse than LayerNorm, not that the two match.
+# no worse than LayerNorm, not that the two match. And they can show it only if they can fail: the claim is
+# graded beside its control, the CNN without a norm measured the same way against LayerNorm, on the same seeds,
+# which must lose more than 2 points for the whole of its interval. If no norm is "no worse than LayerNorm"
+# too, the claim is inconclusive by construction (`lessons/_grading.py`, `beside_control`).
 
 # %%
-short = paired(acc["layernorm"], acc["rmsnorm"])
+short, short_none = paired(acc["layernorm"], acc["rmsnorm"]), paired(acc["layernorm"], acc["none"])
 lesson.claim("RMSNorm's test accuracy is no worse than LayerNorm's (MNIST-1D, a CNN, over 25 channels)",
              source=paper("abstract, §1"),
              measured=f"test accuracy after {steps} steps: RMSNorm {pm(acc['rmsnorm'])}, LayerNorm "
-                      f"{pm(acc['layernorm'])}; paired shortfall {interval(*short, n=k)} (holds: at most 1 point lost)",
-             value=short[0], interval=short[1:], **below(0.01, approx=0.02), expect=VERDICTS)
+                      f"{pm(acc['layernorm'])}; paired shortfall {interval(*short, n=k)} (holds: at most 1 point "
+                      f"lost); the control, no norm {pm(acc['none'])}: shortfall {interval(*short_none, n=k)}",
+             value=short[0], interval=short[1:], **below(0.01, approx=0.02),
+             control=control("no norm against LayerNorm", short_none[0], short_none[1:]), expect=VERDICTS)
+no_norm_control = f"{lesson.claims[-1].control['verdict']} ({interval(*short_none, n=k)})"
 
 # %% [markdown]
 # The figure: the test loss against steps (mean of the seeds, band min–max), and the test accuracy per seed at
@@ -239,7 +245,8 @@ lesson.takeaways(
     "Compare norms where they matter: in the CNN, BatchNorm against no norm "
     + lesson.result("makes a CNN learn faster") + ", against the per-example norms "
     + lesson.result("does better than the per-example") + "; RMSNorm no worse than LayerNorm over the channels "
-    + lesson.result("no worse than LayerNorm's") + ".")
+    + lesson.result("no worse than LayerNorm's") + ", beside its control, no norm against LayerNorm: "
+    + no_norm_control + ".")
 
 # %%
 lesson.finish()

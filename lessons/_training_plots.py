@@ -14,6 +14,7 @@ from lessons._style import color
 STYLE = {"none": (color("none"), "no norm", "-"), "batchnorm": (color("batchnorm"), "BatchNorm", "-"),
          "layernorm": (color("layernorm"), "LayerNorm", "-"), "rmsnorm": (color("rmsnorm"), "RMSNorm", "-"),
          "prmsnorm": (color("prmsnorm"), "pRMSNorm (p = 6.25%)", "-"), "dyt": (color("dyt"), "DyT (α0 = 0.5)", "-"),
+         "prmsnorm_k1": (color("prmsnorm"), "pRMSNorm (k = 1)", "--"),     # pRMSNorm's placebo: its colour, dashed
          "shallow": ("0.1", "LayerNorm, 2 hidden layers", ":")}
 
 
@@ -120,13 +121,14 @@ def plot_norm_map(lesson, maps: dict, slopes: dict) -> None:
 
 
 def plot_dyt_race(lesson, curves: dict, unigram: float, title: str) -> None:
-    """Validation loss against steps (band: min–max over seeds) and seconds for LayerNorm, RMSNorm and DyT(0.5);
-    DyT for the three alpha0 against LayerNorm (means over seeds); the unigram baseline dotted grey.
-    ``curves``: {"layernorm" or "rmsnorm" or ("dyt", alpha0): [Curve per seed]}."""
+    """Validation loss against steps (band: min–max over seeds) and seconds for LayerNorm, RMSNorm, DyT(0.5) and no
+    norm (when ``curves`` has it); DyT for the three alpha0 against LayerNorm (means over seeds); the unigram
+    baseline dotted grey. ``curves``: {"layernorm" or "rmsnorm" or "none" or ("dyt", alpha0): [Curve per seed]}."""
     k = len(curves["layernorm"])
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
-    plot_race(axes[0], axes[1], {"layernorm": curves["layernorm"], "rmsnorm": curves["rmsnorm"],
-                                 "dyt": curves["dyt", 0.5]}, "validation loss (nats)")
+    shown = {"layernorm": curves["layernorm"], "rmsnorm": curves["rmsnorm"], "dyt": curves["dyt", 0.5]}
+    plot_race(axes[0], axes[1], {**shown, **({"none": curves["none"]} if "none" in curves else {})},
+              "validation loss (nats)")
     axes[0].set_title(f"Against steps (mean of {k} seeds; band: min–max)")
     axes[1].set(title="Against the seconds each model spent training",
                 xlabel="seconds of training (the model's steps)")
