@@ -23,12 +23,15 @@ class Result:
     parts: list = field(default_factory=list)   # a compound mistake: [(code, detail, share of the error)]
     trail: str = ""                 # a staged backward: which of its named intermediates first differs, and where
     terms: str = ""                 # dx split into its direct, mean and x_hat terms: which is off, how much, where
+    advice: dict = field(default_factory=dict)  # code -> (what was found, the fix, the lesson section): fixes.py
 
     def as_dict(self):
         parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]
         return {"ok": self.ok, "max_rel_err": self.max_rel_err, "worst": self.worst, "code": self.code,
                 **{k: v for k, v in (("detail", self.detail), ("headline", self.headline), ("parts", parts),
-                                              ("trail", self.trail), ("terms", self.terms)) if v}}
+                                              ("trail", self.trail), ("terms", self.terms)) if v},
+                **({"advice": {c: dict(zip(("found", "fix", "derived_in"), a)) for c, a in self.advice.items()}}
+                   if self.advice else {})}
 
     @property
     def codes(self) -> list:
@@ -121,6 +124,10 @@ class Report:
             if code != "correct":
                 lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",
                                            subsequent_indent="    "))
+            for r in self.results.values():
+                for head, said in zip(("found", "fix", "derived in"), r.advice.get(code, ())):
+                    lines.append(textwrap.fill(f"{head}: {said}", 100, initial_indent="    ",
+                                               subsequent_indent="      "))
         for r in self.results.values():
             if r.parts:
                 lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",

@@ -1,0 +1,289 @@
+"""For the ten most common codes, what a report tells the learner beyond the code's sentence (catalogue.MISTAKES):
+what was found in their code, the smallest change that fixes it, in their own names where the code shows them,
+and the lesson section that derives the term.
+
+Which ten: the codes counted as they fire on the hand-written students (tests/exercises/students/, every file
+in every exercise it writes), ranked by the number of students they fire on, then by how many of issue 45's real
+learners and kinds they name, then by how many checks (student, exercise, contract) they fire on:
+
+    reduced_without_axis 4 students, 2 in the issue;  n_factor 4, 2;  eps_missing 4, 0 (22 checks);
+    dout_missing 3, 3;  eps_subtracted 3, 2;  reduced_over_wrong_axis 3, 2;  missing_projection_term 3, 2;
+    jacobian_diagonal_only 3, 2;  cache_unpacked_in_another_order 3, 1 (10 checks);  weight_not_applied 3, 1 (8).
+
+(next: running_stats_in_training 3, 1 (3 checks), missing_mean_term 3, 0, weight_out_of_sum 2, 2.)
+
+The learner's names are read off their backward as it ran on the first draw (intermediates.traced): the names
+they bound to the course's steps (dxhat, dvar, dmean, ...) with their lines, the expressions of the gradients
+they return (``return dx, dgamma, dout.sum(axis=1)``), the line that unpacks their cache, and their names for
+dout and gamma. Where the code does not show a name, the contract's is used.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .intermediates import STEP, _same_numbers
+from .location import shown
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of a lesson: the lesson's file (lessons/NAME.py) and the heading (## ...) of the section."""
+
+    lesson: str
+    heading: str
+
+    def __str__(self) -> str:
+        return f"lesson {self.lesson[:2]}, section \"{self.heading}\" (lessons/{self.lesson}.py)"
+
+
+LN_GRAPH = Section("04_backward_by_hand", "LayerNorm's graph, node by node")
+LN_TERMS = Section("04_backward_by_hand", "Simplifying: which terms vanish, and why")
+LN_JACOBIAN = Section("04_backward_by_hand", "The Jacobians")
+BN_GRAPH = Section("07_batch_statistics", "BatchNorm's backward, node by node")
+EPS = Section("08_precision", "Where eps goes")
+
+# code -> {exercise: the section that derives the term} ("*": every other exercise; GroupNorm is LayerNorm's
+# derivation per group, RMSNorm and pRMSNorm its graph without the mean)
+DERIVED = {
+    "reduced_without_axis": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+    "n_factor": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+    "eps_missing": {"*": EPS},
+    "dout_missing": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+    "eps_subtracted": {"*": EPS},
+    "reduced_over_wrong_axis": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+    "missing_projection_term": {"batchnorm": BN_GRAPH, "*": LN_TERMS},
+    "jacobian_diagonal_only": {"batchnorm": BN_GRAPH, "*": LN_JACOBIAN},
+    "cache_unpacked_in_another_order": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+    "weight_not_applied": {"batchnorm": BN_GRAPH, "*": LN_GRAPH},
+}
+COMMON = tuple(DERIVED)
+
+
+def section(code, exercise) -> Section:
+    return DERIVED[code].get(exercise, DERIVED[code]["*"])
+
+
+@dataclass
+class Theirs:
+    """The learner's names, as far as their backward shows them (module docstring)."""
+
+    file: str = ""
+    returned: dict = field(default_factory=dict)    # "x" / "weight" / "bias" -> the expression they return
+    return_line: int = 0
+    lines: dict = field(default_factory=dict)       # a name they bound -> its (last) line in ``file``
+    steps: dict = field(default_factory=dict)       # the course's step (dxhat, dvar, ...) -> their name
+    dout: str = "dout"
+    gamma: str = "gamma"
+    cache: str = ""                                 # the line that unpacks the cache, and its number
+    cache_line: int = 0
+
+    def at(self, name) -> str:
+        """`name` (line N), or `name` when its line is not known."""
+        return f"`{name}`" + (f" (line {self.lines[name]})" if name in self.lines else "")
+
+    def grad(self, g, label) -> str:
+        """The gradient ``g`` as they return it: `dbeta` (line N), or `dout.sum(axis=1)` (returned on line N)."""
+        expr = self.returned.get(g)
+        if expr is None:
+            return label
+        if expr in self.lines:
+            return f"{label} (`{expr}`, line {self.lines[expr]})"
+        return f"{label} (`{expr}`, returned on line {self.return_line})"
+
+
+def read(record, bindings, grads, weight, labels) -> Theirs:
+    """Theirs, from traced's ``record`` and ``bindings`` of one run of the backward, its gradients ``grads``
+    {"x": dx, ...}, the weight it was given and the contract's ``labels``."""
+    theirs = Theirs(gamma="gamma" if labels.get("weight") == "dgamma" else "weight",
+                    dout="dout" if labels.get("weight") == "dgamma" else "dy")
+    dx = grads.get("x")
+    ret = next(((f, line) for f, line, value in record.get("returns", []) if dx is not None and isinstance(
+        value, (tuple, list, dict)) and any(isinstance(v, np.ndarray) and _same_numbers(v, dx) for v in (
+            value.values() if isinstance(value, dict) else value))), None)
+    if ret is None:
+        return theirs
+    theirs.file, theirs.return_line = ret
+    try:
+        src = open(theirs.file, encoding="utf-8").read()
+        tree = ast.parse(src)
+    except (OSError, SyntaxError, ValueError):
+        return theirs
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno <= ret[1] <= n.end_lineno
+               and not any(isinstance(m, ast.FunctionDef) and m is not n and n.lineno < m.lineno <= ret[1] <=
+                           m.end_lineno for m in ast.walk(n))), None)
+    if fn is None:
+        return theirs
+    names = [a.arg for a in fn.args.args]
+    if names:
+        theirs.dout = names[0]
+    node = next((n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno <= ret[1] <= n.end_lineno), None)
+    value = getattr(node, "value", None)
+    order = list(grads)
+    if isinstance(value, (ast.Tuple, ast.List)):
+        theirs.returned = {g: ast.get_source_segment(src, e) for g, e in zip(order, value.elts)}
+    elif isinstance(value, ast.Dict):
+        theirs.returned = {k.value: ast.get_source_segment(src, v) for k, v in zip(value.keys, value.values)
+                           if isinstance(k, ast.Constant)}
+    for name, f, line, _ in record.get("timeline", []):
+        if f == theirs.file and fn.lineno <= line <= fn.end_lineno:
+            theirs.lines[name] = line
+    for name, f, line, _, _ in bindings:
+        if f == theirs.file and fn.lineno <= line <= fn.end_lineno:
+            theirs.steps.setdefault(STEP[name], name)
+            theirs.lines.setdefault(name, line)
+    for name, f, _, value in record.get("timeline", []):
+        if f == theirs.file and name != theirs.dout and _same_numbers(value, weight):
+            theirs.gamma = name
+            break
+    cache = names[1] if len(names) >= 2 else None
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == cache:
+            theirs.cache, theirs.cache_line = ast.get_source_segment(src, n), n.lineno
+            break
+    theirs.file = shown(theirs.file)
+    return theirs
+
+
+def stat_axes(exercise, ndim, cache_contract) -> str:
+    """The axis= of one statistic (a mean or a sum that gives one value per row, channel or group)."""
+    if exercise == "batchnorm":
+        return "axis=0" if ndim == 2 else "axis=(0, 2, 3)" if cache_contract else "axis=(0, *range(2, x.ndim))"
+    if exercise == "groupnorm":
+        return "axis=(2, 3, 4), keepdims=True (x reshaped to (N, G, C // G, H, W))"
+    return "axis=1, keepdims=True" if cache_contract else "axis=-1, keepdims=True"
+
+
+def param_axes(exercise, ndim, cache_contract) -> str:
+    """The axis= of a parameter gradient's sum."""
+    if exercise == "batchnorm":
+        return stat_axes(exercise, ndim, cache_contract)
+    if exercise == "groupnorm":
+        return "axis=(0, 2, 3), keepdims=True" if cache_contract else "axis=(0, *range(2, x.ndim))"
+    return "axis=0" if cache_contract else "axis=tuple(range(x.ndim - 1))"
+
+
+COUNT = {"batchnorm": "N (the batch; N * H * W per channel in the spatial form)", "layernorm": "D (the features)",
+         "groupnorm": "C // G * H * W (one group's count)", "rmsnorm": "D (the features)",
+         "prmsnorm": "k (the features the statistic reads)"}
+
+
+def _term(detail) -> str:
+    """The course's step a detail speaks of: "dvar" (the x_hat term, the variance's path), "dmean", or ""."""
+    if "x_hat term" in detail or "(dvar)" in detail:
+        return "dvar"
+    return "dmean" if "mean term" in detail else ""
+
+
+def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spot="") -> str:
+    """The smallest change that fixes ``code`` (of the output ``label``, variant ``detail``), in their names."""
+    t = theirs
+    dout, gamma = f"`{t.dout}`", f"`{t.gamma}`"
+    dxhat = t.steps.get("dxhat")
+    xhat = t.steps.get("xhat", "x_hat")
+    axes, paxes = stat_axes(exercise, ndim, cache_contract), param_axes(exercise, ndim, cache_contract)
+    step = _term(detail)
+    theirs_step = t.steps.get(step)
+    where_step = spot or (f"{t.at(theirs_step)}" if theirs_step else "") or \
+        {"dvar": "the x_hat term's sum (dvar)", "dmean": "the mean term's sum (dmean)"}.get(step, "")
+    if code == "weight_not_applied":
+        if "sum" in detail:
+            return f"multiply by {gamma} inside the x_hat term's sum: np.sum({t.dout} * {t.gamma} * {xhat}, {axes})"
+        if dxhat:
+            return f"multiply {t.at(dxhat)} by {gamma}: {dxhat} = {t.dout} * {t.gamma}"
+        return (f"multiply {dout} by {gamma} where your dx uses it: g = {t.dout} * {t.gamma}, and g in place of "
+                f"{t.dout} in {t.grad('x', 'dx')} (cache gamma in the forward if the backward does not have it)")
+    if code == "dout_missing":
+        if "dgamma" in detail:
+            return f"multiply by {dout} inside the sum of {t.grad('weight', label)}: np.sum({t.dout} * {xhat}, {paxes})"
+        if dxhat:
+            return f"multiply {t.at(dxhat)} by {dout}: {dxhat} = {t.dout} * {t.gamma}"
+        return (f"start from g = {t.dout} * {t.gamma}: every term of {t.grad('x', 'dx')} carries {dout}, "
+                f"dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))")
+    if code in ("reduced_without_axis", "reduced_over_wrong_axis"):
+        if label in ("dgamma", "dbeta", "dweight", "dbias") or " summed over " in detail:
+            g = "weight" if label in ("dgamma", "dweight") else "bias"
+            return f"sum {t.grad(g, label)} over the batch axes only: {paxes}"
+        if "whole normalization" in detail:
+            return f"take every mean and sum of the forward and the backward with {axes}"
+        if "forward" in detail:
+            which = "variance" if "variance" in detail or "np.var" in detail else "mean"
+            return f"in your forward, take the {which} with {axes}"
+        return f"give the sum in {where_step or 'the backward'} the argument {axes}" + \
+            ("" if code == "reduced_over_wrong_axis" else " (it has none)")
+    if code == "n_factor":
+        n = COUNT.get(exercise, "n")
+        if "1/n" in detail:
+            return f"divide {where_step or 'that term'} by {n} once, not twice"
+        return f"divide {where_step or 'that term'} by {n} where it is added to dx"
+    if code == "eps_missing":
+        root = t.steps.get("rstd") or t.steps.get("std")
+        param = {"batchnorm": "bn_param", "layernorm": "ln_param", "groupnorm": "gn_param"}.get(exercise, "")
+        read_eps = f" with eps = {param}.get('eps', 1e-5)" if cache_contract and param else ""
+        return (f"add eps under the root: np.sqrt(var + eps){read_eps}, in the forward"
+                + (f" and wherever the backward takes its own root ({t.at(root)})" if root else
+                   " and in every root the backward takes"))
+    if code == "eps_subtracted":
+        place = "in the backward (where it takes its own root of the variance)" if "backward" in detail else \
+            "in the forward"
+        return f"write var + eps where you wrote var - eps, {place}: np.sqrt(var + eps)"
+    if code == "missing_projection_term":
+        if t.steps.keys() & {"dvar", "dmean", "dstd", "divar"} or dxhat and "dmean" in t.steps:
+            g = dxhat or "dxhat"
+            return (f"add the path through the variance: dvar = np.sum({g} * (x - mean), {axes}) * -0.5 * "
+                    f"(var + eps)**-1.5, and add dvar * 2 * (x - mean) / {COUNT.get(exercise, 'n').split()[0]} "
+                    f"to {t.grad('x', 'dx')}")
+        g = dxhat or f"{t.dout} * {t.gamma}"
+        return (f"subtract the x_hat term inside {t.grad('x', 'dx')}: rstd * (g - mean(g) - {xhat} * mean(g * "
+                f"{xhat})), g = {g}, the means with {axes}")
+    if code == "jacobian_diagonal_only":
+        g = dxhat or f"{t.dout} * {t.gamma}"
+        return (f"replace {t.grad('x', 'dx')} by the whole row of the Jacobian: dx = rstd * (g - mean(g) - {xhat} "
+                f"* mean(g * {xhat})), with g = {g} and the means taken with {axes}")
+    if code == "cache_unpacked_in_another_order":
+        where = f" in `{t.cache}` (line {t.cache_line})" if t.cache else ""
+        return (f"read the cache{where} in the order of the forward's `cache = (...)`: "
+                f"{detail.split(':')[0].replace('are read the wrong way round', 'swapped back')}")
+    raise KeyError(code)
+
+
+def advise(report, exercise, ndim, theirs: Theirs) -> None:
+    """Record on each output of ``report`` that has one of the ten codes: {code: (found, fix, section)}."""
+    cache_contract = report.labels.get("weight") == "dgamma"
+    said = set()                                    # each code once: at the first output that has it
+    for r in report.results.values():
+        label = report.labels[r.name]
+        parts = r.parts or [(r.code, r.detail, 1.0)]
+        for code, detail, _ in parts:
+            if code not in DERIVED or code in said:
+                continue
+            said.add(code)
+            spot = "" if r.parts else _spot(r)
+            found = f"{label}: " + (detail or r.headline or FOUND[code]) + (f"; in your code, {spot}" if spot else "")
+            r.advice[code] = (found, fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label,
+                                         spot), str(section(code, exercise)))
+
+
+def _spot(r) -> str:
+    """Where the trail or the terms (intermediates.py, terms.py) found the slip: `name` (line N), or ""."""
+    m = re.search(r"computed in (\w+) \([^)]*line (\d+)\)", r.terms) or \
+        re.search(r"(\w+) \((?:[^)]*, )?line (\d+)\) is the first that differs", r.trail)
+    return f"`{m.group(1)}` (line {m.group(2)})" if m else ""
+
+
+# what was found, when the code's variant says nothing more
+FOUND = {
+    "reduced_without_axis": "a sum or mean over the whole array",
+    "n_factor": "a term with a wrong factor of n",
+    "eps_missing": "the result of rstd = 1 / sqrt(var), without eps",
+    "dout_missing": "a gradient that does not change with dout",
+    "eps_subtracted": "the result of rstd = 1 / sqrt(var - eps)",
+    "reduced_over_wrong_axis": "a reduction over other axes than one statistic's",
+    "missing_projection_term": "the right dx less its x_hat term, -rstd * x_hat * mean(g * x_hat)",
+    "jacobian_diagonal_only": "dx_i that depends on dout_i alone",
+    "cache_unpacked_in_another_order": "the cache's items read in another order than the forward wrote them",
+    "weight_not_applied": "the right dx for gamma = 1: g = dout where g = dout * gamma belongs",
+}
