@@ -13,8 +13,8 @@
 # | `deepnorm` | $\mathrm{Norm}(\alpha x + F(x))$ | DeepNet |
 #
 # DeepNorm's $\alpha = (2L)^{1/4}$, and $F$'s initial weights are scaled by $(8L)^{-1/4}$, for $L$ blocks.
-# QK-Norm (`qk_norm="rmsnorm"`) normalizes queries and keys before their dot products, so that a score is
-# bounded by the norms' weights whatever the size the projections grow to. Qwen3 and Gemma 3 normalize each
+# QK-Norm (`qk_norm="rmsnorm"`) normalizes queries and keys before their dot products (question 3 asks
+# what that does to the attention scores). Qwen3 and Gemma 3 normalize each
 # head's query and key (the default, `qk_norm_over="head"`; this lesson's); OLMo 2 normalizes the query and
 # key of all heads at once, one RMSNorm over $H \cdot d_h$ features (`qk_norm_over="all_heads"`).
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from lessons._common import COMMON, HOLDS, VERDICTS, check, start, work
 from lessons._corpus import char_data
-from lessons._grading import above, below
+from lessons._grading import above, below, control
 from lessons._placement_plots import plot_depth, plot_logits_and_sweep
 from lessons._stats import mean_interval, geometric_interval
 from lessons._training import expect, interval, one_blas_thread, race, report
@@ -51,7 +51,13 @@ DEEPNET = f"{COMMON} (Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 L
 QKNORM = f"{COMMON} (Dehghani et al. 2023, ViT-22B; adopted by Qwen3, Gemma 3 and OLMo 2)"
 
 
+NO_NORM = "none"        # the placebo: the same Transformer with no norm anywhere (Pre-Norm's wiring, empty)
+
+
 def transformer(placement, layers, seed, qk_norm=None):
+    """The lesson's Transformer with RMSNorm at ``placement``, or with no norm at all (``NO_NORM``)."""
+    if placement == NO_NORM:
+        return nn.Transformer(data.vocab_size, D, HEADS, layers, T, norm=None, placement="pre", seed=seed)
     return nn.Transformer(data.vocab_size, D, HEADS, layers, T, norm="rmsnorm", placement=placement,
                           qk_norm=qk_norm, seed=seed)
 
@@ -88,9 +94,9 @@ grads = {p: np.mean(g, axis=0) for p, g in per_init.items()}
 #
 # Three races, each on the same batches per seed, Adam without warm-up:
 #
-# * short runs: 4-block models of every placement at three learning rates, the validation loss at the end
-#   against the unigram baseline (a run that ends on it has not used the context: lesson 11 explains the
-#   measure);
+# * short runs: 4-block models of every placement at three learning rates, and the same model with no norm
+#   at all, the validation loss at the end against the unigram baseline (a run that ends on it has not used
+#   the context: lesson 11 explains the measure);
 # * depth: 8-block models, Pre and Peri, at lr $10^{-2}$, for the hidden states;
 # * attention logits: 4-block Pre-Norm models with and without QK-Norm, at lr $3 \cdot 10^{-2}$.
 #
@@ -114,10 +120,12 @@ def placement_race(keys, lr, seed, layers):
 val = data.windows("val", 128, T + 1, np.random.default_rng(201))
 with one_blas_thread():
     seeds = range(lesson.seeds)
-    sweep = [{lr: placement_race([(p, None) for p in PLACEMENTS], lr, s, SWEEP) for lr in LRS} for s in seeds]
+    sweep = [{lr: placement_race([(p, None) for p in PLACEMENTS + (NO_NORM,)], lr, s, SWEEP) for lr in LRS}
+             for s in seeds]
     deep = [placement_race([("pre", None), ("peri", None)], DEEP_LR, s, DEEP)[0] for s in seeds]
     qk = [placement_race([("pre", None), ("pre", "rmsnorm")], QK_LR, s, SWEEP)[0] for s in seeds]
-below_unigram = {(p, lr): np.array([unigram - sw[lr][1][p, None] for sw in sweep]) for p in PLACEMENTS for lr in LRS}
+below_unigram = {(p, lr): np.array([unigram - sw[lr][1][p, None] for sw in sweep])
+                 for p in PLACEMENTS + (NO_NORM,) for lr in LRS}
 for key, v in below_unigram.items():
     check(np.all(np.isfinite(v)), f"{key}: finite losses")
     report(lesson, f"  {key[0]:>9} lr {key[1]:g}: nats below the unigram baseline per seed "
@@ -130,9 +138,9 @@ for key, v in below_unigram.items():
 # The Peri-LN paper's claim: Pre-LN's can grow fast with depth, Peri-LN's about linearly, because Peri-LN
 # normalizes what each block adds. Its "exponentially" is a worst case of its analysis: a bound on what can
 # happen, which a typical run neither confirms nor refutes. What a run can show is its typical behaviour, and
-# the second row is labelled so: exponential growth multiplies the variance by the same factor every block,
-# so it compares the factor per block over the second half of the blocks with the first half's. The variance
-# is taken over every token and feature of the stream, on the batch of 16 windows above.
+# the second row is labelled so: it compares Pre-LN's growth factor per block over the second half of the
+# blocks with the first half's (question 2 asks what to expect of that ratio). The variance is taken over
+# every token and feature of the stream, on the batch of 16 windows above.
 
 # %%
 def stream_variances(model, ids):
@@ -238,6 +246,11 @@ lesson.claim("QK-Norm keeps attention logits from growing in training", source=Q
 # plateau a model gets in its first steps (lesson 11 explains the measure). So the rows below are worded as
 # what is measured, at every rate of the sweep: DeepNorm against Post-Norm (holds if at least 0.05 nats, the
 # plateau's width, further below), and Peri against Pre (holds if at most 0.02 nats behind), paired per seed.
+# "At least as far" is an equivalence, and a bound of 0.02 nats says something only if a model that is plainly
+# not Peri-LN can miss it. Each Peri row's control is the placebo from the race: the same Transformer with no
+# norm anywhere, on the same seeds and batches, minus Pre, graded on the row's own bounds. Where no norm also
+# ends at least as far below the plateau as Pre-LN, a run this short cannot tell a placement from having no
+# norm, and the row is inconclusive by construction (`lessons/_grading.py`, `beside_control`).
 
 # %%
 n_seeds = len(sweep)
@@ -251,12 +264,16 @@ for lr in LRS:
                           f"{interval(*gain, n=n_seeds)} (holds from {PLATEAU} nats)",
                  value=gain[0], interval=gain[1:], **above(PLATEAU, approx=0.0), expect=VERDICTS)
     peri = mean_interval(below_unigram["peri", lr] - below_unigram["pre", lr])
+    placebo = mean_interval(below_unigram[NO_NORM, lr] - below_unigram["pre", lr])
     lesson.claim(f"After a short run without warm-up, Peri-LN ends at least as far below the unigram plateau as "
                  f"Pre-LN (lr {lr:g})", source=COMMON + " (the short-run side of the Peri-LN paper's stability claim)",
                  measured=f"{SWEEP} blocks, {steps} steps at lr {lr:g}, nats below the unigram baseline: Peri "
                           f"{below_unigram['peri', lr].mean():.3f}, Pre {below_unigram['pre', lr].mean():.3f} (means); "
-                          f"Peri minus Pre, paired: {interval(*peri, n=n_seeds)} (holds from -0.02)",
-                 value=peri[0], interval=peri[1:], **above(-0.02, approx=-0.1), expect=VERDICTS)
+                          f"Peri minus Pre, paired: {interval(*peri, n=n_seeds)} (holds from -0.02); the control, "
+                          f"no norm ({below_unigram[NO_NORM, lr].mean():.3f}) minus Pre, paired: "
+                          f"{interval(*placebo, n=n_seeds)}",
+                 value=peri[0], interval=peri[1:], **above(-0.02, approx=-0.1),
+                 control=control("no norm against Pre-LN", placebo[0], placebo[1:]), expect=VERDICTS)
 
 # %% [markdown]
 # The figure: the largest attention logit with and without QK-Norm (one point per seed, the bar their
@@ -264,7 +281,8 @@ for lr in LRS:
 # placement (higher is better; the grey band: still on the plateau).
 
 # %%
-plot_logits_and_sweep(lesson, logits, below_unigram, LRS, PLATEAU, SWEEP, steps, QK_LR)
+plot_logits_and_sweep(lesson, logits, {key: v for key, v in below_unigram.items() if key[0] in PLACEMENTS}, LRS,
+                      PLATEAU, SWEEP, steps, QK_LR)
 
 # %% [markdown]
 # ## Questions
@@ -279,15 +297,26 @@ lesson.answer(f"The stream is the embedding plus what the blocks add. Pre-LN add
               f"{last['peri']:.3g} for Peri (geometric means over seeds).")
 
 # %% [markdown]
-# **2.** What would exponential growth of Pre-LN's variance look like in the per-block factors, what did
-# this run show, and why can a run not refute a worst case?
+# **2.** In Pre-LN, what a block adds is computed from the normalized stream. If every block added about as
+# much as the one before, would the stream's per-block growth factor stay the same with depth, rise or fall?
+# What did this run show, and why can a run not refute the paper's worst case?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
-lesson.answer(f"An exponential multiplies the variance by the same factor every block, so the factor over blocks "
-              f"{half}-{DEEP} would equal that over blocks 1-{half}. Here they were {np.mean(per_block[1]):.2f}x and "
-              f"{np.mean(per_block[0]):.2f}x a block (means over seeds), a ratio of {interval(*bend, n=len(deep))}. "
-              "A worst case bounds what can happen; a typical run that grows more slowly is consistent with it, so "
-              "the row grades typical behaviour, not the paper's statement.")
+v0, v1 = variances["pre"][:, 0], variances["pre"][:, 1]                # (seeds,): the embedding, block 1
+straight = v0[:, None] + np.arange(DEEP + 1) * (v1 - v0)[:, None]       # (seeds, blocks 0..DEEP): equal additions
+linear = [np.mean((straight[:, half] / straight[:, 1]) ** (1 / (half - 1))),
+          np.mean((straight[:, -1] / straight[:, half]) ** (1 / (DEEP - half)))]
+lesson.answer(f"It falls, since equal additions make the variance grow about linearly, v0 + l a after l blocks, "
+              "and the factor from one block to the next, 1 + a / (v0 + (l - 1) a), shrinks toward 1 as the stream "
+              "grows. Only additions in proportion to the stream, which the norm before F does not pass on, keep the "
+              f"factor constant (an exponential). Linear growth from this run's embedding and first block would give "
+              f"{linear[0]:.2f}x a block over blocks 1-{half} and {linear[1]:.2f}x over blocks {half}-{DEEP}, a ratio "
+              f"of {linear[1] / linear[0]:.2f}; the run gave {np.mean(per_block[0]):.2f}x and "
+              f"{np.mean(per_block[1]):.2f}x (means over seeds), a ratio of {interval(*bend, n=len(deep))}, an "
+              f"interval that {'holds' if bend[1] <= linear[1] / linear[0] <= bend[2] else 'leaves out'} the linear "
+              f"ratio and {'holds' if bend[1] <= 1 <= bend[2] else 'leaves out'} the exponential's 1. A worst case "
+              "bounds what can happen; a typical run that grows more slowly is consistent with it, so the row grades "
+              "typical behaviour, not the paper's statement.")
 
 # %% [markdown]
 # **3.** Why does normalizing the queries and keys bound the attention scores, whatever the projections
@@ -313,7 +342,11 @@ lesson.takeaways(
     + ".",
     "Stability is a claim about long runs; a short run shows only how fast a placement leaves the plateau, and that "
     "depends on the learning rate: DeepNorm against Post-Norm, by rate: " + lesson.results("DeepNorm ends further")
-    + ".")
+    + ". Peri-LN against Pre-LN, by rate: " + lesson.results("Peri-LN ends at least as far") + "; the same bound "
+    "on the placebo, no norm against Pre-LN: " + "; ".join(
+        f"lr {lr:g}: {c.control['verdict']} ({interval(c.control['value'], *c.control['interval'])})"
+        for lr, c in zip(LRS, (c for c in lesson.claims if "Peri-LN ends at least as far" in c.claim)))
+    + ". Where the placebo passes too, a run this short cannot tell a placement from no norm at all.")
 
 # %%
 lesson.finish()

@@ -34,14 +34,6 @@ WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?|\x00")     # words, numbers, and the an
 DECIMAL = re.compile(r"\d+\.\d+")
 GAP = " \x00 "                                    # where the answer's code computes a value: no phrase crosses it
 
-# Leads found above their questions when this test was written, in lessons whose questions other work moves.
-# Each is expected to fail until its answer moves below its question; strict, so a fixed one must lose its mark.
-FOUND_HERE = "found by this test, not in issue 44's list: its answer is to move below its question"
-EXPECTED = {
-    "16 Q2": FOUND_HERE, "20 Q2": FOUND_HERE,
-}
-
-
 def words(text: str) -> list[str]:
     """Lower-case words and numbers, LaTeX read as plain text (\\sqrt{d} -> sqrt d)."""
     return WORD.findall(text.lower().replace("\\", " "))
@@ -84,9 +76,7 @@ def questions(path: Path):
 CASES = [case for path in discover() for case in questions(path)]
 
 
-@pytest.mark.parametrize("name, question, above, markdown, lead", [
-    pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=EXPECTED[case[0]])]
-                 if case[0] in EXPECTED else []) for case in CASES])
+@pytest.mark.parametrize("name, question, above, markdown, lead", [pytest.param(*case, id=case[0]) for case in CASES])
 def test_no_answer_stands_above_its_question(name, question, above, markdown, lead):
     stated = sorted(" ".join(p) for p in (phrases(words(lead)) - phrases(words(question))) & phrases(words(above)))
     numbers = sorted(set(DECIMAL.findall(lead)) - set(DECIMAL.findall(question)) & set(DECIMAL.findall(markdown)))
