@@ -19,22 +19,19 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
-import re
-from unittest import mock
 
 import numba
 import numpy as np
 
 from scratchnorm import fast
-from scratchnorm.fast import _jit as fast_jit
 from scratchnorm.fast.chunks import n_chunks
-from scratchnorm.fast.float32 import bounded
 from scratchnorm.fast.stats import RSTD
 from scratchnorm.fast.variants import INSIDE, forward_row
 from lessons._common import COMMON, VERDICTS, check, start
 from lessons._grading import above
 from lessons._speed import (PAST_THE_CACHE, THREADS, Budget, copies, copy_line, one_thread, plot_fusion_time,
                             plot_fusion_why, regime, yardstick)
+from lessons._fusion import added_in, chunk_partials, compiled, library_dweight, why
 from lessons._training import interleaved_medians, report
 
 lesson = start(__name__, "18_fusion")
@@ -193,43 +190,9 @@ def fused_rows(x, r, w, b, h, y, stats, eps, is_bounded):
         forward_row(hr, w, b, y[i], stats[:, i], False, x.shape[1], 1e-6, INSIDE, is_bounded, False)
 
 
-def why(lesson, rng, shape):
-    """Median times of the library's paths, the lesson's own kernels, and both library paths on one row."""
-    x, r = (rng.standard_normal(shape, dtype=np.float32) for _ in range(2))
-    w, b = rng.standard_normal(shape[1]).astype(np.float32), np.full(shape[1], -0.0, np.float32)
-    h, y, stats, hb = np.empty_like(x), np.empty_like(x), np.empty((3, shape[0])), np.add(x, r)
-    ok = bounded(w.reshape(1, -1), b.reshape(1, -1), shape[1])
-    fused_rows(x, r, w, b, h, y, stats, 1e-6, ok)
-    check(np.array_equal(y, fast.add_rms_norm_forward(x, r, w)[0]), "the lesson's fused loop gives the library's bits")
-    one = [a[:1].copy() for a in (x, r, h, y)]                   # one row, in arrays of its own
-    t = interleaved_medians({
-        "library fused": lambda: fast.add_rms_norm_forward(x, r, w, out=y, h_out=h),
-        "library add, then norm": lambda: fast.rms_norm_forward(np.add(x, r, out=h), w, out=y),
-        "own fused": lambda: fused_rows(x, r, w, b, h, y, stats, 1e-6, ok),
-        "own add": lambda: add_rows(x, r, h),
-        "own norm": lambda: norm_rows(hb, w, b, y, stats, 1e-6, ok)},
-        lesson.pick(40, max(20, min(400, int(1e8 / x.nbytes)))))
-    t.update(interleaved_medians({                                # timed apart: after a large call a small one
-        "library fused, one row": lambda: fast.add_rms_norm_forward(*one[:2], w, out=one[3], h_out=one[2]),
-        "library add, then norm, one row": lambda: fast.rms_norm_forward(np.add(*one[:2], out=one[2]), w,
-                                                                         out=one[3])}, 200))   # pays extra
-    report(lesson, f"  {shape}, {regime(FUSED * x.nbytes)}: "
-           + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in t.items()))
-    return shape, t
-
-
-def compiled(kernel):
-    """(loops vectorized, stack loads and stores) in what numba compiled for ``kernel``'s first signature:
-    ``vector.body`` blocks of its LLVM IR, and moves to or from an offset of %rsp in its machine code (counted
-    in the code, not as executed)."""
-    sig = kernel.signatures[0]
-    ir, asm = kernel.inspect_llvm(sig), kernel.inspect_asm(sig)
-    return (len(re.findall(r"^vector\.body[\w.]*:", ir, re.MULTILINE)),
-            len(re.findall(r"\tv?mov\w*\s[^\n]*\(%rsp\)", asm)))
-
-
 with one_thread(numba):
-    causes = [why(lesson, rng, s) for s in shapes if regime(FUSED * 4 * s[0] * s[1]) != "past the cache"]
+    causes = [why(lesson, rng, s, (add_rows, norm_rows, fused_rows), FUSED) for s in shapes
+              if regime(FUSED * 4 * s[0] * s[1]) != "past the cache"]
 code = {name: compiled(k) for name, k in (("own add", add_rows), ("own norm", norm_rows), ("own fused", fused_rows))}
 apart_code = tuple(a + b for a, b in zip(code["own add"], code["own norm"]))
 report(lesson, "  compiled: " + ", ".join(f"{k} {v[0]} loops vectorized, {v[1]} stack moves" for k, v in code.items()))
@@ -266,37 +229,6 @@ plot_fusion_why(lesson, causes, FUSED)
 # that change: of the float64 total, and of dweight as the library returns it.
 
 # %%
-def library_dweight(x, dy, w):
-    """The library's dweight on 1 and 2 threads ({threads: (d,)}), and the forward's cache."""
-    grads = {}
-    with mock.patch.object(fast_jit, "PARALLEL_MIN", 0):    # the prange kernel at this size, on 2 threads
-        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-            numba.set_num_threads(threads)
-            cache = fast.rms_norm_forward(x, w)[1]
-            grads[threads] = fast.rms_norm_backward(dy, cache)["weight"]
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-    return grads, cache
-
-
-def chunk_partials(x, dy, rstd, chunks):
-    """(chunks, d) float64: each chunk's sum of dy * x_hat, row after row, x_hat = x * rstd in x's dtype."""
-    x_hat = x * rstd.astype(x.dtype)[:, None]                              # (rows, d), in x's dtype
-    contrib = dy.astype(np.float64) * x_hat.astype(np.float64)              # (rows, d): dy x_hat
-    part = np.zeros((chunks, x.shape[1]))
-    for c in range(chunks):
-        for i in range(c * len(x) // chunks, (c + 1) * len(x) // chunks):
-            part[c] += contrib[i]
-    return part
-
-
-def added_in(part, order):
-    """The partials added in ``order``, in float64: (d,)."""
-    total = part[order[0]].copy()
-    for c in order[1:]:
-        total += part[c]
-    return total
-
-
 chunks = n_chunks(1000)
 orders = [np.random.default_rng(seed).permutation(chunks) for seed in range(20)]       # orders a lock could give
 x32 = rng.standard_normal((1000, 256), dtype=np.float32) + 0.5

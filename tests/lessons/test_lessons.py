@@ -171,7 +171,7 @@ def test_the_runner_prints_one_line_a_lesson_and_the_summary(quick_run):
     """A lesson run by the runner says nothing of its own (alone or as a notebook it prints its measurements,
     through lessons._training.report): the runner's output is a progress line per lesson and the summary."""
     proc, _ = quick_run
-    summary = ("lesson ", "all ", "claims ledger:")
+    summary = ("lesson ", "all ", "claims ledger:", "numerics: ")        # the runner's own lines
     stray = [ln for ln in proc.stdout.splitlines()
              if ln.strip() and not ln[:2].isdigit() and not ln.startswith(summary)]
     assert not stray, "lines printed by lessons under the runner:\n" + "\n".join(stray[:10])

@@ -32,7 +32,7 @@ ON_THE_PAGE = {
     "11_pre_vs_post_norm": ({"transformer", "ffn_gradients", "top_over_bottom", "sweep"},
                             {"Transformer", "default_rng", "windows"}),
     "12_tiny_transformer": ({"transformer", "train", "noise_procedure"}, {"Transformer", "default_rng", "windows"}),
-    "16_questions_answered_by_training": ({"spirals", "accuracy", "spirals_race", "row_mean_task"},
+    "16_questions_answered_by_training": ({"spirals", "evaluate", "spirals_race", "row_mean_task"},
                                           {"mlp", "default_rng"}),
     "19_transformers_without_normalization": ({"transformer", "train", "normalized", "tail_slope", "final"},
                                               {"Transformer", "DyT", "default_rng", "windows"}),
