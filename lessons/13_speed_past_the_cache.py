@@ -119,10 +119,9 @@ share, at, fused = rsqrt_claims(lesson, ds, n, times, per_value, rstd_numpy, div
 #
 # "A kernel that reads $x$ and writes $y$ moves two arrays' worth of bytes" is how bandwidth is usually
 # counted. A store can be plain, through the cache, or non-temporal, which sends whole lines to memory
-# without keeping them in the cache. From the size at which $x$ and $y$ fill the last-level cache the numba
-# kernels write $y$ and $dx$ with non-temporal stores (`scratchnorm/fast/_stream.py`); below it they write
-# normally, so that the next layer finds $y$ in cache. Why that choice pays past the cache is the second
-# question at the end.
+# without keeping them in the cache. The numba forwards write $y$ either way (`stream=False`, the default,
+# or `stream=True`; `scratchnorm/fast/_stream.py`). Whether the non-temporal store should pay past the cache,
+# and why, is the second question at the end.
 #
 # The lesson measures it past the cache, at the shape lesson 18 also measures there (`_speed.PAST_THE_CACHE`),
 # on one thread (numba's JIT only): the speed lessons' three copies (`np.copyto`, numba's copy with plain

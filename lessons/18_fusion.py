@@ -333,8 +333,9 @@ if past:
     share = 100 * FUSED * nbytes / t["fused"] / 1e9 / float(yardstick(copy))
 lesson.answer("A plain store first reads the line it writes (a read for ownership), so past the cache a plain copy "
               "moves 3 arrays' worth of traffic for the 2 counted: if memory bandwidth alone set both copies, the "
-              "plain one would run at 2/3 of the non-temporal one's GB/s. There the fused kernel writes h and y "
-              "with non-temporal stores, which skip that read. " +
+              "plain one would run at 2/3 of the non-temporal one's GB/s. The fused kernel writes h and y with "
+              "plain stores unless asked (stream=True; on one thread streaming measured no faster: "
+              "scratchnorm/fast/_stream.py). " +
               (f"At {shape[0]}x{shape[1]} the copies ran at {copy_line(copy)}: the non-temporal one "
                f"{streamed / plain:.2f} times the faster plain one (1.5 if memory bandwidth alone set both). The "
                f"fused pass reached "

@@ -6,17 +6,20 @@ x and writes y moves 3 arrays' worth of bytes, not 2. A non-temporal store
 sends a whole line straight to memory, with no read: 2 arrays' worth, as glibc's
 ``memcpy`` does for large copies. (NOTES.md: what it buys here.)
 
-When (``streams``). Only the forward, and only when its output cannot stay in
-the cache anyway: the arrays it reads and writes total at least the cache this
-process can use (``usable_cache_bytes``). A streamed line is also evicted, so a
-result that the next layer would find in cache is written normally. The forward
-also needs rows of at least AFFINE_MIN_ROW_BYTES (4 KiB): each row's partial
-first and last lines are written plainly, which costs more than streaming saves
-on shorter rows. Rows the forward computes in float64 are written plainly too.
-The backward never streams (NOTES.md: it did not pay). The row-wise forwards take
-``stream=True`` / ``False`` to force the choice (benchmark, lessons).
+When. Only when asked: the row-wise forwards take ``stream=True`` (``decide``),
+and by default (``stream=None``) write plainly. The kernels run serially by
+default (_jit.py), and on one thread, measured quiet on this project's machine
+(NOTES.md, session 16), streaming did not pay where it was meant to: RMSNorm's
+forward 0.47-0.90x the plain stores' speed from 4096x1024 to 16384x4096 float32,
+the fused add 0.75-0.99x, LayerNorm's 0.44-0.74x up to 16384x1024 and 1.12-1.13x
+beyond (two threads had made it 1.3-1.4x in earlier sessions). Under the 20% a
+code path must buy to stay the default, plain stores are the default; the
+streamed path stays for the benchmark and lesson 13, which compare the two. When
+streaming, rows the forward computes in float64 are written plainly, as are the
+partial first and last lines of every row. The backward never streams.
 
-The usable cache is the last-level cache that Linux's sysfs reports
+The usable cache (the benchmark and the lessons place their shapes against it)
+is the last-level cache that Linux's sysfs reports
 (DEFAULT_CACHE_BYTES when it cannot be read), capped at CACHE_PER_CPU_BYTES for
 each CPU this process may run on. The cap is for virtual machines: they report
 their host's whole cache, of which they hold a share (NOTES.md has this
@@ -50,7 +53,6 @@ LINE_BYTES = 64                   # one cache line: what a line store writes (LL
                                   # the widest stores the CPU has)
 DEFAULT_CACHE_BYTES = 32 << 20    # when sysfs cannot tell
 CACHE_PER_CPU_BYTES = 32 << 20    # the most of the last-level cache counted per usable CPU
-AFFINE_MIN_ROW_BYTES = 4096       # the forward streams rows of at least 64 lines (module docstring)
 
 
 def last_level_cache_bytes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
@@ -75,18 +77,6 @@ def usable_cache_bytes(llc: int | None = None, cpus: int | None = None) -> int:
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return min(last_level_cache_bytes() if llc is None else llc, CACHE_PER_CPU_BYTES * cpus)
-
-
-_cache_bytes = None     # usable_cache_bytes(), read once, on the first call of streams
-
-
-def streams(nbytes: int, row_bytes: int = 0, min_row_bytes: int = 0) -> bool:
-    """Should a kernel whose arrays total ``nbytes`` stream its output? (See the module docstring.)
-    ``min_row_bytes``: the least row length, in bytes, at which streaming pays for this kernel."""
-    global _cache_bytes
-    if _cache_bytes is None:
-        _cache_bytes = usable_cache_bytes()
-    return nbytes >= _cache_bytes and row_bytes >= min_row_bytes
 
 
 if config.DISABLE_JIT:
@@ -196,15 +186,12 @@ def line_start(dst):
     return n if addr % size else min(n, ((LINE_BYTES - addr % LINE_BYTES) % LINE_BYTES) // size)
 
 
-def decide(stream, auto: bool) -> bool:
-    """``stream``: None (the default) streams when ``auto`` (a forward: its arrays fill the usable cache,
-    ``streams``; a backward: never); True or False forces it on or off (the benchmark and lesson 13
-    compare the two; the bits are the same)."""
-    if stream is None:
-        return auto
-    if stream is True or stream is False:
-        return stream
-    fail(TypeError, "stream", "None (decide by size), True or False", stream,
+def decide(stream) -> bool:
+    """``stream``: None (the default) or False writes plainly, True with non-temporal stores (module
+    docstring: the benchmark and lesson 13 compare the two; the bits are the same)."""
+    if stream is None or stream is False or stream is True:
+        return bool(stream)
+    fail(TypeError, "stream", "None (plain stores), True or False", stream,
          "leave stream=None unless you are measuring the two store paths.")
 
 

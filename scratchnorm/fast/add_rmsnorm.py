@@ -5,10 +5,10 @@ the variants' forward row (variants.forward_row, RMSNorm's case) runs on h
 while it is still in the L1 cache. So x and residual are read from
 memory once and h and y written once: 4 arrays' worth of bytes, against 6 for
 an add that writes h and a norm that reads it back (the benchmark counts them).
-Beyond the cache (_stream.py) h is built in a row buffer and
-both outputs are written with non-temporal stores, which skip the read
-that a plain store of a line not in the cache costs (else 6 arrays' worth of
-traffic again).
+With stream=True (_stream.py) h is built in a row buffer and both outputs
+are written with non-temporal stores, which skip the read that a plain store
+of a line not in the cache costs; by default both are written plainly, which
+measured as fast or faster on one thread (_stream.py).
 
 The cache is the variants' RMSNorm cache (variants.norm_cache), on h, so the backward is RMSNorm's kernel
 (variants.py) followed by dx += dh. That adds dh to the already rounded dx:
@@ -32,7 +32,7 @@ from ..casts import rms_norm_cast
 from ..dtypes import as_float_array, is_half
 from ._buffers import affine_vector, as_rows, finish_rows, n_rows, output_rows
 from ._jit import run_by_size, serial_and_prange
-from ._stream import AFFINE_MIN_ROW_BYTES, store_fence, stream_row, streams
+from ._stream import decide, store_fence, stream_row
 from .chunks import n_chunks
 from .float32 import bounded
 from .variants import INSIDE, RMS_NORM, forward_row, norm_cache, rms_norm_backward, rms_norm_forward
@@ -66,21 +66,23 @@ def _add_rms_rows(x, residual, w, b, h, y, stats, eps, stream):
 ADD_RMS_ROWS = serial_and_prange(_add_rms_rows)
 
 
-def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None):
+def add_rms_norm_forward(x, residual, weight, eps=1e-6, *, cast="gemma", offset=0.0, out=None, h_out=None,
+                         stream=None):
     """h = x + residual, y = RMSNorm(h) * (offset + weight), numba kernels. Same arguments and result as
     ``scratchnorm.add_rms_norm_forward``; the cache is this backend's. An out= or h_out= that
     overlaps x or residual (h_out=residual) is filled after the kernel, from a new array; out= and
-    h_out= that overlap each other are rejected by the argument checks (_arguments.py), as by the reference."""
+    h_out= that overlap each other are rejected by the argument checks (_arguments.py), as by the reference.
+    ``stream``: None or False writes y and h with plain stores, True with non-temporal ones (the same bits)."""
     x, residual, eps, offset = add_rms_norm_args(x, residual, weight, eps, cast, offset, out, h_out)
     scale = weight + offset if weight is not None and offset else weight         # (d,) in weight's dtype
-    y, h, cache = _add_rms_norm(x, residual, scale, eps, out, h_out)
+    y, h, cache = _add_rms_norm(x, residual, scale, eps, out, h_out, decide(stream))
     if cast != "gemma" and x.dtype != np.float64:       # the other roundings (module docstring)
         y[...] = rms_norm_cast(h, weight, None, eps, "inside", x.shape[-1], cast, offset=offset)
     return y, h, cache
 
 
-def _add_rms_norm(x, residual, weight, eps, out, h_out):
-    """The fused forward with the scale ``weight``: (y, h, cache)."""
+def _add_rms_norm(x, residual, weight, eps, out, h_out, stream):
+    """The fused forward with the scale ``weight``: (y, h, cache); ``stream``: non-temporal stores."""
     d = x.shape[-1]
     w = None if is_half(x.dtype) else affine_vector(weight, d, 1.0, x.dtype)
     if w is None or w.dtype != x.dtype:                 # not fused (module docstring)
@@ -96,7 +98,6 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out):
     stats = np.empty((3, rows))                         # mean (0), ms, rstd of each row (stats.py)
     b = affine_vector(None, d, -0.0, xk.dtype)
     if x.size:
-        stream = streams(4 * xk.nbytes, d * xk.itemsize, AFFINE_MIN_ROW_BYTES)
         run_by_size(ADD_RMS_ROWS, x.size, n_chunks(rows), xk, rk, w, b, h, y, stats, eps, stream)
     else:
         stats.fill(np.nan)

@@ -45,7 +45,7 @@ from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
-from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
+from ._stream import affine_row_streamed, decide, store_fence
 from .float32 import bounded, fits, quarter_of_largest, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, add_chunks, row_sum_dev, row_sum_g, row_sum_sq_dev
 
@@ -153,8 +153,8 @@ LAYER_NORM_BACKWARD = serial_and_prange(layer_norm_backward_kernel)
 
 def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=None):
     """LayerNorm over the last axis, numba kernels. Same arguments and result as
-    ``scratchnorm.layer_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
-    arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
+    ``scratchnorm.layer_norm_forward``; the cache is this backend's. ``stream``: None or False writes y with
+    plain stores, True with non-temporal ones (_stream.py: the same bits)."""
     xk = plain_rows(x, eps, weight, bias)                             # (N, d), or None: the long way
     y = None if xk is None else plain_output(xk, x, out)              # (N, d)
     if y is not None:
@@ -174,7 +174,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
             run_by_size(*run)                                        # the variants' kernel (variants.py)
             return finish()
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN, VAR, RSTD
-    stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    stream = decide(stream)
     run_by_size(LAYER_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats[MEAN], stats[VAR],
                 stats[RSTD], stream)
     cache = {"made_by": LAYER_NORM, "fast": "layernorm", "x": xk, "stats": stats,

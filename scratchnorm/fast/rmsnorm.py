@@ -52,7 +52,7 @@ from .variants import rms_norm_forward as general_forward
 from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from .chunks import n_chunks
-from ._stream import AFFINE_MIN_ROW_BYTES, decide, affine_row_streamed, store_fence, streams
+from ._stream import affine_row_streamed, decide, store_fence
 from .float32 import fits, quarter_of_largest
 from .stats import RSTD, VAR, add_chunks, row_sum_gx, row_sum_sq, sum_of
 
@@ -141,8 +141,8 @@ RMS_NORM_BACKWARD = serial_and_prange(rms_norm_backward_kernel)
 
 def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", k=None, out=None, stream=None):
     """RMSNorm over the last axis, numba kernels. Same arguments and result as
-    ``scratchnorm.rms_norm_forward``; the cache is this backend's. ``stream``: None streams y when the
-    arrays fill the usable cache (_stream.streams); True or False forces it (the bits are the same)."""
+    ``scratchnorm.rms_norm_forward``; the cache is this backend's. ``stream``: None or False writes y with
+    plain stores, True with non-temporal ones (_stream.py: the same bits)."""
     common = bias is None and k is None and eps_mode == "inside"
     xk = plain_rows(x, eps, weight) if common else None               # (N, d), or None: the long way
     y = None if xk is None else plain_output(xk, x, out)              # (N, d)
@@ -165,7 +165,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
             run_by_size(*run)
             return finish()
     stats = np.zeros((3, xk.shape[0]))                               # (3, N): MEAN stays 0
-    stream = decide(stream, streams(xk.nbytes + y.nbytes, d * y.itemsize, AFFINE_MIN_ROW_BYTES))
+    stream = decide(stream)
     run_by_size(RMS_NORM_FORWARD, xk.size, n_chunks(xk.shape[0]), xk, w, eps, y, stats[VAR], stats[RSTD],
                 stream, affine_vector(None, d, -0.0, xk.dtype))
     cache = {"made_by": RMS_NORM, "fast": "rmsnorm", "x": xk, "stats": stats,

@@ -69,7 +69,7 @@ from .._arguments import group_rms_norm_args, layer_norm_args, rms_norm_args
 from .._checks import EPS_MODES, fail
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, n_rows
 from ._jit import jit, jit_inline, run_by_size, serial_and_prange
-from ._stream import AFFINE_MIN_ROW_BYTES, affine_row_streamed, decide, store_fence, streams
+from ._stream import affine_row_streamed, decide, store_fence
 from .chunks import n_chunks
 from .float32 import bounded, fits
 from .stats import add_chunks, scaled_sum_sq_dev, sum_dev, sum_g, sum_gx, sum_of, sum_sq, sum_sq_dev
@@ -258,7 +258,7 @@ def prepare_forward(x, weight, bias, out, made_by, *, center, groups, k, eps, mo
         w, b = w.astype(np.float64), b.astype(np.float64)
     run = None
     if x.size:
-        stream = decide(stream, streams(xk.nbytes + y2.nbytes, w.shape[1] * y2.itemsize, AFFINE_MIN_ROW_BYTES))
+        stream = decide(stream)
         loop = n_chunks(rows) if stream else rows                  # what its prange runs over
         run = (FORWARD_ROWS, x.size, loop, xk, w, b, y2, stats, center, k, eps, mode, stream)
     else:

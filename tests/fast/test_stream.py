@@ -26,7 +26,7 @@ from scratchnorm.fast import rmsnorm as fast_rmsnorm
 def run_streamed(monkeypatch, stream, name, x, dy, w, b, kw, **buffers):
     """The forward and the backward with streaming forced on or off (as stream=True / False do)."""
     for module in (fast_layernorm, fast_rmsnorm, variants):
-        monkeypatch.setattr(module, "decide", lambda choice, auto: stream)
+        monkeypatch.setattr(module, "decide", lambda choice: stream)
     return digest(run("numba", name, x, dy, w, b, kw, **buffers)[0])
 
 
@@ -73,25 +73,34 @@ def test_out_buffers_at_odd_addresses(monkeypatch, offset_bytes):
     assert plain == streamed
 
 
-def test_a_float64_weight_for_float32_x_is_written_plainly(monkeypatch):
+def test_a_float64_weight_for_float32_x_is_written_plainly():
     """A float64 weight beyond float32 stays float64 (_buffers.affine_vector); the line intrinsics
     take one dtype, so such a call must not stream its forward (it failed to compile)."""
     x, dy, _, b = make_inputs((6, 1024), np.float32, seed=37)
     w = np.ones(1024)
     w[0], x[:, 0], dy[:, 0] = 1e39, 0.0, 0.0      # (x_hat * 1e39, dy * 1e39 would overflow float32)
-    monkeypatch.setattr(_stream, "_cache_bytes", 0)                   # every call "fills the cache"
-    streamed = digest(run("numba", "rms_norm", x, dy, w, b, {})[0])
-    monkeypatch.setattr(_stream, "_cache_bytes", 1 << 62)
-    assert streamed == digest(run("numba", "rms_norm", x, dy, w, b, {})[0])
+    streamed = digest(run("numba", "rms_norm", x, dy, w, b, {"stream": True})[0])
+    assert streamed == digest(run("numba", "rms_norm", x, dy, w, b, {"stream": False})[0])
 
 
-def test_what_decides_streaming(monkeypatch):
-    """streams() sees the bytes each call moves, and the forward also its kernel rows' bytes."""
+def test_the_forwards_write_plainly_unless_asked(monkeypatch):
+    """stream=None (the default) is plain stores, at any size (_stream.py: streaming did not pay on one
+    thread); True and False force it; anything else is refused by name."""
+    assert [_stream.decide(s) for s in (None, False, True)] == [False, False, True]
+    with pytest.raises(TypeError, match="stream"):
+        _stream.decide("yes")
     seen = []
-    monkeypatch.setattr(variants, "streams", lambda *args: seen.append(args) or False)
+
+    def recorded(choice):
+        seen.append(choice)
+        return _stream.decide(choice)
+
+    for module in (fast_layernorm, fast_rmsnorm, variants):
+        monkeypatch.setattr(module, "decide", recorded)
     x, dy, w, _ = make_inputs((5, 12), np.float32, seed=38)
-    run("numba", "group_rms_norm", x, dy, w, None, {"num_groups": 3})
-    assert seen == [(2 * x.nbytes, 4 * 4, _stream.AFFINE_MIN_ROW_BYTES)]     # the backward: never
+    for name, kw in (("layer_norm", {}), ("rms_norm", {}), ("group_rms_norm", {"num_groups": 3})):
+        run("numba", name, x, dy, w, None, kw)
+    assert seen == [None] * 3                       # each forward asked once, with the default
 
 
 def test_rows_that_fall_back_to_float64_stream_the_same_bits(monkeypatch):
@@ -158,13 +167,6 @@ def test_the_usable_cache_is_capped_per_cpu(tmp_path, monkeypatch):
     assert _stream.usable_cache_bytes(per_cpu, 4) == per_cpu
     monkeypatch.setattr(_stream, "last_level_cache_bytes", lambda: 1 << 40)
     assert _stream.usable_cache_bytes() == per_cpu * len(os.sched_getaffinity(0))
-
-
-def test_streaming_starts_at_the_cache_size(monkeypatch):
-    monkeypatch.setattr(_stream, "_cache_bytes", 1000)
-    assert not _stream.streams(999) and _stream.streams(1000)
-    assert not _stream.streams(10**6, 4095, _stream.AFFINE_MIN_ROW_BYTES)
-    assert _stream.streams(10**6, 4096, _stream.AFFINE_MIN_ROW_BYTES)
 
 
 def non_temporal_store():
