@@ -28,7 +28,7 @@ import numpy as np
 from mnist1d.data import get_dataset_args, make_dataset
 from sklearn.datasets import load_digits
 
-from lessons._common import COMMON, FAILS, HOLDS, VERDICTS, check, paper, start, work
+from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start, work
 from lessons._grading import above, below, control, within
 from lessons._stats import mean_interval
 from lessons._training import expect, interval, one_blas_thread, paired, pm, race, report, warm_up
@@ -122,7 +122,7 @@ for n in BASELINES:
                           "5 points of the paper's number)",
                  value=m[0], interval=m[1:], **within(PAPER_SAYS[n] - 0.05, PAPER_SAYS[n] + 0.05,
                                                       approx=(PAPER_SAYS[n] - 0.1, PAPER_SAYS[n] + 0.1)),
-                 expect=expect(lesson, HOLDS))
+                 expect=expect(lesson, (HOLDS, APPROX)))    # the MLP's interval ends near 63%: either reading
 
 # %% [markdown]
 # ## The digits
