@@ -64,14 +64,16 @@ def test_every_prerequisite_link_leads_to_a_lesson_page(written):
 
 
 def test_a_lesson_without_prerequisites_stops_the_build_by_name():
-    """A new lesson (here a 25 that the table does not know), an entry left behind by a lesson that is gone,
-    and a prerequisite that comes later: each is named, with the fix, before a notebook runs."""
+    """A new lesson (one past the last, which the table does not know), an entry left behind by a lesson that
+    is gone (the last), and a prerequisite that comes later: each is named, with the fix, before a notebook runs."""
     lessons = discover()
     pages.check_prerequisites(lessons)                                   # the table as committed
-    new = [*lessons, ROOT / "lessons" / "25_a_new_lesson.py"]
-    with pytest.raises(ValueError, match=r"lesson 25 \(25_a_new_lesson\.py\) has no entry.*Fix:"):
+    last = max(p.stem[:2] for p in lessons)
+    n = f"{int(last) + 1:02d}"
+    new = [*lessons, ROOT / "lessons" / f"{n}_a_new_lesson.py"]
+    with pytest.raises(ValueError, match=rf"lesson {n} \({n}_a_new_lesson\.py\) has no entry.*Fix:"):
         pages.check_prerequisites(new)
-    with pytest.raises(ValueError, match=r"the entry 24 names no lesson"):
-        pages.check_prerequisites([p for p in lessons if not p.stem.startswith("24")])
+    with pytest.raises(ValueError, match=rf"the entry {last} names no lesson"):
+        pages.check_prerequisites([p for p in lessons if not p.stem.startswith(last)])
     with pytest.raises(ValueError, match=r"lesson 02's prerequisite 03 is not an earlier lesson"):
         pages.check_prerequisites(lessons, {**pages.PREREQUISITES, "02": ["03"]})
