@@ -109,12 +109,15 @@ def conv1d_backward(dy, cache):
     return grads
 
 
-class Conv1d(Layer):
-    """Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True).
+class ConvLayer(Layer):
+    """A convolution over ``SPATIAL`` axes (Conv1d: 1, conv2d.Conv2d: 2), the functions ``FORWARD`` and
+    ``BACKWARD`` doing the work: a square kernel of ``kernel_size`` taps along each axis, one stride and one
+    padding. weight (C_out, C_in, K, ...) and bias (C_out,) ~ U(-1/sqrt(C_in K^SPATIAL), +that), as PyTorch;
+    ``seed`` makes them reproducible. Matrix products have no numba kernel: the im2col product runs in
+    NumPy's BLAS."""
 
-    weight and bias ~ U(-1/sqrt(C_in K), 1/sqrt(C_in K)), as PyTorch; ``seed`` makes them reproducible.
-    Matrix products have no numba kernel: the im2col product runs in NumPy's BLAS.
-    """
+    SPATIAL = 1
+    FORWARD = BACKWARD = None          # set by each subclass: staticmethod(conv1d_forward), ...
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True, *, seed=0,
                  backend="numba", dtype=np.float64):
@@ -125,22 +128,30 @@ class Conv1d(Layer):
         self.stride = check_int("stride", stride)
         self.padding = check_int("padding", padding, minimum=0)
         rng = np.random.default_rng(seed)
-        bound = 1.0 / np.sqrt(self.in_channels * self.kernel_size)
-        self._add_param("weight", rng.uniform(-bound, bound, (self.out_channels, self.in_channels,
-                                                              self.kernel_size)))
+        taps = (self.kernel_size,) * self.SPATIAL
+        bound = 1.0 / np.sqrt(self.in_channels * self.kernel_size ** self.SPATIAL)
+        self._add_param("weight", rng.uniform(-bound, bound, (self.out_channels, self.in_channels, *taps)))
         if bias:
             self._add_param("bias", rng.uniform(-bound, bound, self.out_channels))
 
     def _forward(self, x):
-        return conv1d_forward(x, self.params["weight"], self.params.get("bias"), stride=self.stride,
-                              padding=self.padding)
+        return self.FORWARD(x, self.params["weight"], self.params.get("bias"), stride=self.stride,
+                            padding=self.padding)
 
     def _backward(self, dy, cache):
-        return conv1d_backward(dy, cache)
+        return self.BACKWARD(dy, cache)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}, bias={'bias' in self.params}")
+
+
+class Conv1d(ConvLayer):
+    """Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True): input (N, C_in, L)
+    (ConvLayer has the rest)."""
+
+    SPATIAL = 1
+    FORWARD, BACKWARD = staticmethod(conv1d_forward), staticmethod(conv1d_backward)
 
 
 class Flatten(Layer):

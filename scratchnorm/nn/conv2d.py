@@ -46,10 +46,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_int, fail
+from .._checks import fail
 from ..dtypes import as_float_array
-from ..layer import Layer
-from .conv import conv_out_length
+from .conv import ConvLayer, conv_out_length
 
 
 def _windows(n_out: int, K: int, stride: int) -> np.ndarray:
@@ -121,38 +120,15 @@ def conv2d_backward(dy, cache):
     return grads
 
 
-class Conv2d(Layer):
+class Conv2d(ConvLayer):
     """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True): input (N, C_in, H, W).
 
     A square kernel, one stride and one padding for both axes. weight and bias ~ U(-1/sqrt(C_in K^2),
     1/sqrt(C_in K^2)), as PyTorch; ``seed`` makes them reproducible. Matrix products run in NumPy's BLAS.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True, *, seed=0,
-                 backend="numba", dtype=np.float64):
-        super().__init__(backend=backend, dtype=dtype)
-        self.in_channels = check_int("in_channels", in_channels)
-        self.out_channels = check_int("out_channels", out_channels)
-        self.kernel_size = check_int("kernel_size", kernel_size)
-        self.stride = check_int("stride", stride)
-        self.padding = check_int("padding", padding, minimum=0)
-        rng = np.random.default_rng(seed)
-        K = self.kernel_size
-        bound = 1.0 / np.sqrt(self.in_channels * K * K)
-        self._add_param("weight", rng.uniform(-bound, bound, (self.out_channels, self.in_channels, K, K)))
-        if bias:
-            self._add_param("bias", rng.uniform(-bound, bound, self.out_channels))
+    SPATIAL = 2
+    FORWARD, BACKWARD = staticmethod(conv2d_forward), staticmethod(conv2d_backward)
 
     def _check_input(self, x):
         _check_input(x, self.params["weight"], self.padding)
-
-    def _forward(self, x):
-        return conv2d_forward(x, self.params["weight"], self.params.get("bias"), stride=self.stride,
-                              padding=self.padding)
-
-    def _backward(self, dy, cache):
-        return conv2d_backward(dy, cache)
-
-    def extra_repr(self):
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, bias={'bias' in self.params}")
