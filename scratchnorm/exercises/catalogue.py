@@ -233,6 +233,11 @@ MISTAKES = {
     "weight_out_of_sum": "The weight is pulled out of a sum over the features (see which below): "
                          "sum(dout * gamma * x_hat) is not gamma * sum(dout * x_hat) when gamma varies along the "
                          "summed axis. Keep g = dout * gamma inside the sum.",
+    "summed_before_use": "dx_hat = dout * gamma is summed over the batch before it is used (see how below): every "
+                         "example then gets the batch's total in place of its own dx_hat, and the sums over the "
+                         "batch that follow act on that total. dx_hat stays per example, (N, D); a sum over the "
+                         "batch belongs inside the mean and variance terms only: dx = (dx_hat - mean(dx_hat, "
+                         "axis=0) - x_hat * mean(dx_hat * x_hat, axis=0)) / std.",
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",

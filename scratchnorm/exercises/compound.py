@@ -131,13 +131,16 @@ def _explains(on_draw, combo, got):
 
 def _shares(on_draw, combo, first_slips, name, got):
     """[(code, detail, share of the error)] for output ``name``: the move of the output when each slip is taken
-    out of the combination, squared, over the sum of those moves, on every draw."""
+    out of the combination, squared, over the sum of those moves, on every draw; a slip that does not move this
+    output (it is there for another output of the same search) is left out of its parts."""
     n_draws = len(got[name])
     full = [on_draw(n, combo)[name] for n in range(n_draws)]
     moves = []
     for i in combo:
         rest = tuple(j for j in combo if j != i)
         moves.append(sum(float(np.sum((np.asarray(f) - on_draw(n, rest)[name]) ** 2)) for n, f in enumerate(full)))
-    total = sum(moves) or 1.0
-    parts = [(first_slips[i].code, first_slips[i].detail, m / total) for i, m in zip(combo, moves)]
+    moved = [(i, m) for i, m in zip(combo, moves) if m > 1e-12 * sum(moves)]   # a slip that does not move this
+    moved = moved or list(zip(combo, moves))                                    # output is not its part
+    total = sum(m for _, m in moved) or 1.0
+    parts = [(first_slips[i].code, first_slips[i].detail, m / total) for i, m in moved]
     return sorted(parts, key=lambda p: -p[2])

@@ -23,10 +23,11 @@ mu contributes; the sum through mu of the projection vanishes because sum_A(xm) 
 catalogue is a change of one knob (a coefficient, the set S, the divisor, g = dy, eps left out of one
 place of the backward, one reduction over other axes, dy left out of dx or of dweight, dweight summed from
 x - mu where x_hat belongs, the weight pulled out of a sum,
-std where rstd belongs, ...) or a forward with another variance (ddof = 1, eps outside the root, no eps,
-an eps of its own, statistics over other axes or given in advance), whose exact gradient this same
-function gives. tests/exercises checks that the knobs at their defaults give the library's own
-gradients.
+std where rstd belongs, g summed over the batch before use, ...) or a forward with another variance (ddof = 1,
+eps outside the root, no eps, an eps of its own, statistics given in advance), whose exact gradient this same
+function gives; with statistics over other axes, or a sum of squares not divided by n, it gives the right
+backward formula on that forward's rstd, as a learner's textbook backward on their cache computes it.
+tests/exercises checks that the knobs at their defaults give the library's own gradients.
 
 Where eps can be dropped in a backward: rstd * (g - mean(g)) is the direct and mean paths ("rstd"); the
 projection's factor rstd^3 = rstd_outer * rstd_inner^2 splits as a closed form writes it,
@@ -84,6 +85,7 @@ class Knobs:
     center: bool = True
     k: int | None = None            # pRMSNorm: the statistic reads the first k features
     ddof: int = 0                   # 1: the unbiased variance
+    var_undivided: bool = False     # the variance a sum of squares, not divided by its count (nor by n - ddof)
     eps_outside: bool = False       # rstd = 1 / (sqrt(var) + eps)
     one_pass: bool = False          # var = E[x^2] - E[x]^2 (the same in exact arithmetic)
     c_mean: float | None = None     # coefficient of -rstd * mean_A(g); None: 1 if centred else 0
@@ -106,6 +108,9 @@ class Knobs:
     bwd_running: tuple | None = None  # (mean, var) per channel: the backward's statistics (its forward's are right)
     proj_weightless: bool = False   # the x_hat term's sum of dy * xm: gamma left out of it
     proj_undivided: bool = False    # the x_hat term's sum not divided by n
+    g_summed: str = ""              # g = dout * weight summed over the batch before use (BatchNorm): "flat" a (C,)
+    #                                 vector, whose later sums over the batch run over the channels; "kept"
+    #                                 (keepdims) a (1, C) row, which those sums leave as it is
     running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
     wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
     #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
@@ -149,7 +154,7 @@ def _statistics(x, eps, layout: Layout, kn: Knobs, channels):
     elif kn.wrong and kn.wrong[0] == "var_own":
         var = xv.var(axis=var_axes, keepdims=True)
     else:
-        var = (xm * xm * mask).sum(axis=var_axes, keepdims=True) / (n_s - kn.ddof)
+        var = (xm * xm * mask).sum(axis=var_axes, keepdims=True) / (1 if kn.var_undivided else n_s - kn.ddof)
     s = np.sqrt(var)
     rstd = 1.0 / (s + eps) if kn.eps_outside else 1.0 / np.sqrt(var + eps)
     if kn.wrong and kn.wrong[0] in ("mean", "var", "var_own"):     # a forward's slip: the backward is the right
@@ -183,6 +188,8 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     wv = layout.weight(w, xv.shape, x.ndim)
     d = dyv if kn.dy_in_dx else np.ones_like(dyv)
     g = d if kn.g_is_dy else d * wv                                                # dL/dx_hat
+    if kn.g_summed:                                 # (1, C, 1...): the batch's total for every example
+        g = g.sum(axis=axes, keepdims=True)
 
     def summed(a, place, axes):                     # sum_A(g * a), or weight * sum_A(dy * a): the weight pulled out
         if place == "proj" and kn.proj_weightless:
@@ -213,6 +220,8 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     if kn.running is not None:                          # the statistics do not depend on x: the direct path only
         c_mean = c_proj = 0.0
     gmean_axes, n_gmean = _reduction(kn, "gmean", axes, xv.shape)
+    if kn.g_summed == "flat":                       # np.sum(G, axis=0) of a (C,) vector: over the channels
+        gmean_axes = tuple(range(xv.ndim))
     r = dropped("rstd")
     dx = r * g - c_mean * r * summed(1.0, "gmean", gmean_axes) / n_gmean - c_proj * proj
     if kn.no_rstd:

@@ -112,7 +112,14 @@ def mutants(ex, kw) -> list[Mutant]:
                                   "batch's update), not the batch's the forward used"))
     out += [Mutant("weight_not_applied", L, K_.with_(proj_weightless=True), "b", "gamma left out of the x_hat term's "
                    "sum: sum(dout * x_hat) where sum(dout * gamma * x_hat) belongs"),
-            Mutant("n_factor", L, K_.with_(proj_undivided=True), "b", "the x_hat term not divided by n")]
+            Mutant("n_factor", L, K_.with_(proj_undivided=True), "b", "the x_hat term not divided by n"),
+            Mutant("n_factor", L, K_.with_(var_undivided=True), "f", "the forward's variance not divided by n: "
+                   "sum((x - mu)^2) where mean((x - mu)^2) belongs")]
+    if L.kind == "batch":                           # dout * gamma summed over the batch, then used per example
+        out += [Mutant("summed_before_use", L, K_.with_(g_summed="flat"), "b", "dout * gamma summed over the batch "
+                       "to a (D,) vector, whose sums over axis 0 that follow run over the features"),
+                Mutant("summed_before_use", L, K_.with_(g_summed="kept"), "b", "dout * gamma summed over the batch "
+                       "with keepdims=True, a (1, D) row that the sums over the batch that follow leave as it is")]
     if "reduced_over_wrong_axis" in c:
         out += _wrong_axes(ex, kw, L, K_)
     return out

@@ -33,6 +33,9 @@ KINDS = {
     "running_in_backward": ({"running_stats_in_training", "weight_not_applied", "n_factor"}, ("batchnorm",), CACHE),
     "running_in_backward_staged": ({"running_stats_in_training", "weight_not_applied", "n_factor"}, ("batchnorm",),
                                    CACHE),
+    # the variance as one scalar: a BatchNorm learner's axis=0 code, 2-D x only
+    "scalar_variance_staged": ({"reduced_without_axis", "n_factor", "summed_before_use"}, ("batchnorm",), CACHE),
+    "scalar_variance_closed": ({"reduced_without_axis", "n_factor", "summed_before_use"}, ("batchnorm",), CACHE),
 }
 ROWS = [(f, n, c) for f, (_, names, contracts) in KINDS.items() for n in names for c in contracts]
 
@@ -133,3 +136,20 @@ def test_running_averages_in_the_backward_are_placed_in_the_backward(file):
     said = {c: d for c, d, _ in report.results["x"].parts}["running_stats_in_training"]
     assert said.startswith("in the backward: its mean and variance are the running averages (after this batch's "
                            "update)"), said
+
+
+@pytest.mark.parametrize("file, how", [("scalar_variance_staged", "to a (D,) vector, whose sums over axis 0 that "
+                                                                   "follow run over the features"),
+                                       ("scalar_variance_closed", "with keepdims=True, a (1, D) row")])
+def test_the_variance_as_one_scalar_puts_each_slip_where_it_is(file, how):
+    report = run(file, "batchnorm", "cache")
+    forward = {(c, d) for c, d, _ in report.results["y"].parts}
+    assert forward == {("reduced_without_axis", "the forward's variance over the whole array (no axis=), not over "
+                                                "the batch and the positions"),
+                       ("n_factor", "the forward's variance not divided by n: sum((x - mu)^2) where mean((x - mu)^2) "
+                                    "belongs")}, forward
+    assert {c for c, _, _ in report.results["weight"].parts} == {"reduced_without_axis", "n_factor"}
+    said = {c: d for c, d, _ in report.results["x"].parts}["summed_before_use"]
+    assert said.startswith("dout * gamma summed over the batch " + how), said
+    fix = report.results["y"].advice["n_factor"][1]
+    assert fix.startswith("in your forward, divide the sum of squares by N"), fix
