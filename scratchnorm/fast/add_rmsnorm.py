@@ -87,7 +87,7 @@ def _add_rms_norm(x, residual, weight, eps, out, h_out, stream):
     w = None if is_half(x.dtype) else affine_vector(weight, d, 1.0, x.dtype)
     if w is None or w.dtype != x.dtype:                 # not fused (module docstring)
         h = np.add(x, residual)
-        y, norm = rms_norm_forward(h, weight, eps=eps, out=out)
+        y, norm = rms_norm_forward(h, weight, eps=eps, out=out, stream=stream)
         return y, (h if h_out is None else finish_rows(h, True, x.shape, x.dtype, h_out, "h_out")), \
             {"made_by": MADE_BY, "norm": norm}
     rows = x.size // d if d else n_rows(x.shape)

@@ -214,3 +214,17 @@ def test_the_kernels_tanh_is_within_a_few_ulps_of_numpys():
     t = fast.dyt_forward(special[None], 1.0)[0][0]
     assert np.array_equal(np.signbit(t[:2]), [False, True]) and np.array_equal(t[2:4], [1.0, -1.0])
     assert np.isnan(t[4])
+
+
+def test_the_fused_adds_stream_switch_reaches_its_unfused_path(monkeypatch):
+    """A weight float32 cannot hold sends the fused add to the variants' RMSNorm, unfused (fast/add_rmsnorm.py):
+    its stream= goes there too, as it goes to the fused kernel."""
+    from scratchnorm.fast import variants
+    seen = []
+    monkeypatch.setattr(variants, "decide", lambda stream: seen.append(stream) or False)
+    x, r, _, _, _ = fused_inputs((4, 64), np.float32, seed=46)
+    w = np.ones(64)
+    w[0], x[:, 0], r[:, 0] = 1e39, 0.0, 0.0              # beyond float32: the unfused path (y[:, 0] = 0 fits)
+    for stream in (True, False):
+        fast.add_rms_norm_forward(x, r, w, stream=stream)
+    assert seen == [True, False]
