@@ -161,11 +161,10 @@ def point(model: Model, order=ORDER, steps: int = STEPS, budget_s: float = BUDGE
         runs[backend].append(run_child(model, backend, steps, budget_s))
     row = {"model": model.name, "norm": model.norm, "batch": model.batch,
            **{b: backend_figures(rs) for b, rs in runs.items()}}
-    row["p50_ratio"] = row["numpy"]["p50_s"] / row["numba"]["p50_s"]
-    row["p90_ratio"] = row["numpy"]["p90_s"] / row["numba"]["p90_s"]
-    if NAIVE_BACKEND in row:
-        row["naive_p50_ratio"] = row[NAIVE_BACKEND]["p50_s"] / row["numba"]["p50_s"]
-        row["naive_p90_ratio"] = row[NAIVE_BACKEND]["p90_s"] / row["numba"]["p90_s"]
+    for other, prefix in (("numpy", ""), (NAIVE_BACKEND, "naive_")):    # p50_ratio, ..., naive_p90_ratio
+        if other in row:
+            for q in ("p50", "p90"):
+                row[f"{prefix}{q}_ratio"] = row[other][f"{q}_s"] / row["numba"][f"{q}_s"]
     return row
 
 

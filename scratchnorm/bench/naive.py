@@ -12,11 +12,15 @@ implementation beside the library's (``python -m scratchnorm.bench``): what a us
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from numba import njit, prange
 
 from .._checks import check_choice
 from ..layer import Layer
+from ..layernorm import LayerNorm
+from ..rmsnorm import RMSNorm
 from .norms import Inputs, Norm
 
 FAST = {"parallel": True, "fastmath": {"reassoc"}, "cache": True}
@@ -97,7 +101,8 @@ class NaiveNorm(Layer):
     def __init__(self, norm: str, d: int):
         super().__init__(backend="numba")
         self.norm = check_choice("norm", norm, NAIVE)
-        self.eps = 1e-5 if norm == "layernorm" else 1e-6         # LayerNorm(d), RMSNorm(d): their defaults
+        library = LayerNorm if norm == "layernorm" else RMSNorm
+        self.eps = inspect.signature(library).parameters["eps"].default     # the library layer's default
         self._add_param("weight", np.ones(d))
         if norm == "layernorm":
             self._add_param("bias", np.zeros(d))
