@@ -214,11 +214,16 @@ def learner_contract(source, exercise: str | None = None):
     return contract_for(EXERCISES[name], everything, pair)
 
 
+def pair_of(contract) -> str:
+    """The cache contract's pair (layernorm, spatial_batchnorm, ...) whose function names ``contract`` read."""
+    return next(p for p, c in CACHE_FUNCTIONS.items() if c == contract.names)
+
+
 def checker_report(contract, source=""):
     """The exercise checker's report (scratchnorm.exercises.check) on the learner's functions of ``contract``,
     in that contract: ``.diagnoses`` holds the catalogue's code of their mistake."""
     if isinstance(contract, Cache):
-        pair = next(p for p, c in CACHE_FUNCTIONS.items() if c == contract.names)
+        pair = pair_of(contract)
         functions = {getattr(contract.names, role): fn for role, fn in contract.functions.items()}
         return check(contract.ex.name, functions, source=str(source), pair=pair)
     return check(contract.ex.name, contract.functions, source=str(source))
@@ -278,7 +283,7 @@ class CacheNorm(torch.nn.Module):
             fail(TypeError, "contract", "the cache contract's (learner_contract of a file defining "
                  "layernorm_forward and layernorm_backward, ...)", type(contract).__name__,
                  "use ExerciseNorm for scratchnorm's contract, or learner_norm, which picks.")
-        pair = pair or next(p for p, c in CACHE_FUNCTIONS.items() if c == contract.names)
+        pair = pair or pair_of(contract)
         self.names = CACHE_FUNCTIONS[pair]
         if self.names.exercise != contract.ex.name:
             fail(ValueError, "pair", f"a pair of the {contract.ex.name} exercise", pair,
