@@ -36,11 +36,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, beside_control,  # noqa: E402,F401
-                              check_interval, grading, verdict_of)
+from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, check_interval,  # noqa: E402,F401
+                              grading, verdict_of, with_control)
 from lessons._grading import control as _control  # noqa: E402
 from lessons._sources import cite  # noqa: E402
-from lessons._summary import shown_value  # noqa: E402
+from lessons._summary import control_said, shown_value  # noqa: E402
 
 LESSONS_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = LESSONS_DIR.parent / "figures"
@@ -197,13 +197,12 @@ class Lesson:
         verdict = verdict_of(value, **bounds, interval=interval)
         if control is not None:
             control = _control(control["label"], control["value"], control.get("interval"))     # checked
-            control["verdict"] = verdict_of(control["value"], **bounds, interval=control["interval"])
-            verdict = beside_control(verdict, control["verdict"])
+            verdict, control["verdict"] = with_control(verdict, control, bounds["holds_if"], bounds["approx_if"])
         self.claims.append(Claim(claim, source, measured, value, interval, bounds["holds_if"], bounds["approx_if"],
                                  bool(timed), verdict, control))
         shown = f"value {value:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "")
         if control is not None:
-            shown += f"; control, {control['label']}: {control['verdict']} ({shown_value(control)})"
+            shown += f"; {control_said(control)}"
         if self.verbose:
             print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict} ({shown}, "
                   f"holds if {bounds['holds_if']}, approximately if {bounds['approx_if']}"

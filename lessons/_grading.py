@@ -205,11 +205,15 @@ def beside_control(verdict: str, control_verdict: str) -> str:
     return verdict
 
 
+def with_control(verdict: str, ctrl: dict, holds_if, approx_if) -> tuple[str, str]:
+    """(the claim's verdict beside its control, the control's own verdict): the control graded on the claim's
+    bounds (``holds_if``, ``approx_if``), then ``beside_control``."""
+    ctrl_verdict = verdict_of(ctrl["value"], holds_if, approx_if, ctrl["interval"])
+    return beside_control(verdict, ctrl_verdict), ctrl_verdict
+
+
 def row_verdict(row: dict) -> str:
     """A ledger row's verdict recomputed from its fields alone (a row of claims.json), its control included."""
     verdict = verdict_of(row["value"], row["holds_if"], row["approx_if"], row["interval"])
     ctrl = row.get("control")
-    if ctrl is None:
-        return verdict
-    ctrl_verdict = verdict_of(ctrl["value"], row["holds_if"], row["approx_if"], ctrl["interval"])
-    return beside_control(verdict, ctrl_verdict)
+    return verdict if ctrl is None else with_control(verdict, ctrl, row["holds_if"], row["approx_if"])[0]

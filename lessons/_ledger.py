@@ -11,9 +11,9 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from lessons._grading import FAILS, INCONCLUSIVE, VERDICTS, deciding_factor
+from lessons._grading import INCONCLUSIVE, VERDICTS, deciding_factor
 from lessons._sources import SOURCES_MD
-from lessons._summary import shown_value, summary_lines
+from lessons._summary import control_said, shown_value, summary_lines
 
 
 def _md_cell(text: str) -> str:
@@ -37,13 +37,6 @@ def what_would_decide(c: dict) -> str:
     more = ("no number of seeds: the estimate sits on the bound" if factor == float("inf")
             else f"about {factor:.3g}× the seeds would narrow it clear of the bound")
     return f"the interval straddles {bound:.3g}; {more}"
-
-
-def control_said(ctrl: dict) -> str:
-    """'control, no norm against LayerNorm: does not hold (0.05 [0.03, 0.07])': an equivalence's placebo,
-    graded on the claim's bounds; when it does not fail them, the claim is inconclusive by construction."""
-    said = f"control, {ctrl['label']}: {ctrl['verdict']} ({shown_value(ctrl, 4)})"
-    return said + ("" if ctrl["verdict"] == FAILS else ", so the bound cannot tell the two apart")
 
 
 def _linked(source: str) -> str:

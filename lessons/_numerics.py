@@ -104,7 +104,8 @@ def restart_pinned(argv: list[str] | None = None) -> None:
     the time it reaches the runner."""
     if pinned() or not can_pin():
         return
-    env = {**{k: v for k, v in os.environ.items() if k not in DROPPED}, **PINNED}
+    env = dict(os.environ)
+    pin(env, modules={})            # this process has NumPy loaded; the new one will not, yet
     argv = list(sys.orig_argv[1:] if argv is None else argv)
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, *argv], env)

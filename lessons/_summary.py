@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lessons._grading import FAILS
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -121,6 +123,13 @@ def shown_value(c: dict, digits: int = 3) -> str:
     f = f"{{:.{digits}g}}".format
     iv = c.get("interval")
     return f(c["value"]) + (f" [{f(iv[0])}, {f(iv[1])}]" if iv and iv[0] < iv[1] else "")
+
+
+def control_said(ctrl: dict) -> str:
+    """'control, no norm against LayerNorm: does not hold (0.05 [0.03, 0.07])': an equivalence's placebo,
+    graded on the claim's bounds; when it does not fail them, the claim is inconclusive by construction."""
+    said = f"control, {ctrl['label']}: {ctrl['verdict']} ({shown_value(ctrl, 4)})"
+    return said + ("" if ctrl["verdict"] == FAILS else ", so the bound cannot tell the two apart")
 
 
 def summary_lines(entries: dict, md_cell) -> list[str]:
