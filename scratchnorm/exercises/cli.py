@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import check
 from .catalogue import EXERCISES
-from .contract import CACHE_FUNCTIONS, pairs_in
+from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
 from .location import locate, shown
 from .report import Report
 from .stubs import stub_text
@@ -83,6 +83,9 @@ def cmd_check(args) -> int:
     path = Path(args.file)
     module, name, pair = load(path, args.exercise)
     report: Report = check(name, module, source=shown(path), pair=pair)
+    for other in unchecked_pairs(vars(module), pair, name):
+        report.notes.append(f"{shown(path)} also defines {CACHE_FUNCTIONS[other].backward}, not checked here: "
+                            f"check it with --exercise {other}.")
     print(report.to_json() if args.json else report)
     return 0 if report.ok else 1
 

@@ -12,6 +12,7 @@ The cache contract, as learners write it for a well-known course (CS231n)::
     layernorm_forward(x, gamma, beta, ln_param) -> (out, cache)          x (N, D), gamma (D,)
     spatial_groupnorm_forward(x, gamma, beta, G, gn_param) -> (out, cache)   x (N, C, H, W), gamma (1, C, 1, 1)
     *_backward(dout, cache) -> (dx, dgamma, dbeta)                       dgamma, dbeta: gamma's shape
+    batchnorm_backward_alt(dout, cache) -> (dx, dgamma, dbeta)           the same, simplified on paper
 
 with eps (and mode = "train", momentum and the running averages) in the parameter dict. Such code often
 handles only those shapes, so it is run on them alone; its parameter gradients are compared in gamma's
@@ -31,6 +32,9 @@ CacheNames = namedtuple("CacheNames", "exercise forward backward param shapes")
 # --exercise may name a pair (spatial_batchnorm) where an exercise has two
 CACHE_FUNCTIONS = {
     "batchnorm": CacheNames("batchnorm", "batchnorm_forward", "batchnorm_backward", "bn_param", [(6, 4), (8, 3)]),
+    # the course asks for the backward twice: node by node, then simplified on paper ("_alt")
+    "batchnorm_alt": CacheNames("batchnorm", "batchnorm_forward", "batchnorm_backward_alt", "bn_param",
+                                [(6, 4), (8, 3)]),
     "spatial_batchnorm": CacheNames("batchnorm", "spatial_batchnorm_forward", "spatial_batchnorm_backward",
                                     "bn_param", [(3, 4, 2, 3), (2, 3, 3, 2)]),
     "layernorm": CacheNames("layernorm", "layernorm_forward", "layernorm_backward", "ln_param", [(4, 6), (3, 8)]),
@@ -44,9 +48,19 @@ class ContractError(Exception):
 
 
 def pairs_in(functions: dict) -> list[str]:
-    """The pairs of the cache contract (keys of CACHE_FUNCTIONS) that ``functions`` (name -> object) defines."""
-    return [pair for pair, c in CACHE_FUNCTIONS.items() if callable(functions.get(c.forward))
-            or callable(functions.get(c.backward))]
+    """The pairs of the cache contract (keys of CACHE_FUNCTIONS) that ``functions`` (name -> object) defines: a
+    pair that shares its forward with an earlier one (batchnorm_alt) counts only if its own backward is there."""
+    first = {}                                          # a forward -> the first pair that has it
+    for pair, c in CACHE_FUNCTIONS.items():
+        first.setdefault(c.forward, pair)
+    return [pair for pair, c in CACHE_FUNCTIONS.items() if callable(functions.get(c.backward))
+            or first[c.forward] == pair and callable(functions.get(c.forward))]
+
+
+def unchecked_pairs(functions: dict, checked: str | None, exercise: str) -> list[str]:
+    """The other pairs of ``exercise`` that ``functions`` defines, besides the one ``checked`` (None: the first)."""
+    pairs = [p for p in pairs_in(functions) if CACHE_FUNCTIONS[p].exercise == exercise]
+    return [p for p in pairs if p != (checked or pairs[0])]
 
 
 @dataclass

@@ -134,3 +134,19 @@ def test_the_report_says_which_contract_it_read_and_exercise_names_are_checked(t
     assert "read as scratchnorm's: backward(dy, x, weight, eps)" in proc.stdout, proc.stdout
     proc = cli("check", path.name, "--exercise", "layer_norm", cwd=tmp_path)
     assert proc.returncode == 2 and "--exercise: expected one of layernorm" in proc.stderr and "Fix:" in proc.stderr
+
+
+def test_the_simplified_batchnorm_backward_is_checked_as_its_own_pair(tmp_path):
+    """CS231n asks for batchnorm_backward_alt beside batchnorm_backward: --exercise batchnorm_alt checks it, and
+    a check of either says the other was not checked."""
+    path = Path(__file__).parent / "students" / "alt_backward.py"
+    first = cli("check", str(path), cwd=tmp_path)
+    assert first.returncode == 0, first.stdout
+    assert "also defines batchnorm_backward_alt, not checked here: check it with --exercise batchnorm_alt" \
+        in " ".join(first.stdout.split()), first.stdout
+    alt = cli("check", str(path), "--exercise", "batchnorm_alt", "--json", cwd=tmp_path)
+    report = json.loads(alt.stdout)
+    assert alt.returncode == 1 and "missing_projection_term" in report["diagnoses"], alt.stdout
+    assert "batchnorm_backward_alt(dout, cache)" in report["contract"]
+    assert any("also defines batchnorm_backward, not checked here: check it with --exercise batchnorm." in note
+               for note in report["notes"]), report["notes"]
