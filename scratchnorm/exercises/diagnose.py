@@ -25,9 +25,9 @@ from .consistency import reconcile
 from .dout_probe import probe
 from .fixes import COMMON, advise, read
 from .contract import ContractError, Library
-from .intermediates import first_divergence, reference_steps, traced
+from .intermediates import first_divergence, forward_slip_at, reference_steps, traced
 from .judge import CORRECT, ZERO, judge, rel_err
-from .location import locate
+from .location import locate, shown
 from .mutants import backward, forward, partial_sums
 from .report import Report, Result
 from .slips import mutants
@@ -124,7 +124,29 @@ def _advise(report, ex, contract, case, cache):
             not (contract.backward_needs_forward and cache is None):
         bindings = traced(lambda: out.append(contract.backward(kw, dy.copy(), cache)), record)
     grads = as_grads(out[0], ex) if out else {}
-    advise(report, ex.name, np.ndim(kw["x"]), read(record, bindings, grads, kw["weight"], report.labels))
+    advise(report, ex.name, np.ndim(kw["x"]), read(record, bindings, grads, kw["weight"], report.labels),
+           _forward_spots(report, ex, contract, kw))
+
+
+def _forward_spots(report, ex, contract, kw):
+    """{(code, detail): "`name` (line N)"} for the slips the forward's y was named for: where the learner's
+    forward first holds the slip's statistic (intermediates.forward_slip_at), read off one more run of it."""
+    slips = _forward_slips(report)
+    if not slips or "forward" in report.errors:
+        return {}
+    record = {}
+    traced(lambda: contract.forward(kw), record)
+    right = (ex.layout_for(kw), ex.knobs_for(kw))
+    own = getattr(getattr(contract.functions["forward"], "__code__", None), "co_filename", "")   # the file checked
+    spots = {}
+    for m in mutants(ex, kw):
+        at = forward_slip_at(record, kw["x"], kw["eps"], right, (m.layout, m.knobs)) \
+            if (m.code, m.detail) in slips and "f" in m.where else None
+        if at:
+            name, file, line = at
+            spots[(m.code, m.detail)] = f"`{name}` (line {line})" if file == own else \
+                f"`{name}` ({shown(file)}, line {line})"
+    return spots
 
 
 def _run(report, fname, contract, step):

@@ -186,6 +186,7 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
     xhat = t.steps.get("xhat", "x_hat")
     axes, paxes = stat_axes(exercise, ndim, cache_contract), param_axes(exercise, ndim, cache_contract)
     step = _term(detail)
+    in_forward = f"in your forward, at {spot}" if spot and label in ("y", "out") else "in your forward"
     theirs_step = t.steps.get(step)
     where_step = spot or (f"{t.at(theirs_step)}" if theirs_step else "") or \
         {"dvar": "the x_hat term's sum (dvar)", "dmean": "the mean term's sum (dmean)"}.get(step, "")
@@ -211,13 +212,13 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             return f"take every mean and sum of the forward and the backward with {axes}"
         if "forward" in detail:
             which = "variance" if "variance" in detail or "np.var" in detail else "mean"
-            return f"in your forward, take the {which} with {axes}"
+            return f"{in_forward}, take the {which} with {axes}"
         return f"give the sum in {where_step or 'the backward'} the argument {axes}" + \
             ("" if code == "reduced_over_wrong_axis" else " (it has none)")
     if code == "n_factor":
         n = COUNT.get(exercise, "n")
         if "forward's variance" in detail:
-            return f"in your forward, divide the sum of squares by {n}: var = np.mean((x - mean)**2, {axes})"
+            return f"{in_forward}, divide the sum of squares by {n}: var = np.mean((x - mean)**2, {axes})"
         if "1/n" in detail:
             return f"divide {where_step or 'that term'} by {n} once, not twice"
         return f"divide {where_step or 'that term'} by {n} where it is added to dx"
@@ -225,12 +226,12 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         root = t.steps.get("rstd") or t.steps.get("std")
         param = {"batchnorm": "bn_param", "layernorm": "ln_param", "groupnorm": "gn_param"}.get(exercise, "")
         read_eps = f" with eps = {param}.get('eps', 1e-5)" if cache_contract and param else ""
-        return (f"add eps under the root: np.sqrt(var + eps){read_eps}, in the forward"
+        return (f"add eps under the root: np.sqrt(var + eps){read_eps}, {in_forward}"
                 + (f" and wherever the backward takes its own root ({t.at(root)})" if root else
                    " and in every root the backward takes"))
     if code == "eps_subtracted":
         place = "in the backward (where it takes its own root of the variance)" if "backward" in detail else \
-            "in the forward"
+            in_forward
         return f"write var + eps where you wrote var - eps, {place}: np.sqrt(var + eps)"
     if code == "missing_projection_term":
         if t.steps.keys() & {"dvar", "dmean", "dstd", "divar"} or dxhat and "dmean" in t.steps:
@@ -252,8 +253,9 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
     raise KeyError(code)
 
 
-def advise(report, exercise, ndim, theirs: Theirs) -> None:
-    """Record on each output of ``report`` that has one of the ten codes: {code: (found, fix, section)}."""
+def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
+    """Record on each output of ``report`` that has one of the ten codes: {code: (found, fix, section)}.
+    ``forward_spots`` {(code, detail): "`name` (line N)"}: where the forward first holds a forward slip's value."""
     cache_contract = report.labels.get("weight") == "dgamma"
     said = set()                                    # each code once: at the first output that has it
     for r in report.results.values():
@@ -263,7 +265,7 @@ def advise(report, exercise, ndim, theirs: Theirs) -> None:
             if code not in DERIVED or code in said:
                 continue
             said.add(code)
-            spot = "" if r.parts else _spot(r)
+            spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else "" if r.parts else _spot(r)
             found = f"{label}: " + (detail or r.headline or FOUND[code]) + (f"; in your code, {spot}" if spot else "")
             r.advice[code] = (found, fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label,
                                          spot), str(section(code, exercise)))

@@ -102,6 +102,21 @@ def traced(call, record=None):
     return list(bound.values())
 
 
+def forward_slip_at(record, x, eps, right, slip):
+    """(name, file, line) of the first array the learner's forward bound (``record``: traced's, of one forward
+    call) that holds the slip's mean, x - mean, variance, std, rstd or x_hat and none of the right ones: the
+    line where the forward's slip first shows; None if no binding does. ``right`` and ``slip``: (layout,
+    knobs) of the right computation and of the slip's."""
+    def statistics(layout, knobs):
+        xv, _, xm, _, _, rstd, x_hat, s = _statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
+        return [xv - xm, xm, s * s, s, 1.0 / rstd, rstd, x_hat]
+    ours, theirs_ = statistics(*right), statistics(*slip)
+    for name, file, line, value in record.get("timeline", []):
+        if any(_same_numbers(value, v) for v in theirs_) and not any(_same_numbers(value, v) for v in ours):
+            return name, file, line
+    return None
+
+
 def _same_numbers(a, b) -> bool:
     a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
     return a.size == b.size and (rel_err(a, b)[0] <= CORRECT or rel_err(np.sort(a), np.sort(b))[0] <= CORRECT)

@@ -32,13 +32,15 @@ CASES = {
                  lambda: f"divide `through_var` (line {line_of('closed_form_terms', 'through_var =')}) by D "
                          "(the features) where it is added to dx"),
     "eps_missing": ("no_eps", "batchnorm", "without eps",
-                    lambda: "add eps under the root: np.sqrt(var + eps) with eps = bn_param.get('eps', 1e-5)"),
+                    lambda: "add eps under the root: np.sqrt(var + eps) with eps = bn_param.get('eps', 1e-5), in "
+                            f"your forward, at `x_norm` (line {line_of('no_eps', 'x_norm = (x - mu)')})"),
     "dout_missing": ("dgamma_no_dout", "layernorm", "from dgamma: sum(x_hat)",
                      lambda: "multiply by `dout` inside the sum of dgamma (`xhat.sum(axis=0)`, returned on line "
                              f"{line_of('dgamma_no_dout', 'return dx, xhat.sum(axis=0)')}): "
                              "np.sum(dout * xhat, axis=0)"),
     "eps_subtracted": ("eps_subtracted", "layernorm", "the result of rstd = 1 / sqrt(var - eps)",
-                       lambda: "write var + eps where you wrote var - eps, in the forward"),
+                       lambda: "write var + eps where you wrote var - eps, in your forward, at `sqrtvar` "
+                               f"(line {line_of('eps_subtracted', 'sqrtvar =')})"),
     "reduced_over_wrong_axis": ("dbeta_wrong_axis", "batchnorm", "dbeta summed over the channels",
                                 lambda: "sum dbeta (`dout.sum(axis=1)`, returned on line "
                                         f"{line_of('dbeta_wrong_axis', 'return dx, (dout * xhat).sum(axis=0)')}"
