@@ -12,7 +12,7 @@ from pathlib import Path
 from . import check
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
-from .location import locate, shown
+from .location import described, shown
 from .report import Report
 from .stubs import stub_text
 
@@ -38,9 +38,7 @@ def load(path: Path, exercise: str | None = None):
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # the learner's file does not import: say where, without a traceback
-        where = locate(exc)
-        raise UsageError(f"{shown(path)} could not be imported: {type(exc).__name__}: {exc}"
-                         + (f" ({where})" if where else "") + ". Fix it and check again.") from None
+        raise UsageError(f"{shown(path)} could not be imported: {described(exc)}. Fix it and check again.") from None
     pair = exercise if exercise in CACHE_FUNCTIONS else None
     name = CACHE_FUNCTIONS[pair].exercise if pair else exercise or getattr(module, "EXERCISE", None)
     found = list(dict.fromkeys(CACHE_FUNCTIONS[p].exercise for p in pairs_in(vars(module))))

@@ -16,33 +16,35 @@ computations is fixed (no clock), so the same file gets the same report on a slo
 """
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from itertools import combinations
 
 import numpy as np
 
 from .judge import SAME, rel_err
-from .mutants import Knobs
+from .mutants import Knobs, Layout
 
 BEAM = 12
 
 
 def merged(layout, knobs, slips):
     """(layout, knobs) of ``slips`` (Mutants) applied together to the computation (layout, knobs), or None
-    when two of them change the same knob (or both the layout)."""
-    changes, out_layout = {}, layout
+    when two of them change the same knob or the same field of the layout (its groups, what it reduces over)."""
+    changes, layout_changes = {}, {}
     for m in slips:
-        if m.layout != layout:
-            if out_layout != layout:
-                return None
-            out_layout = m.layout
+        for f in fields(Layout):
+            value = getattr(m.layout, f.name)
+            if value != getattr(layout, f.name):
+                if f.name in layout_changes:
+                    return None
+                layout_changes[f.name] = value
         for f in fields(Knobs):
             value = getattr(m.knobs, f.name)
             if value is not getattr(knobs, f.name) and not _equal(value, getattr(knobs, f.name)):
                 if f.name in changes:
                     return None
                 changes[f.name] = value
-    return out_layout, knobs.with_(**changes)
+    return replace(layout, **layout_changes), knobs.with_(**changes)
 
 
 def _equal(a, b):

@@ -14,6 +14,8 @@ when y is right (the backward takes its own root of the cached variance with an 
 """
 from __future__ import annotations
 
+from .slips import EPS_PLACES
+
 DROPPED = "eps left out of "
 IN_FORWARD, IN_BACKWARD = " in your forward, not the ", " in your backward, not the "
 
@@ -27,8 +29,9 @@ def reconcile(report) -> None:
         if y.ok and r.name != "y":
             r.detail = _in_backward(r.detail) if r.code == "eps_hard_coded" else r.detail
             r.parts = [(c, _in_backward(d) if c == "eps_hard_coded" else d, share) for c, d, share in r.parts]
-        if y.ok and r.code == "eps_missing":
-            r.code, r.detail = "eps_dropped_in_backward", DROPPED + "every rstd of the backward"
+        if y.ok and r.code == "eps_missing":         # dweight reads eps in one place only: its x_hat
+            r.code = "eps_dropped_in_backward"
+            r.detail = DROPPED + (EPS_PLACES["x_hat"] if r.name == "weight" else "every rstd of the backward")
         elif y.code == "eps_missing" and r.code == "eps_dropped_in_backward":
             places = r.detail.removeprefix(DROPPED)
             r.code, r.detail = "eps_missing", (f"without eps, from your forward: {places}; where the backward "

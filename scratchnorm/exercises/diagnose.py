@@ -22,12 +22,12 @@ from .cache_order import swapped_items
 from .catalogue import EXERCISES
 from .compound import search
 from .consistency import reconcile
-from .dout_probe import probe
+from .dout_probe import WRONG_DIAGONAL, probe
 from .fixes import COMMON, advise, read
 from .contract import ContractError, Library
 from .intermediates import first_divergence, forward_slip_at, reference_steps, traced
 from .judge import CORRECT, ZERO, judge, rel_err
-from .location import locate, shown
+from .location import described, shown
 from .mutants import backward, forward, partial_sums
 from .report import Report, Result
 from .slips import mutants
@@ -158,8 +158,7 @@ def _run(report, fname, contract, step):
     except ContractError as exc:
         report.errors[fname] = str(exc)
     except Exception as exc:  # the learner's code: report it, never a traceback
-        where = locate(exc)
-        report.errors[fname] = f"{fname}(...) raised {type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+        report.errors[fname] = f"{fname}(...) raised {described(exc)}"
     return None
 
 
@@ -267,7 +266,7 @@ def _check_backward(report, ex, contract, cases, caches):
         judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g],
               groups if g == "x" else None, wholes[g] if g in wholes else None)
     kws = [kw for kw, _ in cases]
-    _probe_dout(report, ex, contract, cases, caches, got["x"])
+    own_diagonal = _probe_dout(report, ex, contract, cases, caches, got["x"])
     _by_terms(report, ex, cases, got["x"])
 
     def compute(n, layout, knobs):
@@ -276,6 +275,9 @@ def _check_backward(report, ex, contract, cases, caches):
                                                              knobs).items() if g in ex.grads}
     unnamed = {g: [np.asarray(v) for v in got[g]] for g in ex.grads if report.results[g].code == "unrecognized"}
     _compound(report, ex, kws, slips, unnamed, applies, compute, from_forward)
+    if own_diagonal and report.results["x"].code == "unrecognized":
+        x = report.results["x"]
+        x.code, x.detail, x.parts = own_diagonal
     if mutated:
         report.extra_codes.append("mutates_dy")
     traced_first = _point_at_the_line(report, ex, contract, cases[0], caches[0] if caches else None)
@@ -298,7 +300,8 @@ def _check_backward(report, ex, contract, cases, caches):
 
 def _probe_dout(report, ex, contract, cases, caches, got_x):
     """An unrecognized dx from a right forward (or none) asked what it does with dout (dout_probe.py): not in it,
-    or only on the diagonal. After a wrong forward, a backward may be right for that forward: not asked."""
+    or only on the diagonal. After a wrong forward, a backward may be right for that forward: not asked. A
+    diagonal of the learner's own is returned, not named: the caller names it if no combination of slips does."""
     x, y = report.results["x"], report.results.get("y")
     if x.code != "unrecognized" or x.headline or ZERO in x.detail or (y is not None and not y.ok):
         return
@@ -314,8 +317,11 @@ def _probe_dout(report, ex, contract, cases, caches, got_x):
     found = probe(cases, got_x, seconds, layouts, lambda n: backward(
         cases[n][1], cases[n][0]["x"], cases[n][0]["weight"], cases[n][0]["eps"], *layouts[n][:1],
         layouts[n][1].with_(dy_in_dx=False))["x"].reshape(cases[n][0]["x"].shape))
+    if found and found[1].startswith(WRONG_DIAGONAL):
+        return found
     if found:
         x.code, x.detail, x.parts = found
+    return None
 
 
 def _by_terms(report, ex, cases, got_x):

@@ -26,6 +26,11 @@ from .judge import SAME, rel_err
 from .mutants import _statistics, count
 
 
+# a diagonal of the learner's own: a weaker name than a combination of slips that gives the same D (dx = dout /
+# std is the direct path with gamma left out), which the compound search is asked for first (diagnose.py)
+WRONG_DIAGONAL = "dx_i = D_i * dout_i, and that diagonal D itself is wrong too"
+
+
 def diagonal(kw, layout, knobs, with_weight=True):
     """dx_hat_i/dx_i (times weight_i): the Jacobian's diagonal, in x's shape."""
     x = kw["x"]
@@ -73,7 +78,7 @@ def probe(cases, firsts, seconds, layouts, g_is_gamma):
     if all(_close(m, d[0]) for m, d in zip(mine, diags)):
         return "jacobian_diagonal_only", "dx_i = gamma_i * dout_i * dx_hat_i/dx_i: the diagonal itself is right", []
     err = max(float(np.linalg.norm(m - d[0]) / max(np.linalg.norm(d[0]), 1e-300)) for m, d in zip(mine, diags))
-    return ("jacobian_diagonal_only", f"dx_i = D_i * dout_i, and that diagonal D itself is wrong too: its error is "
+    return ("jacobian_diagonal_only", f"{WRONG_DIAGONAL}: its error is "
             f"{err:.0%} of the size of the right one, gamma_i * dx_hat_i/dx_i = gamma_i * rstd * (1 - 1/n - "
             "x_hat_i^2 / n) (worst draw, relative L2; check dsigma/dx_i = (x_i - mu) / (n * sigma))", [])
 

@@ -208,6 +208,9 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         if label in ("dgamma", "dbeta", "dweight", "dbias") or " summed over " in detail:
             g = "weight" if label in ("dgamma", "dweight") else "bias"
             return f"sum {t.grad(g, label)} over the batch axes only: {paxes}"
+        if "groups swapped" in detail:
+            return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
+                    "groups of G")
         if "whole normalization" in detail:
             return f"take every mean and sum of the forward and the backward with {axes}"
         if "forward" in detail:

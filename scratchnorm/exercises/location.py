@@ -47,3 +47,21 @@ def locate(exc: BaseException) -> str:
     text = f"{shown(deep)}, line {line}"
     return text + (f", called from {shown(top)}, line {top_line}" if os.path.abspath(top) != os.path.abspath(deep)
                    else "")
+
+
+# NumPy names older code uses that NumPy removed without saying what replaces them (the others' own message
+# says it): np.product and np.cumproduct, deprecated in 1.25 and removed in 2.0; np.asscalar, removed in 1.23
+REMOVED_FROM_NUMPY = {"product": ("np.prod", "2.0"), "cumproduct": ("np.cumprod", "2.0"),
+                      "asscalar": ("a.item()", "1.23")}
+
+
+def described(exc: BaseException) -> str:
+    """"TypeError: message (file, line N)", and what to write instead when the error comes from a name NumPy
+    removed rather than from the learner's maths."""
+    where = locate(exc)
+    text = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+    name = getattr(exc, "name", None)
+    if isinstance(exc, AttributeError) and name in REMOVED_FROM_NUMPY and "numpy" in str(exc):
+        use, version = REMOVED_FROM_NUMPY[name]
+        text += f"; np.{name} was removed in NumPy {version}: write {use} instead (the maths is the same)"
+    return text

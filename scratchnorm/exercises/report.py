@@ -132,8 +132,9 @@ class Report:
             if r.parts:
                 lines.append(textwrap.fill(r.explained(self.labels[r.name]), 100, initial_indent="  ",
                                            subsequent_indent="    "))
+            advised = [found for found, *_ in r.advice.values()]
             for said in (r.detail, r.trail, r.terms):
-                if said:
+                if said and not (said is r.detail and any(said in found for found in advised)):   # said above
                     lines.append(textwrap.fill(f"{self.labels[r.name]}: {said}", 100, initial_indent="  ",
                                                subsequent_indent="    "))
         lines += [textwrap.fill(f"note: {n}", 100, subsequent_indent="  ") for n in self.notes]

@@ -20,6 +20,12 @@ EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rs
               "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
 
 
+def listed(items) -> str:
+    """"a", "a and b", "a, b and c"."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 BLOCKS = {"row": ("the batch", "the features"), "batch": ("the batch", "the channels", "the positions"),
           "group": ("the examples", "the groups", "the group's channels", "the positions")}
 EVERY_AXIS = "the whole array (no axis=)"
@@ -68,11 +74,11 @@ def mutants(ex, kw) -> list[Mutant]:
                    f"not the {kw['eps']:g} it was given") for v in HARD_CODED_EPS]
     for r in range(1, len(EPS_PLACES)):             # all of them: eps_missing's backward (see check_functions)
         for places in combinations(EPS_PLACES, r):
-            detail = "eps left out of " + "; ".join(EPS_PLACES[p] for p in places)
+            detail = "eps left out of " + listed(EPS_PLACES[p] for p in places)
             out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
             if "x_hat" not in places:               # sqrt(var - eps) where the backward takes its own root
                 out.append(Mutant("eps_subtracted", L, K_.with_(bwd_no_eps=frozenset(places), bwd_eps_sign=-1.0),
-                                  "b", "in the backward only, in " + "; ".join(EPS_PLACES[p] for p in places)))
+                                  "b", "in the backward only, in " + listed(EPS_PLACES[p] for p in places)))
     if "missing_mean_term" in c:
         out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
                 Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
@@ -101,6 +107,10 @@ def mutants(ex, kw) -> list[Mutant]:
                 Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
     if "groupnorm_per_position" in c:
         out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
+    if L.kind == "group":                           # G and C/G swapped (a loop over C // G); the same as the right
+        C = kw["x"].shape[1]                        # groups where C = G * G, which is harmless (see other_axes)
+        out.append(Mutant("reduced_over_wrong_axis", Layout("group", C // L.groups), K_, "fb",
+                          "the groups swapped: C/G groups of G channels each, not G groups of C/G channels"))
     if "running_stats_in_training" in c and "running_mean" in kw:
         out.append(Mutant("running_stats_in_training", L, K_.with_(running=(kw["running_mean"], kw["running_var"]))))
         x, running = kw["x"], (kw["running_mean"], kw["running_var"])

@@ -150,3 +150,18 @@ def test_the_simplified_batchnorm_backward_is_checked_as_its_own_pair(tmp_path):
     assert "batchnorm_backward_alt(dout, cache)" in report["contract"]
     assert any("also defines batchnorm_backward, not checked here: check it with --exercise batchnorm." in note
                for note in report["notes"]), report["notes"]
+
+
+def test_a_name_numpy_removed_is_reported_with_what_replaces_it(tmp_path):
+    """Course code written for an older NumPy (np.product, removed in 2.0) fails on a name, not on its maths:
+    the report says what to write instead, at run time and at import."""
+    (tmp_path / "old.py").write_text(
+        "import numpy as np\n\ndef layernorm_forward(x, gamma, beta, ln_param):\n"
+        "    D = np.product(x.shape[1:])\n    mu = x.sum(axis=1, keepdims=True) / D\n"
+        "    return gamma * (x - mu) + beta, None\n")
+    proc = cli("check", "old.py", cwd=tmp_path)
+    assert "raised AttributeError" in proc.stdout and "old.py, line 4" in proc.stdout, proc.stdout
+    assert "np.product was removed in NumPy 2.0: write np.prod instead" in proc.stdout, proc.stdout
+    (tmp_path / "old_at_import.py").write_text("import numpy as np\n\nSCALE = np.asscalar(np.ones(1))\n")
+    proc = cli("check", "old_at_import.py", cwd=tmp_path)
+    assert proc.returncode == 2 and "np.asscalar was removed in NumPy 1.23: write a.item() instead" in proc.stderr

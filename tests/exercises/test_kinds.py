@@ -29,6 +29,13 @@ KINDS = {
     "staged_three_slips": ({"n_factor", "missing_rstd", "missing_projection_term"}, ("batchnorm", "layernorm"), BOTH),
     "dmean_times_std": ({"multiplied_where_it_divides", "eps_dropped_in_backward"}, ("batchnorm", "layernorm"), BOTH),
     "closed_form_terms": ({"n_factor"}, ("batchnorm", "layernorm"), BOTH),
+    # an eps of its own in one term only (a real learner's dvar with (var + 1e-05) ** -1.5)
+    "eps_hard_coded_in_one_term": ({"eps_hard_coded"}, ("batchnorm", "layernorm"), BOTH),
+    # GroupNorm's G and C/G swapped (a real learner's loop over C // G slices of G channels)
+    "groups_swapped_loop": ({"reduced_over_wrong_axis"}, ("groupnorm",), BOTH),
+    "groups_swapped_reshape": ({"reduced_over_wrong_axis"}, ("groupnorm",), BOTH),
+    # elementwise in dout like a diagonal, but two slips (a real learner's dx = dout / std)
+    "direct_path_no_gamma": ({"weight_not_applied", "direct_path_only"}, ("batchnorm", "layernorm"), BOTH),
     # the running averages exist in the cache contract only
     "running_in_backward": ({"running_stats_in_training", "weight_not_applied", "n_factor"}, ("batchnorm",), CACHE),
     "running_in_backward_staged": ({"running_stats_in_training", "weight_not_applied", "n_factor"}, ("batchnorm",),
@@ -153,3 +160,10 @@ def test_the_variance_as_one_scalar_puts_each_slip_where_it_is(file, how):
     assert said.startswith("dout * gamma summed over the batch " + how), said
     fix = report.results["y"].advice["n_factor"][1]
     assert fix.startswith("in your forward, divide the sum of squares by N"), fix
+
+
+@pytest.mark.parametrize("file", ["groups_swapped_loop", "groups_swapped_reshape"])
+def test_swapped_groups_are_said_to_be_swapped(file):
+    report = run(file, "groupnorm", "cache")
+    assert "the groups swapped: C/G groups of G channels each" in flat(report), str(report)
+    assert "split the channels into G groups of C // G channels" in flat(report), str(report)

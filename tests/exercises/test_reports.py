@@ -103,3 +103,13 @@ def test_a_parameter_gradient_summed_over_the_wrong_axis_is_named_for_it(name, o
     label = report.labels["bias"]                                   # dbeta, or dbias in scratchnorm's contract
     assert bias.code == "reduced_over_wrong_axis" and bias.detail == f"{label} summed over {over}, not over {right}"
     assert f"{label}: {label} summed over" in flat(report)
+
+
+@pytest.mark.parametrize("file,name", [("dvar_no_axis", "batchnorm"), ("eps_subtracted_in_backward", "layernorm")])
+def test_what_was_found_is_said_once(file, name):
+    """The variant a "found:" line already gives is not printed again under the output (a real learner's report
+    said it twice)."""
+    report = check(name, student(file))
+    r = report.results["x"]
+    assert r.detail and any(r.detail in found for found, *_ in r.advice.values()), str(report)
+    assert flat(report).count(" ".join(r.detail.split())) == 1, str(report)

@@ -147,7 +147,7 @@ def test_the_headline_of_a_one_pass_variance_is_the_number_that_is_wrong():
 def test_the_eps_dropped_in_the_backward_says_where():
     report = check("batchnorm", student("eps_dropped_in_backward"))
     assert report.results["y"].ok and report.results["x"].code == "eps_dropped_in_backward"
-    assert "eps left out of the rstd in front of the x_hat term; the x_hat (or 1/var) inside the x_hat term" \
+    assert "eps left out of the rstd in front of the x_hat term and the x_hat (or 1/var) inside the x_hat term" \
         in report.results["x"].detail
     report = check("groupnorm", student("eps_dropped_in_backward"))       # every place: not eps_missing
     assert report.diagnoses == ["eps_dropped_in_backward"] and "every rstd" in report.results["x"].detail
@@ -204,3 +204,11 @@ def test_a_cache_read_in_another_order_is_found_by_swapping_its_items():
     assert report.diagnoses == ["cache_unpacked_in_another_order"], str(report)
     assert report.results["x"].detail.startswith("items 0 and 1 of the forward's cache"), str(report)
     assert report.results["weight"].code == "cache_unpacked_in_another_order"
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+def test_eps_dropped_from_dgamma_alone_says_so_and_not_every_rstd(name):
+    """dx is right: the report must not say that every rstd of the backward lacks eps (issue 45, a real learner)."""
+    report = check(name, load(STUDENTS / "eps_dropped_in_dgamma.py", name)[0])
+    assert report.results["x"].ok and report.results["weight"].code == "eps_dropped_in_backward", str(report)
+    assert report.results["weight"].detail == "eps left out of the x_hat of dweight", str(report)
