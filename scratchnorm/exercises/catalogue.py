@@ -39,7 +39,7 @@ COMMON_CODES = ("cache_unpacked_in_another_order", "eps_hard_coded", "dweight_re
                 "missing_projection_term", "projection_factor", "sign_error", "missing_rstd", "weight_not_applied",
                 "dweight_uses_x", "dweight_not_reduced", "eps_outside_sqrt", "eps_missing", "eps_subtracted",
                 "eps_dropped_in_backward", "whole_array_statistics", "mutates_dy", "wrong_shape")
-CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance", "dweight_wrong_array")
+CENTRED = ("missing_mean_term", "direct_path_only", "unbiased_variance", "dweight_wrong_array", "x_not_centred")
 
 LN_FORWARD = """mu    = mean(x)                       over the last axis (d features)
 var   = mean((x - mu)^2)
@@ -58,7 +58,7 @@ EXERCISES = {e.name: e for e in (
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), ROW, Knobs(),
         COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
-                                  "dout_missing", "weight_out_of_sum"),
+                                  "dout_missing", "weight_out_of_sum", "wrong_count"),
         LN_FORWARD,
         "dL/dx, dL/dweight and dL/dbias, given dy = dL/dy (same shape as x). Every leading axis of x is a batch "
         "axis: the parameter gradients sum over all of them.",
@@ -78,7 +78,7 @@ EXERCISES = {e.name: e for e in (
         "rmsnorm", "RMSNorm over the last axis, eps inside the root: forward and backward",
         {"forward": ("x", "weight", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight"), ROW, Knobs(center=False), COMMON_CODES + ("spurious_mean_term", "dout_missing",
-                                                                   "weight_out_of_sum"),
+                                                                   "weight_out_of_sum", "wrong_count"),
         RMS_FORWARD,
         "dL/dx and dL/dweight, given dy = dL/dy. Leading axes of x are batch axes.",
         "g = dy * weight. x_i reaches the loss directly (through x_hat_i = x_i * rstd) and through ms, which "
@@ -95,7 +95,7 @@ EXERCISES = {e.name: e for e in (
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), BATCH, Knobs(),
         COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
-                                  "running_stats_in_training", "dout_missing"),
+                                  "running_stats_in_training", "dout_missing", "wrong_count"),
         "x has shape (N, C) or (N, C, *positions). For each channel c, over the N examples and all positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over N and the positions, per channel"),
         "dL/dx, dL/dweight (C,) and dL/dbias (C,), given dy. The batch statistics depend on every example, "
@@ -161,6 +161,12 @@ MISTAKES = {
                 "the mean and the variance average over the group's n elements, so each carries exactly one 1/n. A "
                 "sum where a mean belongs gives n times the term (dmu added to dx without / N); a mean of a mean, "
                 "1/n of it.",
+    "wrong_count": "A term is divided by the count of other axes (see which below): N, the batch, where D, the "
+                   "features, belongs, as a LayerNorm written from BatchNorm's code keeps N = x.shape[0]. Each path "
+                   "averages over the elements of one statistic, so it carries 1/n of that statistic's count.",
+    "x_not_centred": "A sum of the backward uses x where x - mean belongs (see which below): the path through the "
+                     "variance is dvar = sum(dx_hat * (x - mu)) * -0.5 * (var + eps)^(-3/2), and x alone adds "
+                     "mu * sum(dx_hat), which no path gives.",
     "multiplied_where_it_divides": "A term is multiplied by std where it must be divided by it (see which below): "
                                    "x_hat = (x - mu) / std, so every path from x_i carries 1/std = rstd (dmean = "
                                    "-sum(dx_hat) / std, not * std).",
@@ -206,7 +212,8 @@ MISTAKES = {
                          "it cancels catastrophically when the mean is large against the spread. Use two passes: "
                          "mu first, then mean((x - mu)^2).",
     "reduced_over_wrong_axis": "A reduction runs over other axes: the whole normalization (BatchNorm per example, "
-                               "GroupNorm per channel or per example over all channels), or one sum or mean of "
+                               "LayerNorm per feature over the batch, GroupNorm per channel or per example over "
+                               "all channels, or with G and C/G swapped), or one sum or mean of "
                                "the forward or the backward (see which below): check its axis=.",
     "prefix_ignored": "The statistic term of pRMSNorm is spread wrongly: it is subtracted from the first k "
                       "features only (they alone enter ms), and its sum is divided by k, not by d.",

@@ -208,6 +208,11 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         if label in ("dgamma", "dbeta", "dweight", "dbias") or " summed over " in detail:
             g = "weight" if label in ("dgamma", "dweight") else "bias"
             return f"sum {t.grad(g, label)} over the batch axes only: {paxes}"
+        if "backward's sums" in detail:
+            n = COUNT.get(exercise, "n").split()[0]
+            return (f"give both sums of the backward, the mean term's and the x_hat term's (dvar), the argument {axes}"
+                    + (f", and divide them by {n}" if "divided by the count of the batch" in detail and
+                       exercise != "batchnorm" else ""))
         if "groups swapped" in detail:
             return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
                     "groups of G")

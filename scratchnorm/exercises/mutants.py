@@ -51,7 +51,8 @@ class Layout:
     kind: str
     groups: int = 1
     over: str = ""          # a mutant's statistics: "position" (GroupNorm per pixel: the group's channels
-    #                         at each position), "all" (one mean and variance for the whole array)
+    #                         at each position), "leading" (LayerNorm per feature over the batch axes, as
+    #                         BatchNorm), "all" (one mean and variance for the whole array)
 
     def view(self, a, channels):
         """``a`` (x's shape) seen so that a statistic is a reduction over ``self.axes``."""
@@ -62,7 +63,7 @@ class Layout:
     def axes(self, ndim):
         """The axes of the view one statistic reduces over."""
         if self.over:
-            return (2,) if self.over == "position" else tuple(range(ndim))
+            return {"position": (2,), "leading": tuple(range(ndim - 1))}.get(self.over, tuple(range(ndim)))
         return {"row": (ndim - 1,), "batch": (0, *range(2, ndim)), "group": tuple(range(2, ndim))}[self.kind]
 
     def weight(self, w, view_shape, x_ndim):
@@ -112,10 +113,16 @@ class Knobs:
     #                                 vector, whose later sums over the batch run over the channels; "kept"
     #                                 (keepdims) a (1, C) row, which those sums leave as it is
     running: tuple | None = None    # (mean, var) per channel: statistics given, not computed (training mode)
+    n_other: frozenset = frozenset()  # the backward's terms ("gmean", "proj") divided by the count of the other
+    #                                   axes (N where D belongs: a LayerNorm written from BatchNorm's code)
+    proj_of_x: bool = False         # the x_hat term's sum (dvar) of g * x where g * (x - mean) belongs
+    rstd_in_sums: str = ""          # where rstd stands, which matters once a sum runs over other axes than its
+    #                                 group's: "" outside both sums; "staged" inside the mean term's
+    #                                 (dmean = -sum(dx_hat * rstd)); "closed" the x_hat term's sum of g * x_hat
     wrong: tuple | None = None      # one reduction over other axes: (which, axes of the view, divisor), which in
     #                                 "mean", "var" (about the right mean), "var_own" (np.var: its own mean),
-    #                                 "gmean", "proj" (the backward's); divisor "right" (the right set's
-    #                                 count) or "wrong" (the other axes' count)
+    #                                 "gmean", "proj" (the backward's), "backward" (both of the backward's);
+    #                                 divisor "right" (the right set's count) or "wrong" (the other axes' count)
 
     def with_(self, **changes) -> Knobs:
         return replace(self, **changes)
@@ -127,7 +134,7 @@ def count(shape, axes) -> int:
 
 def _reduction(kn: Knobs, which, axes, shape):
     """(axes, divisor) of one reduction: the right ones, or the mutant's wrong ones."""
-    if kn.wrong is None or kn.wrong[0] != which:
+    if kn.wrong is None or kn.wrong[0] not in (which, "backward" if which in ("gmean", "proj") else which):
         return axes, count(shape, axes)
     _, other, divisor = kn.wrong
     return other, count(shape, other if divisor == "wrong" else axes)
@@ -207,23 +214,33 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     s_mask = np.ones_like(mask) if kn.mask_all else mask
     n_div = kn.n_stat if kn.n_stat is not None else n_s
     proj_axes, n_proj = _reduction(kn, "proj", axes, xv.shape)
-    if kn.wrong and kn.wrong[0] == "proj":
+    if kn.wrong and kn.wrong[0] in ("proj", "backward"):
         n_div = n_proj
+    n_other = count(xv.shape, tuple(a for a in range(xv.ndim) if a not in axes))     # N where D belongs, ...
+    if "proj" in kn.n_other:
+        n_div = n_other
     if kn.proj_undivided:
         n_div = 1 + kn.ddof
     if kn.proj_rstd_inside:                         # dvar = sum(g * xm * -0.5 * (var + eps)^-1.5) over its axes
         proj = xm * s_mask * summed(xm * minus_2_drstd_dvar, "proj", proj_axes) / (n_div - kn.ddof)
+    elif kn.rstd_in_sums == "closed":               # x_hat * sum(g * x_hat) * rstd / n
+        inner = dropped("inner")
+        proj = xm * inner * s_mask * summed(xm * inner, "proj", proj_axes) * dropped("outer") / (n_div - kn.ddof)
     else:
-        proj = xm * s_mask * summed(xm, "proj", proj_axes) * minus_2_drstd_dvar / (n_div - kn.ddof)
+        proj = xm * s_mask * summed(xv if kn.proj_of_x else xm, "proj", proj_axes) * minus_2_drstd_dvar / (
+            n_div - kn.ddof)
     c_mean = (1.0 if kn.center else 0.0) if kn.c_mean is None else kn.c_mean
     c_proj = kn.c_proj
     if kn.running is not None:                          # the statistics do not depend on x: the direct path only
         c_mean = c_proj = 0.0
     gmean_axes, n_gmean = _reduction(kn, "gmean", axes, xv.shape)
+    if "gmean" in kn.n_other:
+        n_gmean = n_other
     if kn.g_summed == "flat":                       # np.sum(G, axis=0) of a (C,) vector: over the channels
         gmean_axes = tuple(range(xv.ndim))
     r = dropped("rstd")
-    dx = r * g - c_mean * r * summed(1.0, "gmean", gmean_axes) / n_gmean - c_proj * proj
+    mean_term = summed(r, "gmean", gmean_axes) if kn.rstd_in_sums == "staged" else r * summed(1.0, "gmean", gmean_axes)
+    dx = r * g - c_mean * mean_term / n_gmean - c_proj * proj
     if kn.no_rstd:
         dx = dx / rstd
     if kn.std_for_rstd:

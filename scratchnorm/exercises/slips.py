@@ -132,27 +132,52 @@ def mutants(ex, kw) -> list[Mutant]:
                        "with keepdims=True, a (1, D) row that the sums over the batch that follow leave as it is")]
     if "reduced_over_wrong_axis" in c:
         out += _wrong_axes(ex, kw, L, K_)
+    out += _counts_and_arrays(ex, L, K_)
+    return out
+
+
+def _counts_and_arrays(ex, L, K_):
+    """A term divided by the other axes' count (N where D belongs); dvar summed from x where x - mean belongs."""
+    terms = {"gmean": "the mean term", "proj": "the x_hat term (dvar)"} if K_.center else {"proj": "the x_hat term"}
+    right, other = {"row": ("the features", "the batch"), "batch": ("the batch", "the channels"),
+                    "group": ("the group", "the examples and groups")}[L.kind]
+    out = []
+    for r in range(1, len(terms) + 1 if "wrong_count" in ex.codes else 1):
+        for places in combinations(terms, r):
+            out.append(Mutant("wrong_count", L, K_.with_(n_other=frozenset(places)), "b",
+                              f"{listed(terms[p] for p in places)} divided by the count of {other}, not of {right}"))
+    if "x_not_centred" in ex.codes:
+        out.append(Mutant("x_not_centred", L, K_.with_(proj_of_x=True), "b",
+                          "dvar = sum(dx_hat * x): x where x - mean belongs"))
     return out
 
 
 def _wrong_axes(ex, kw, L, K_):
     C = kw["x"].shape[1]
     whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
+             "layernorm": [(Layout("row", 1, "leading"), "per feature over the batch (a BatchNorm)")],
              "groupnorm": [(Layout("group", C), "per example and channel (an InstanceNorm)"),
                            (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
     out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
     ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
     what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
-            "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)"}
+            "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)",
+            "backward": "the backward's sums, of the mean term and of the x_hat term (dvar),"}
     right = " and ".join(RIGHT_BLOCKS[L.kind])
+    styles = {"": "", "staged": ", rstd inside the mean term's sum", "closed": ", x_hat inside the x_hat term's sum"}
     for name, other in other_axes(L, ndim):
         code = "reduced_without_axis" if name == EVERY_AXIS else "reduced_over_wrong_axis"
         for which in what:
+            if which == "backward" and name == "the positions":     # none in 2-D x: both sums over nothing are
+                continue                                             # the Jacobian's diagonal, its own code
             for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
                 where = "f" if which in ("mean", "var", "var_own") else "b"
                 n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
-                out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor)), where,
-                                  f"{what[which]} over {name}, not over {right}{n}"))
+                # where rstd stands inside the wrong sum: one style per sum it changes (mutants.Knobs.rstd_in_sums)
+                for style in [""] + {"gmean": ["staged"], "proj": ["closed"], "backward": ["staged", "closed"]}.get(
+                        which, []):
+                    out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor), rstd_in_sums=style), where,
+                                      f"{what[which]} over {name}, not over {right}{n}{styles[style]}"))
         if name == EVERY_AXIS:                      # dvar's factor (var + eps)^-1.5 written inside that sum
             out.append(Mutant(code, L, K_.with_(wrong=("proj", other, "right"), proj_rstd_inside=True), "b",
                               f"{what['proj']} over {name}, not over {right}, with (var + eps)^-1.5 inside the sum"))

@@ -34,6 +34,13 @@ KINDS = {
     # GroupNorm's G and C/G swapped (a real learner's loop over C // G slices of G channels)
     "groups_swapped_loop": ({"reduced_over_wrong_axis"}, ("groupnorm",), BOTH),
     "groups_swapped_reshape": ({"reduced_over_wrong_axis"}, ("groupnorm",), BOTH),
+    # a LayerNorm from BatchNorm's code: N where D belongs; its backward's sums over axis 0; dvar from x
+    "ln_batch_count_closed": ({"wrong_count"}, ("layernorm",), BOTH),
+    "ln_batch_count_staged": ({"wrong_count"}, ("layernorm",), BOTH),
+    "ln_backward_axis0": ({"reduced_over_wrong_axis"}, ("layernorm",), BOTH),
+    "ln_backward_axis0_staged": ({"reduced_over_wrong_axis"}, ("layernorm",), BOTH),
+    "dvar_of_x": ({"x_not_centred"}, ("batchnorm", "layernorm"), BOTH),
+    "ln_over_the_batch": ({"reduced_over_wrong_axis"}, ("layernorm",), CACHE),
     # elementwise in dout like a diagonal, but two slips (a real learner's dx = dout / std)
     "direct_path_no_gamma": ({"weight_not_applied", "direct_path_only"}, ("batchnorm", "layernorm"), BOTH),
     # the running averages exist in the cache contract only

@@ -42,6 +42,8 @@ TABLE = {
     "dgamma_no_dout": ("dout_missing", ALL), "dgamma_xmu": ("dweight_wrong_array", ALL),
     "dbeta_wrong_axis": ("reduced_over_wrong_axis", ("batchnorm", "layernorm")),
     "eps_hard_coded_in_backward": ("eps_hard_coded", ("batchnorm", "layernorm")),
+    "ln_batch_count_closed": ("wrong_count", ("layernorm",)), "bn_feature_count": ("wrong_count", ("batchnorm",)),
+    "dvar_of_x": ("x_not_centred", ALL),
 }
 ROWS = [(f, name) for f, (_, names) in TABLE.items() for name in names]
 
