@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import fail
-from .contract import _what
+from .contract import what_returned
 
 
 def learner_forward(forward, names: tuple, x, weight, rest: tuple):
@@ -45,10 +45,11 @@ def cache_forward(forward, x, gamma, beta, param: dict, extra: tuple = ()):
     naming the fix."""
     result = forward(x, gamma, beta, *extra, param)
     if not (isinstance(result, tuple) and len(result) == 2):
-        fail(ValueError, forward.__name__, "a pair (out, cache)", _what(result), "end it with `return out, cache`.")
+        fail(ValueError, forward.__name__, "a pair (out, cache)", what_returned(result),
+             "end it with `return out, cache`.")
     out, cache = result
     if not (isinstance(out, np.ndarray) and out.shape == x.shape):
-        fail(ValueError, f"{forward.__name__}'s out", f"an array of x's shape {x.shape}", _what(out),
+        fail(ValueError, f"{forward.__name__}'s out", f"an array of x's shape {x.shape}", what_returned(out),
              "return out = gamma * x_hat + beta, of x's shape, first in the pair.")
     return out, cache
 
@@ -58,11 +59,11 @@ def cache_backward(backward, dout, cache, gamma_shape: tuple) -> tuple:
     shape, dgamma and dbeta of gamma's (``gamma_shape``); anything else is an error naming the fix."""
     grads = backward(dout, cache)
     if not (isinstance(grads, (tuple, list)) and len(grads) == 3):
-        fail(ValueError, backward.__name__, "a triple (dx, dgamma, dbeta)", _what(grads),
+        fail(ValueError, backward.__name__, "a triple (dx, dgamma, dbeta)", what_returned(grads),
              "end it with `return dx, dgamma, dbeta`.")
     for name, g, shape in zip(("dx", "dgamma", "dbeta"), grads, (dout.shape, gamma_shape, gamma_shape)):
         if not (isinstance(g, np.ndarray) and g.shape == shape):
-            fail(ValueError, f"{backward.__name__}'s {name}", f"an array of shape {shape}", _what(g),
+            fail(ValueError, f"{backward.__name__}'s {name}", f"an array of shape {shape}", what_returned(g),
                  "return dx of x's shape, and dgamma and dbeta of gamma's (sum them over every axis gamma is "
                  "shared across).")
     return tuple(grads)

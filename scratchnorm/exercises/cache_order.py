@@ -6,6 +6,13 @@ nothing need raise: two items of one shape swap silently, and so do items of oth
 so it asks their backward directly: with items i and j of the cache swapped (any two arrays or numbers,
 whatever their shapes), are all its gradients right on every draw? If no pair makes it right, three items
 read round in a cycle. If one does, that is the mistake, and the report says which items.
+
+One case reads the same numbers otherwise: when the forward's item j put in place of item i alone, with item j
+left where it is, already makes the backward right (``one_item_misused``), the backward has not unpacked two
+items the wrong way round; it uses item i where item j belongs (dgamma = sum(dout * x), x where x_hat belongs;
+dvar summed from x where x - mean belongs), a slip the catalogue may name by itself (diagnose.py keeps that
+name). A swap that is right too is no proof: the learner's other use of item j may not matter (x where x - mean
+belongs in a term whose mean is then subtracted).
 """
 from __future__ import annotations
 
@@ -38,13 +45,14 @@ def _values(cache):
 
 
 def orders(cache):
-    """(description, order) of every swap of two of the cache's values, then of every three read round."""
+    """(description, order, items moved) of every swap of two of the cache's values, then of every three read
+    round."""
     idx = _values(cache)
     n = len(cache) if isinstance(cache, (tuple, list)) else 0
     for i, j in combinations(idx, 2):
         order = list(range(n))
         order[i], order[j] = j, i
-        yield f"items {i} and {j} of the forward's cache (counting from 0) are read the wrong way round", order
+        yield f"items {i} and {j} of the forward's cache (counting from 0) are read the wrong way round", order, (i, j)
     for i, j, k in combinations(idx, 3):
         for a, b, c in permutations((i, j, k)):
             if (a, b, c) in ((i, k, j), (j, i, k), (k, j, i), (i, j, k)):     # a swap, or no change
@@ -53,24 +61,40 @@ def orders(cache):
             order[i], order[j], order[k] = a, b, c
             yield (f"items {i}, {j} and {k} of the forward's cache (counting from 0) are read round in a cycle: "
                    f"your backward takes item {i} for the forward's item {a}, item {j} for item {b}, item {k} for "
-                   f"item {c}"), order
+                   f"item {c}"), order, (i, j, k)
+
+
+def _right(backward, cache, case, ref, grads) -> bool:
+    """Whether ``backward(kw, dy, cache)`` gives ``ref`` {grad: array} (within CORRECT) on one draw."""
+    kw, dy = case
+    try:
+        out = backward(kw, dy.copy(), cache)
+    except Exception:  # the learner's code, on a cache it does not expect
+        return False
+    out = dict(zip(grads, out)) if isinstance(out, (tuple, list)) else {}
+    return all(np.shape(out.get(g)) == np.shape(ref[g]) and rel_err(out[g], ref[g])[0] <= CORRECT for g in grads)
 
 
 def swapped_items(backward, caches, cases, refs, grads):
-    """(description) of an order of the cache in which ``backward(kw, dy, cache)`` gives ``refs`` {grad: [per
-    draw]} on every draw (within CORRECT), or None."""
-    def right(n, order):
-        kw, dy = cases[n]
-        try:
-            out = backward(kw, dy.copy(), reordered(caches[n], order))
-        except Exception:  # the learner's code, on a cache it does not expect
-            return False
-        out = dict(zip(grads, out)) if isinstance(out, (tuple, list)) else {}
-        return all(np.shape(out.get(g)) == np.shape(refs[g][n]) and rel_err(out[g], refs[g][n])[0] <= CORRECT
-                   for g in grads)
-
+    """(description, the items it moves) of an order of the cache in which ``backward(kw, dy, cache)`` gives
+    ``refs`` {grad: [per draw]} on every draw (within CORRECT), or None."""
     with np.errstate(all="ignore"):
-        for text, order in orders(caches[0]):
-            if all(right(n, order) for n in range(len(cases))):
-                return text
+        for text, order, items in orders(caches[0]):
+            if all(_right(backward, reordered(caches[n], order), cases[n], {g: refs[g][n] for g in grads}, grads)
+                   for n in range(len(cases))):
+                return text, items
     return None
+
+
+def one_item_misused(backward, caches, cases, refs, grads, items) -> bool:
+    """Whether one of two ``items`` copied over the other alone (the other's value in both places) makes
+    ``backward`` right on every draw: one item used where the other belongs, no unpacking order."""
+    if len(items) != 2:
+        return False
+    with np.errstate(all="ignore"):
+        for src, dst in (items, items[::-1]):
+            copied = [type(c)(c[src] if k == dst else v for k, v in enumerate(c)) for c in caches]
+            if all(_right(backward, copied[n], cases[n], {g: refs[g][n] for g in grads}, grads)
+                   for n in range(len(cases))):
+                return True
+    return False

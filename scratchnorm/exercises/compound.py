@@ -80,7 +80,7 @@ def search(compute, bases, slips, got, applies, required=frozenset()):
 
 
 def _search(compute, bases, slips, got, applies, req):
-    idx = [i for i, m in enumerate(slips[0]) if applies(m) and i not in req
+    idx = [i for i, m in enumerate(slips[0]) if applies(m) and i not in req and not m.knobs.form
            and not any(_over_nothing(ms[i]) for ms in slips)]
     first = {name: g[0] for name, g in got.items()}
 

@@ -131,7 +131,7 @@ class Cache:
             (kw["x"], gamma, beta, param)
         out = fn(*args)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise ContractError(f"{self.names.forward} returned {_what(out)}; expected a pair "
+            raise ContractError(f"{self.names.forward} returned {what_returned(out)}; expected a pair "
                                 "(out, cache). Fix: end it with `return out, cache`.")
         return out
 
@@ -139,7 +139,8 @@ class Cache:
         return self.functions["backward"](dy, cache)
 
 
-def _what(value) -> str:
+def what_returned(value) -> str:
+    """What a function returned, in a few words, for an error message: an array's shape, a tuple's length."""
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape}"
     return f"a {type(value).__name__}" + (f" of {len(value)} items" if isinstance(value, (tuple, list)) else "")

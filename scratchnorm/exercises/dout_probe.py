@@ -15,6 +15,10 @@ cache):
   (n the group's count; without centring no 1/n; pRMSNorm's x_hat^2 / k on the first k features only),
   and the report says whether the learner's D is it, and if not how far it is.
 
+BatchNorm's dx with g = gamma is zero (each channel's g is one constant, which the mean term takes away), and
+so is any dx that returns zeros: the numbers cannot tell them apart. The learner's own intermediate can: a
+dxhat (dx_hat, ...) the tracer saw bound to gamma itself, not dout * gamma (``dxhat_is_weight``).
+
 When dx does not depend on dout and equals that diagonal (times gamma or not), the two slips are named
 together, each with its share of the error as compound.py defines it: how far taking it away moves dx.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .judge import SAME, rel_err
-from .mutants import _statistics, count
+from .mutants import count, statistics
 
 
 # a diagonal of the learner's own: a weaker name than a combination of slips that gives the same D (dx = dout /
@@ -35,12 +39,29 @@ def diagonal(kw, layout, knobs, with_weight=True):
     """dx_hat_i/dx_i (times weight_i): the Jacobian's diagonal, in x's shape."""
     x = kw["x"]
     channels = x.shape[1] if x.ndim > 1 else 1
-    xv, axes, _, mask, n_s, rstd, x_hat, _ = _statistics(x, kw["eps"], layout, knobs, channels)
+    xv, axes, _, mask, n_s, rstd, x_hat, _ = statistics(x, kw["eps"], layout, knobs, channels)
     c = 1.0 if knobs.center else 0.0
     d = rstd * (1 - c / count(xv.shape, axes) - mask * x_hat * x_hat / n_s)
     if with_weight:
         d = d * layout.weight(kw["weight"], xv.shape, x.ndim)
     return d.reshape(x.shape)
+
+
+def dxhat_is_weight(bindings, weight, step) -> bool:
+    """Whether a traced binding of the step "dxhat" (``step``: name -> step, intermediates.STEP) holds the weight
+    alone, as a (C,) vector or broadcast along the channel axis (last or 1) of an array, with no dout in it."""
+    w = np.asarray(weight, dtype=np.float64)
+    for name, _, _, value, _ in bindings:
+        if step.get(name) != "dxhat" or np.ndim(value) == 0:
+            continue
+        v = np.asarray(value, dtype=np.float64)
+        for axis in {v.ndim - 1, min(1, v.ndim - 1)}:
+            if v.shape[axis] == w.size:
+                shape = [1] * v.ndim
+                shape[axis] = w.size
+                if np.allclose(v, np.broadcast_to(w.reshape(shape), v.shape), rtol=1e-12, atol=0):
+                    return True
+    return False
 
 
 def _close(a, b) -> bool:

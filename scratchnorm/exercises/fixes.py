@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .intermediates import STEP, _same_numbers
+from .intermediates import STEP, same_numbers
 from .location import shown
 
 
@@ -102,7 +102,7 @@ def read(record, bindings, grads, weight, labels) -> Theirs:
                     dout="dout" if labels.get("weight") == "dgamma" else "dy")
     dx = grads.get("x")
     ret = next(((f, line) for f, line, value in record.get("returns", []) if dx is not None and isinstance(
-        value, (tuple, list, dict)) and any(isinstance(v, np.ndarray) and _same_numbers(v, dx) for v in (
+        value, (tuple, list, dict)) and any(isinstance(v, np.ndarray) and same_numbers(v, dx) for v in (
             value.values() if isinstance(value, dict) else value))), None)
     if ret is None:
         return theirs
@@ -136,7 +136,7 @@ def read(record, bindings, grads, weight, labels) -> Theirs:
             theirs.steps.setdefault(STEP[name], name)
             theirs.lines.setdefault(name, line)
     for name, f, _, value in record.get("timeline", []):
-        if f == theirs.file and name != theirs.dout and _same_numbers(value, weight):
+        if f == theirs.file and name != theirs.dout and same_numbers(value, weight):
             theirs.gamma = name
             break
     cache = names[1] if len(names) >= 2 else None

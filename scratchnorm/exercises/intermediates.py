@@ -30,7 +30,7 @@ import numpy as np
 
 from .judge import CORRECT, rel_err
 from .location import shown, theirs
-from .mutants import _statistics
+from .mutants import statistics
 
 # the reference's step -> the names learners give it
 NAMES = {"std": ("std", "sqrtvar", "sigma", "sqrt_var"),
@@ -45,7 +45,7 @@ STEP = {name: step for step, names in NAMES.items() for name in names}
 def reference_steps(dy, x, weight, eps, layout, knobs) -> dict:
     """{step: value} of the right backward at these inputs (centred layers; dxhat alone otherwise)."""
     channels = x.shape[1] if x.ndim > 1 else 1
-    xv, axes, xm, _, _, rstd, _, _ = _statistics(x, eps, layout, knobs, channels)
+    xv, axes, xm, _, _, rstd, _, _ = statistics(x, eps, layout, knobs, channels)
     g = layout.view(dy, channels) * layout.weight(weight, xv.shape, x.ndim)
     steps = {"dxhat": g, "std": 1.0 / rstd, "rstd": rstd, "xhat": xm * rstd}
     if knobs.center and knobs.k is None:
@@ -107,17 +107,19 @@ def forward_slip_at(record, x, eps, right, slip):
     call) that holds the slip's mean, x - mean, variance, std, rstd or x_hat and none of the right ones: the
     line where the forward's slip first shows; None if no binding does. ``right`` and ``slip``: (layout,
     knobs) of the right computation and of the slip's."""
-    def statistics(layout, knobs):
-        xv, _, xm, _, _, rstd, x_hat, s = _statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
+    def held(layout, knobs):
+        xv, _, xm, _, _, rstd, x_hat, s = statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
         return [xv - xm, xm, s * s, s, 1.0 / rstd, rstd, x_hat]
-    ours, theirs_ = statistics(*right), statistics(*slip)
+    ours, theirs_ = held(*right), held(*slip)
     for name, file, line, value in record.get("timeline", []):
-        if any(_same_numbers(value, v) for v in theirs_) and not any(_same_numbers(value, v) for v in ours):
+        if any(same_numbers(value, v) for v in theirs_) and not any(same_numbers(value, v) for v in ours):
             return name, file, line
     return None
 
 
-def _same_numbers(a, b) -> bool:
+def same_numbers(a, b) -> bool:
+    """``a`` and ``b`` hold the same numbers (within CORRECT), whatever their shapes: as laid out, or sorted (a
+    transposed or reshaped copy)."""
     a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
     return a.size == b.size and (rel_err(a, b)[0] <= CORRECT or rel_err(np.sort(a), np.sort(b))[0] <= CORRECT)
 
@@ -130,11 +132,11 @@ def holds_dx(record, dx, after):
     if after is not None:
         start = next((i + 1 for i, (_, f, line, _) in enumerate(timeline) if (f, line) == after), 0)
     for name, f, line, value in timeline[start:]:
-        if _same_numbers(value, dx):
+        if same_numbers(value, dx):
             return name, f, line
     for f, line, value in record.get("returns", []):
         items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else [value]
-        if any(isinstance(v, np.ndarray) and _same_numbers(v, dx) for v in items):
+        if any(isinstance(v, np.ndarray) and same_numbers(v, dx) for v in items):
             return None, f, line
     return None
 

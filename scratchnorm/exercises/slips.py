@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import namedtuple
 from itertools import combinations
 
-from .mutants import Layout
+from .mutants import TERMS, Layout
 
 # one mistake: its code, the layout and knobs of its computation, which function it applies to ("f", "b" or
 # "fb": the forward, the backward, both) and what variant it is, for the report
@@ -18,6 +18,15 @@ Mutant = namedtuple("Mutant", "code layout knobs where detail", defaults=("fb", 
 HARD_CODED_EPS = (1e-5, 1e-3, 1e-6)           # the eps learners write in: CS231n's default first
 EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rstd in front of the x_hat term",
               "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
+TERM_NAMES = {"direct": "the direct term (dxhat * rstd)", "gmean": "the mean term's sum",
+              "proj": "the x_hat term's sum"}
+# a backward's form -> how it writes the sums that only a reduction over other axes tells apart (Knobs.form): the
+# sums it writes in its own way ("closed"'s mean term and "middle"'s x_hat term are the reference's)
+FORMS = {"staged": ("as a staged graph computes it, dmu = -sum(dx1)", ("proj", "gmean", "backward")),
+         "middle": ("rstd inside the mean term's sum, as dvar, dmean = sum(-dxhat * rstd) + dvar * mean(-2 * xmu), "
+                    "dx compute it", ("gmean", "dmean_var", "backward")),
+         "closed": ("x_hat inside the x_hat term's sum, as the closed form rstd / n * (n dxhat - sum(dxhat) - x_hat * "
+                    "sum(dxhat * x_hat)) computes it", ("proj", "backward"))}
 
 
 def listed(items) -> str:
@@ -62,8 +71,10 @@ def mutants(ex, kw) -> list[Mutant]:
            Mutant("sign_error", L, K_.with_(c_proj=-1.0), "b", "the sign of the x_hat term"),
            Mutant("projection_factor", L, K_.with_(c_proj=2.0), "b", "the x_hat term twice as large"),
            Mutant("projection_factor", L, K_.with_(c_proj=0.5), "b", "the x_hat term half as large"),
-           Mutant("missing_rstd", L, K_.with_(no_rstd=True), "b"),
-           Mutant("weight_not_applied", L, K_.with_(g_is_dy=True), "b"),
+           Mutant("missing_rstd", L, K_.with_(no_rstd=frozenset({"direct", "proj"})), "b"),
+           Mutant("missing_rstd", L, K_.with_(no_rstd=frozenset({"direct"})), "b", "rstd left out of the direct and "
+                  "mean terms (dxmu1 = dxhat, not dxhat * ivar): the x_hat term keeps the rstd^3 of dvar"),
+           Mutant("weight_not_applied", L, K_.with_(weight_missing_in=TERMS), "b"),
            Mutant("dweight_uses_x", L, K_.with_(dweight_uses_x=True), "b"),
            Mutant("eps_outside_sqrt", L, K_.with_(eps_outside=True)),
            Mutant("eps_missing", L, K_.with_(eps_sign=0.0)),
@@ -76,17 +87,26 @@ def mutants(ex, kw) -> list[Mutant]:
         for places in combinations(EPS_PLACES, r):
             detail = "eps left out of " + listed(EPS_PLACES[p] for p in places)
             out.append(Mutant("eps_dropped_in_backward", L, K_.with_(bwd_no_eps=frozenset(places)), "b", detail))
-            if "x_hat" not in places:               # sqrt(var - eps) where the backward takes its own root
+            if "x_hat" not in places:               # sqrt(var - eps), or an eps of its own, where the backward
+                where = listed(EPS_PLACES[p] for p in places)                   # takes its own root
                 out.append(Mutant("eps_subtracted", L, K_.with_(bwd_no_eps=frozenset(places), bwd_eps_sign=-1.0),
-                                  "b", "in the backward only, in " + listed(EPS_PLACES[p] for p in places)))
+                                  "b", "in the backward only, in " + where))
+                v = HARD_CODED_EPS[0]               # (in some places only: the course's default alone)
+                out.append(Mutant("eps_hard_coded", L, K_.with_(bwd_no_eps=frozenset(places), bwd_eps_value=v), "b",
+                                  f"eps = {v:g} in your backward, in {where}, not the {kw['eps']:g} your forward "
+                                  "was given and uses"))
     if "missing_mean_term" in c:
         out += [Mutant("missing_mean_term", L, K_.with_(c_mean=0.0), "b"),
                 Mutant("sign_error", L, K_.with_(c_mean=-1.0), "b", "the sign of the mean term"),
                 Mutant("direct_path_only", L, K_.with_(c_mean=0.0, c_proj=0.0), "b"),
                 Mutant("unbiased_variance", L, K_.with_(ddof=1))]
     if "dout_missing" in c:                         # BatchNorm's dx with g = gamma is zero: no mistake of its own
-        out += [Mutant("dout_missing", L, K_.with_(dy_in_dx=False), "b", "from dx: g = gamma, not dout * gamma")
+        out += [Mutant("dout_missing", L, K_.with_(dy_missing_in=TERMS), "b", "from dx: g = gamma, not dout * gamma")
                 for _ in range(L.kind != "batch")]
+        out += [Mutant("dout_missing", L, K_.with_(dy_missing_in=frozenset({t})), "b",
+                       f"from dx's {TERM_NAMES[t]}: gamma there, not dout * gamma") for t in sorted(TERMS)
+                if (K_.center or t != "gmean") and (L.kind != "batch" or t != "proj")]
+        # (BatchNorm's sum(gamma * xm) over a channel is 0: gamma in the x_hat term's sum is that term left out)
         out += [Mutant("dout_missing", L, K_.with_(dy_in_dweight=False), "b",
                        "from dgamma: sum(x_hat), not sum(dout * x_hat)")]
     if "dweight_wrong_array" in c:
@@ -97,8 +117,10 @@ def mutants(ex, kw) -> list[Mutant]:
         for r in range(1, 3):
             for places in combinations(sums, r):
                 if K_.center or "gmean" not in places:
-                    out.append(Mutant("weight_out_of_sum", L, K_.with_(weight_out=frozenset(places)), "b",
-                                      "the weight pulled out of " + " and ".join(sums[p] for p in places)))
+                    for form in ("", "staged") if K_.center and "proj" in places else ("",):
+                        out.append(Mutant("weight_out_of_sum", L, K_.with_(weight_out=frozenset(places), form=form),
+                                          "b", "the weight pulled out of " + " and ".join(sums[p] for p in places)
+                                          + (f" ({FORMS[form][0]})" if form else "")))
     if "spurious_mean_term" in c:
         out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
     if "prefix_ignored" in c:
@@ -117,14 +139,21 @@ def mutants(ex, kw) -> list[Mutant]:
         per_channel = (0, *range(2, x.ndim))        # the averages after this batch's update (momentum 0.9)
         after = tuple(0.9 * r + 0.1 * b for r, b in zip(running, (x.mean(axis=per_channel), x.var(axis=per_channel))))
         for when, stats in (("before", running), ("after", after)):
-            out.append(Mutant("running_stats_in_training", L, K_.with_(bwd_running=stats), "b",
+            for form in ("", "staged", "middle"):
+                out.append(Mutant("running_stats_in_training", L, K_.with_(bwd_running=stats, form=form), "b",
                                   f"in the backward: its mean and variance are the running averages ({when} this "
-                                  "batch's update), not the batch's the forward used"))
-    out += [Mutant("weight_not_applied", L, K_.with_(proj_weightless=True), "b", "gamma left out of the x_hat term's "
-                   "sum: sum(dout * x_hat) where sum(dout * gamma * x_hat) belongs"),
+                                  "batch's update), not the batch's the forward used" +
+                                  (f" ({FORMS[form][0]})" if form else "")))
+    out += [Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"proj"})), "b", "gamma left out "
+                   "of the x_hat term's sum: sum(dout * x_hat) where sum(dout * gamma * x_hat) belongs"),
+            Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"direct"})), "b", "gamma left out "
+                   "of the direct term: dout * rstd where dout * gamma * rstd belongs"),
             Mutant("n_factor", L, K_.with_(proj_undivided=True), "b", "the x_hat term not divided by n"),
             Mutant("n_factor", L, K_.with_(var_undivided=True), "f", "the forward's variance not divided by n: "
                    "sum((x - mu)^2) where mean((x - mu)^2) belongs")]
+    if K_.center:
+        out.append(Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"gmean"})), "b", "gamma left "
+                          "out of the mean term's sum: sum(dout) where sum(dout * gamma) belongs"))
     if L.kind == "batch":                           # dout * gamma summed over the batch, then used per example
         out += [Mutant("summed_before_use", L, K_.with_(g_summed="flat"), "b", "dout * gamma summed over the batch "
                        "to a (D,) vector, whose sums over axis 0 that follow run over the features"),
@@ -152,6 +181,18 @@ def _counts_and_arrays(ex, L, K_):
     return out
 
 
+def through_forms(slips, named) -> list[Mutant]:
+    """The forward's slips ``named`` {(code, detail)} (y's), each as a backward of every form (FORMS) computes on
+    that forward's cache: the learner's backward, right in itself, on the slipped statistics. The forms agree
+    on right statistics only, so a staged backward on a forward whose mean is per column gives another dx than
+    a closed form on it."""
+    return [m._replace(knobs=m.knobs.with_(form=form), where="b",
+                       detail=(f"{m.detail}; " if m.detail else "") + f"your backward ({FORMS[form][0]}) is right "
+                       "in itself, on this forward's statistics: fixing the forward fixes it")
+            for m in slips if (m.code, m.detail) in named and "f" in m.where and m.knobs.center and not m.knobs.form
+            for form in FORMS]
+
+
 def _wrong_axes(ex, kw, L, K_):
     C = kw["x"].shape[1]
     whole = {"batchnorm": [(Layout("group", 1), "per example (a LayerNorm)")],
@@ -160,24 +201,32 @@ def _wrong_axes(ex, kw, L, K_):
                            (Layout("group", 1), "per example over all channels (a LayerNorm)")]}.get(ex.name, [])
     out = [Mutant("reduced_over_wrong_axis", o, K_, "fb", f"the whole normalization {text}") for o, text in whole]
     ndim = kw["x"].ndim + (ex.name == "groupnorm")                  # the view's axes
-    what = {"mean": "the forward's mean", "var": "the forward's variance", "var_own": "the forward's np.var",
+    what = {"mean": "the forward's mean", "mean_apart": "the forward's mean (its np.var takes its own)",
+            "var": "the forward's variance", "var_own": "the forward's np.var",
             "gmean": "the backward's mean term", "proj": "the backward's sum of the x_hat term (dvar)",
-            "backward": "the backward's sums, of the mean term and of the x_hat term (dvar),"}
+            "backward": "the backward's sums, of the mean term and of the x_hat term (dvar),",
+            "dmean_var": "the backward's mean(-2 * xmu) in dmean"}
     right = " and ".join(RIGHT_BLOCKS[L.kind])
-    styles = {"": "", "staged": ", rstd inside the mean term's sum", "closed": ", x_hat inside the x_hat term's sum"}
     for name, other in other_axes(L, ndim):
         code = "reduced_without_axis" if name == EVERY_AXIS else "reduced_over_wrong_axis"
         for which in what:
             if which == "backward" and name == "the positions":     # none in 2-D x: both sums over nothing are
                 continue                                             # the Jacobian's diagonal, its own code
-            for divisor in (("wrong",) if which in ("mean", "var", "var_own") else ("right", "wrong")):
-                where = "f" if which in ("mean", "var", "var_own") else "b"
-                n = "" if where == "f" else f", divided by the count of {name if divisor == 'wrong' else right}"
-                # where rstd stands inside the wrong sum: one style per sum it changes (mutants.Knobs.rstd_in_sums)
-                for style in [""] + {"gmean": ["staged"], "proj": ["closed"], "backward": ["staged", "closed"]}.get(
-                        which, []):
-                    out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor), rstd_in_sums=style), where,
-                                      f"{what[which]} over {name}, not over {right}{n}{styles[style]}"))
+            if which == "dmean_var" and (name == EVERY_AXIS or all(b in name for b in RIGHT_BLOCKS[L.kind])):
+                continue                            # sum(xm) over the right blocks and more is 0 all the same
+            where = "f" if which in ("mean", "mean_apart", "var", "var_own") else "b"
+            # one block of the right set is that set where the others are empty (the positions of a 2-D x), or no
+            # axes at all: a form over it is no slip, or makes dx zero. Left out at every shape, so that every
+            # draw has the same mutants in the same order
+            forms = [f for f in FORMS if which in FORMS[f][1] and name not in RIGHT_BLOCKS[L.kind]]
+            for divisor in ("wrong",) if which == "var_own" else ("wrong", "right") if where == "f" else \
+                    ("right", "wrong"):                 # (the older variant first, which a compound names first)
+                n = f", divided by the count of {name if divisor == 'wrong' else right}"
+                n = "" if where == "f" and divisor == "wrong" else n
+                for form in ([""] if which != "dmean_var" else []) + forms:
+                    out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor), form=form), where,
+                                      f"{what[which]} over {name}, not over {right}{n}"
+                                      + (f" ({FORMS[form][0]})" if form else "")))
         if name == EVERY_AXIS:                      # dvar's factor (var + eps)^-1.5 written inside that sum
             out.append(Mutant(code, L, K_.with_(wrong=("proj", other, "right"), proj_rstd_inside=True), "b",
                               f"{what['proj']} over {name}, not over {right}, with (var + eps)^-1.5 inside the sum"))

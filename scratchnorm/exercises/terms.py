@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mutants import _statistics
-from .intermediates import _same_numbers, holds_dx
+from .mutants import statistics
+from .intermediates import holds_dx, same_numbers
 from .location import shown
 from .slips import HARD_CODED_EPS
 
@@ -32,7 +32,7 @@ def bases(kw, dy, layout, knobs):
     rstd) of one draw."""
     x = kw["x"]
     channels = x.shape[1] if x.ndim > 1 else 1
-    xv, axes, _, mask, n_s, rstd, x_hat, _ = _statistics(x, kw["eps"], layout, knobs, channels)
+    xv, axes, _, mask, n_s, rstd, x_hat, _ = statistics(x, kw["eps"], layout, knobs, channels)
     g = layout.view(dy, channels) * layout.weight(kw["weight"], xv.shape, x.ndim)
     full = lambda a: np.broadcast_to(a, xv.shape)                                        # noqa: E731
     terms = [rstd * g, full(rstd * g.mean(axis=axes, keepdims=True)),
@@ -131,7 +131,7 @@ def where_computed(record, term, dx):
     for the first of their bindings that holds it, else "dx is computed in ..." (or "returned on ...") for the
     one that holds their dx; "" when neither is found."""
     for name, f, line, value in record.get("timeline", []):
-        if any(_same_numbers(value, t) for t in term):
+        if any(same_numbers(value, t) for t in term):
             return f"computed in {name} ({shown(f)}, line {line})"
     held = holds_dx(record, dx, None)
     if held:
