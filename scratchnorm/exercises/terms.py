@@ -20,7 +20,6 @@ import numpy as np
 from .mutants import statistics
 from .intermediates import holds_dx, same_numbers
 from .location import shown
-from .slips import HARD_CODED_EPS
 
 NAMES = ("the direct term rstd * g", "the mean term -rstd * mean(g)", "the x_hat term -rstd * x_hat * mean(g * x_hat)")
 FIT = 1e-7                      # the fit's residual, relative: above it, dx is not a combination of the terms
@@ -73,10 +72,6 @@ def _how(ratios, rstds, ns, eps=None):
         for q in (0.5, 1.0, 1.5):
             if np.all(var > 0) and np.all(np.abs(ratios - ((var + eps) / var) ** q) <= SAME_RATIO * np.abs(ratios)):
                 return f"computed without eps (times (1 + eps/var)^{q:g}: var where var + eps belongs)"
-            for own in HARD_CODED_EPS:                          # (var + eps)^q / (var + 1e-5)^q: an eps written in
-                if np.all(np.abs(ratios - ((var + eps) / (var + own)) ** q) <= SAME_RATIO * np.abs(ratios)):
-                    return (f"computed with an eps of its own, {own:g} (times ((var + eps) / (var + {own:g}))^{q:g}: "
-                            f"the eps given, {eps:g}, belongs there)")
     if np.all(np.abs(ratios / ns - 1) <= SAME_RATIO):
         return "n times the right one (n, the count of a group: it is not divided by n)"
     if np.all(np.abs(ratios * ns - 1) <= SAME_RATIO):
@@ -170,7 +165,6 @@ CODES = [(1, "left out", "missing_mean_term"), (2, "left out", "missing_projecti
          (2, "0.5 times the right one", "projection_factor"), (None, "multiplied by std (", "missing_rstd"),
          (None, "multiplied by std^2", "multiplied_where_it_divides"), (None, "n times", "n_factor"),
          (None, "1/n of", "n_factor"), (None, "computed without eps", "eps_dropped_in_backward"),
-         (None, "computed with an eps of its own", "eps_hard_coded"),
          (1, "there, where", "spurious_mean_term")]
 
 
