@@ -22,7 +22,8 @@ class Exercise:
     grads: tuple               # the keys the backward returns
     layout: Layout             # for groupnorm, groups come from the call (num_groups)
     knobs: Knobs
-    codes: tuple               # the catalogue's codes that apply (besides correct, unrecognized, wrong_shape...)
+    codes: tuple               # the codes that apply (besides those of any exercise: correct, unrecognized,
+    #                            raised_an_error, values_misplaced)
     forward_text: str          # the forward, as formulas
     derive_text: str           # what to derive
     hint: str                  # unfolded only if the student wants it
@@ -247,6 +248,10 @@ MISTAKES = {
                          "axis=0) - x_hat * mean(dx_hat * x_hat, axis=0)) / std.",
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
+    "values_misplaced": "The right numbers in the wrong places (see below how they are laid out): reshape keeps "
+                        "the order of the elements and only regroups them, transpose moves the axes. An array "
+                        "transposed with transpose(0, 2, 3, 1) goes back with transpose(0, 3, 1, 2), not with "
+                        "reshape(N, C, H, W).",
     "wrong_shape": "A returned gradient has the wrong shape: dx has x's shape, dweight and dbias the weight's.",
     "raised_an_error": "Your code raised an error (above, with its line): what that function should return was "
                        "not checked, so nothing says it is right. Fix the error and check again.",

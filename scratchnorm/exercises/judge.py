@@ -12,6 +12,8 @@ rest.
 """
 from __future__ import annotations
 
+from itertools import permutations
+
 import numpy as np
 
 from .report import Result
@@ -80,6 +82,9 @@ def judge(report, name, got, refs, variants, partials=None, groupings=None, whol
         return
     code, detail = next(((key[0], d) for key, (d, outs) in variants.items() if len(outs) == len(got) and all(
         reproduces(g, o, r) for g, o, r in zip(got, outs, refs))), ("unrecognized", ""))
+    moved = misplaced(got, refs, report.labels.get(name, name)) if code == "unrecognized" else ""
+    if moved:
+        code, detail = "values_misplaced", moved
     if code == "unrecognized" and all(np.max(np.abs(g)) <= EXACT * np.max(np.abs(r)) for g, r in zip(got, refs)):
         detail = f"{report.labels.get(name, name)} {ZERO}"
     elif code == "unrecognized" and groupings:
@@ -131,6 +136,43 @@ def _summed_over(got, wholes):
                    rel_err(np.ravel(g), np.ravel(s))[0] <= SAME for g, (w, named, _) in zip(got, wholes)):
                 return " and ".join(chosen), " and ".join(right)
     return None
+
+
+def misplaced(got, refs, label) -> str:
+    """How ``got`` holds the right numbers in other places, on every draw: the right array with its axes in
+    another order read back in its own shape (a reshape where a transpose belongs), or read in that order and
+    transposed back (a reshape where the transpose's inverse belongs); "" when it does not."""
+    def ways(g, r):                                 # {(how, axes)} that lay r out as g
+        shape, n = np.shape(r), np.ndim(r)
+        found = set()
+        for p in permutations(range(n)):
+            if p != tuple(range(n)):
+                moved = tuple(shape[i] for i in p)
+                if rel_err(g, np.transpose(r, p).reshape(shape))[0] <= SAME:
+                    found.add(("transposed", p))
+                if rel_err(g, np.reshape(r, moved).transpose(tuple(int(i) for i in np.argsort(p))))[0] <= SAME:
+                    found.add(("reshaped", p))
+        return found
+    common = None
+    for g, r in zip(got, refs):
+        if np.shape(g) != np.shape(r):
+            return ""
+        w = ways(g, r)
+        if not w:
+            break
+        common = w if common is None or np.ndim(r) != np.ndim(refs[0]) else common & w
+    else:
+        if common:
+            how, p = min(common)
+            shape = np.shape(refs[0])
+            moved = tuple(shape[i] for i in p)
+            said = (f"the right {label} transposed to axes {p} and reshaped back to {shape}" if how == "transposed" else
+                    f"the right {label} reshaped to {moved} and transposed by {tuple(int(i) for i in np.argsort(p))}")
+            return said + " (first draw): the right numbers in other places"
+    if all(np.shape(g) == np.shape(r) and rel_err(np.sort(np.ravel(g)), np.sort(np.ravel(r)))[0] <= SAME
+           for g, r in zip(got, refs)):
+        return f"your {label} holds the right numbers on every draw, in other places"
+    return ""
 
 
 def worst_element(label, got, ref, where, draw) -> str:

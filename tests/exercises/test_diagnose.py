@@ -157,7 +157,8 @@ def test_every_code_has_a_sentence_and_every_exercise_its_codes():
     covered = {c for _, c, _, _ in CASES} | {"one_pass_variance", "mutates_dy", "wrong_shape", "dweight_not_reduced",
                                              "correct", "unrecognized", "running_stats_in_training",
                                              "raised_an_error", "dweight_reduced_to_scalar",
-                                             "jacobian_diagonal_only", "n_factor", "multiplied_where_it_divides"}
+                                             "jacobian_diagonal_only", "n_factor", "multiplied_where_it_divides",
+                                             "values_misplaced"}
     assert covered == set(MISTAKES)
     for ex in EXERCISES.values():
         assert set(ex.codes) <= set(MISTAKES)

@@ -41,6 +41,9 @@ KINDS = {
     "ln_backward_axis0_staged": ({"reduced_over_wrong_axis"}, ("layernorm",), BOTH),
     "dvar_of_x": ({"x_not_centred"}, ("batchnorm", "layernorm"), BOTH),
     "ln_over_the_batch": ({"reduced_over_wrong_axis"}, ("layernorm",), CACHE),
+    # the right numbers in other places: a reshape where the inverse transpose belongs
+    "spatial_reshape_back": ({"values_misplaced"}, ("batchnorm",), CACHE),
+    "spatial_reshape_forward": ({"values_misplaced"}, ("batchnorm",), CACHE),
     # elementwise in dout like a diagonal, but two slips (a real learner's dx = dout / std)
     "direct_path_no_gamma": ({"weight_not_applied", "direct_path_only"}, ("batchnorm", "layernorm"), BOTH),
     # the running averages exist in the cache contract only

@@ -76,6 +76,7 @@ SITES = {
     "wrong_count": ("mean_term", "proj", "both"),
     "x_not_centred": ("divar", "dvar"),
     "wrong_shape": ("dgamma", "dx"),
+    "values_misplaced": ("dx",),
     "cache_unpacked_in_another_order": ("ivar,sqrtvar", "gamma,xmu", "xhat,xmu", "xhat,xmu,x", "gamma,ivar"),
 }
 # (code, style) a slip cannot be written in, and why
@@ -298,7 +299,8 @@ class Writer:
         else:
             body.append(f"    dxhat = (dout * gamma){T}" if self.t else "    dxhat = dout * gamma")
         body += getattr(self, v.style)()
-        ret = "dx" if self.t and self.at("wrong_shape", "dx") else f"dx{T}"
+        ret = "dx" if self.t and self.at("wrong_shape", "dx") else "dx.reshape(dout.shape)" if self.t and self.at(
+            "values_misplaced", "dx") else f"dx{T}"                 # (D, N) read back in (N, D): not dx.T
         body.append(f"    return {ret}, dgamma, dbeta")
         text = "\n".join(body)
         if v.code == "cache_unpacked_in_another_order" and not any(
