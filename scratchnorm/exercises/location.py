@@ -49,10 +49,13 @@ def locate(exc: BaseException) -> str:
                    else "")
 
 
-# NumPy names older code uses that NumPy removed without saying what replaces them (the others' own message
-# says it): np.product and np.cumproduct, deprecated in 1.25 and removed in 2.0; np.asscalar, removed in 1.23
+# What older NumPy allowed and today's raises without saying why. Names removed with no replacement in the
+# message (the others' own message says it): np.product and np.cumproduct, deprecated in 1.25 and removed in
+# 2.0; np.asscalar, removed in 1.23. And ragged arrays: NEP 34's deprecation, finalized in 1.24, makes an array
+# built from pieces of different shapes (np.vstack of a cache's tuples, say) a ValueError
 REMOVED_FROM_NUMPY = {"product": ("np.prod", "2.0"), "cumproduct": ("np.cumprod", "2.0"),
                       "asscalar": ("a.item()", "1.23")}
+RAGGED = "inhomogeneous shape"
 
 
 def described(exc: BaseException) -> str:
@@ -64,4 +67,7 @@ def described(exc: BaseException) -> str:
     if isinstance(exc, AttributeError) and name in REMOVED_FROM_NUMPY and "numpy" in str(exc):
         use, version = REMOVED_FROM_NUMPY[name]
         text += f"; np.{name} was removed in NumPy {version}: write {use} instead (the maths is the same)"
+    elif isinstance(exc, ValueError) and RAGGED in str(exc):
+        text += ("; NumPy 1.24 and later raise where older NumPy made an array of objects from pieces of different "
+                 "shapes: keep such pieces in a tuple or a list, and stack only arrays of one shape")
     return text

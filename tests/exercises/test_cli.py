@@ -162,6 +162,12 @@ def test_a_name_numpy_removed_is_reported_with_what_replaces_it(tmp_path):
     proc = cli("check", "old.py", cwd=tmp_path)
     assert "raised AttributeError" in proc.stdout and "old.py, line 4" in proc.stdout, proc.stdout
     assert "np.product was removed in NumPy 2.0: write np.prod instead" in proc.stdout, proc.stdout
+    (tmp_path / "ragged.py").write_text(
+        "import numpy as np\n\ndef layernorm_forward(x, gamma, beta, ln_param):\n"
+        "    cache = np.array([x, x.mean(axis=1)])\n    return x, cache\n")
+    proc = cli("check", "ragged.py", cwd=tmp_path)
+    assert "raised ValueError" in proc.stdout and "ragged.py, line 4" in proc.stdout, proc.stdout
+    assert "NumPy 1.24 and later raise where older NumPy made an array of objects" in " ".join(proc.stdout.split())
     (tmp_path / "old_at_import.py").write_text("import numpy as np\n\nSCALE = np.asscalar(np.ones(1))\n")
     proc = cli("check", "old_at_import.py", cwd=tmp_path)
     assert proc.returncode == 2 and "np.asscalar was removed in NumPy 1.23: write a.item() instead" in proc.stderr
