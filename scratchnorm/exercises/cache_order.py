@@ -23,11 +23,17 @@ import numpy as np
 from .judge import CORRECT, rel_err
 
 
+def rebuilt(cache, items):
+    """``items`` in a container of ``cache``'s type: a tuple (a namedtuple too: its fields in order) or a list."""
+    if not isinstance(cache, tuple):
+        return list(items)
+    return type(cache)._make(items) if hasattr(type(cache), "_make") else type(cache)(items)
+
+
 def reordered(cache, order):
     """``cache`` (a tuple or list) with item k put where ``order`` says: item order[k] at position k."""
     items = list(cache)
-    out = [items[order[k]] if k < len(order) else items[k] for k in range(len(items))]
-    return type(cache)(out) if isinstance(cache, tuple) else out
+    return rebuilt(cache, [items[order[k]] if k < len(order) else items[k] for k in range(len(items))])
 
 
 def swapped(cache, i, j):
@@ -64,11 +70,12 @@ def orders(cache):
                    f"item {c}"), order, (i, j, k)
 
 
-def _right(backward, cache, case, ref, grads) -> bool:
-    """Whether ``backward(kw, dy, cache)`` gives ``ref`` {grad: array} (within CORRECT) on one draw."""
+def _right(backward, build, args, case, ref, grads) -> bool:
+    """Whether ``backward(kw, dy, build(*args))`` gives ``ref`` {grad: array} (within CORRECT) on one draw: the
+    cache is built inside the guard, where a container the learner defined may refuse the reordering."""
     kw, dy = case
     try:
-        out = backward(kw, dy.copy(), cache)
+        out = backward(kw, dy.copy(), build(*args))
     except Exception:  # the learner's code, on a cache it does not expect
         return False
     out = dict(zip(grads, out)) if isinstance(out, (tuple, list)) else {}
@@ -80,7 +87,7 @@ def swapped_items(backward, caches, cases, refs, grads):
     ``refs`` {grad: [per draw]} on every draw (within CORRECT), or None."""
     with np.errstate(all="ignore"):
         for text, order, items in orders(caches[0]):
-            if all(_right(backward, reordered(caches[n], order), cases[n], {g: refs[g][n] for g in grads}, grads)
+            if all(_right(backward, reordered, (caches[n], order), cases[n], {g: refs[g][n] for g in grads}, grads)
                    for n in range(len(cases))):
                 return text, items
     return None
@@ -93,8 +100,12 @@ def one_item_misused(backward, caches, cases, refs, grads, items) -> bool:
         return False
     with np.errstate(all="ignore"):
         for src, dst in (items, items[::-1]):
-            copied = [type(c)(c[src] if k == dst else v for k, v in enumerate(c)) for c in caches]
-            if all(_right(backward, copied[n], cases[n], {g: refs[g][n] for g in grads}, grads)
+            if all(_right(backward, _copied, (caches[n], src, dst), cases[n], {g: refs[g][n] for g in grads}, grads)
                    for n in range(len(cases))):
                 return True
     return False
+
+
+def _copied(cache, src, dst):
+    """``cache`` with item ``src`` in place of item ``dst`` as well."""
+    return rebuilt(cache, [cache[src] if k == dst else v for k, v in enumerate(cache)])

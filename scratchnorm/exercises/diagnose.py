@@ -1,14 +1,15 @@
 r"""The check: run the learner's functions in their contract, compare with the reference, and name a mistake
-only if a mutant reproduces it (judge.py).
+only if a mutant reproduces it, or the learner's own numbers show it (the right numbers in other places, a dx
+that does not move with dout, its terms off by a factor: judge.py, dout_probe.py, terms.py).
 
 Inputs. Several random float64 draws of every shape of the exercise (batch axes included; the cache
 contract's shapes only, contract.py), a random upstream gradient dy, eps = 0.05, weights away from 1 with
 both signs, groups with moderate means and scales from 0.4 to 2.5, and, for BatchNorm's cache contract,
 running averages far from the batch's statistics, so that every mistake of the catalogue moves a result far
 above round-off (a missing rstd, say, needs rstd far from 1; a missing eps, eps far from 1e-5). Inputs with
-a large mean (1e5 and 1e6 times the spread) probe the forward only: ``one_pass_variance`` is recognized by
+a large mean (1e4 to 1e7 times the spread) probe the forward only: ``one_pass_variance`` is recognized by
 its signature, right at moderate means, wrong at a large mean, with an error that grows like the mean
-squared (x10 in the mean, x100 in the error), where a float32 computation's grows like the mean.
+squared (a slope of 2 on a log-log plot), where a float32 computation's grows like the mean.
 
 A function that raises is reported with the line of the learner's code; the other function is checked
 all the same when its contract allows: scratchnorm's backward recomputes what it needs, the cache
@@ -26,11 +27,11 @@ from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
 from .fixes import COMMON, advise, read
 from .contract import ContractError, Library
 from .intermediates import STEP, first_divergence, forward_slip_at, reference_steps, traced
-from .judge import CORRECT, ZERO, judge, rel_err
+from .judge import CORRECT, ZERO, judge, rel_err, reproduces
 from .location import described, shown
 from .mutants import TERMS, backward, forward, partial_sums
 from .report import Report, Result
-from .slips import mutants, through_forms
+from .slips import THROUGH, mutants, through_forms
 from .terms import describe, named
 
 EPS, DRAWS = 0.05, 3
@@ -276,6 +277,7 @@ def _check_backward(report, ex, contract, cases, caches):
             continue
         judge(report, g, [np.asarray(v) for v in got[g]], refs[g], variants[g], partials[g],
               groups if g == "x" else None, wholes[g] if g in wholes else None)
+        _every_form(report.results[g], [np.asarray(v) for v in got[g]], refs[g], variants[g])
     kws = [kw for kw, _ in cases]
     own_diagonal = _probe_dout(report, ex, contract, cases, caches, got["x"])
     _by_terms(report, ex, cases, got["x"])
@@ -313,6 +315,17 @@ def _check_backward(report, ex, contract, cases, caches):
             r.code, r.parts, r.trail = "cache_unpacked_in_another_order", [], ""
             r.detail = f"{order}: read in the forward's order, your backward is right"
 
+
+
+def _every_form(r, got, refs, variants):
+    """A forward's slip seen through the learner's backward (slips.through_forms) is said with every backward form
+    that gives their numbers: the first in the catalogue's order need not be the one they wrote."""
+    if THROUGH not in r.detail:
+        return
+    head = r.detail[:r.detail.index(THROUGH) + len(THROUGH)]
+    forms = [d[len(head):] for (code, d), (_, outs) in variants.items() if code == r.code and d.startswith(head)
+             and len(outs) == len(got) and all(reproduces(g, o, ref) for g, o, ref in zip(got, outs, refs))]
+    r.detail = head + " or ".join(forms)
 
 
 def _probe_dout(report, ex, contract, cases, caches, got_x):
@@ -363,7 +376,8 @@ def _point_at_the_line(report, ex, contract, case, cache):
     record, out = {}, []
     bindings = traced(lambda: out.append(contract.backward(kw, dy.copy(), cache)), record)
     dx = as_grads(out[0], ex).get("x") if out else None
-    if x.code == "unrecognized" and ZERO in x.detail and dxhat_is_weight(bindings, kw["weight"], STEP):
+    if x.code == "unrecognized" and ZERO in x.detail and ex.name == "batchnorm" and \
+            dxhat_is_weight(bindings, kw["weight"], STEP):
         x.code, x.detail = "dout_missing", ("from dx: dxhat = gamma, not dout * gamma, and with g = gamma "
                                             "BatchNorm's dx is zero (each channel's g is one constant, which the "
                                             "mean term takes away)")

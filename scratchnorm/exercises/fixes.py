@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .intermediates import STEP, same_numbers
+from .intermediates import STEP
+from .judge import same_numbers
 from .location import shown
 
 

@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-from .judge import CORRECT, rel_err
+from .judge import CORRECT, rel_err, same_numbers
 from .location import shown, theirs
 from .mutants import statistics
 
@@ -110,18 +110,18 @@ def forward_slip_at(record, x, eps, right, slip):
     def held(layout, knobs):
         xv, _, xm, _, _, rstd, x_hat, s = statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
         return [xv - xm, xm, s * s, s, 1.0 / rstd, rstd, x_hat]
+    def holds(value, v):                            # the same numbers, or a statistic that broadcasts to them
+        if same_numbers(value, v):
+            return True
+        try:
+            return np.size(value) < np.size(v) and same_numbers(np.broadcast_to(value, np.shape(v)), v)
+        except ValueError:                          # it does not broadcast: another statistic
+            return False
     ours, theirs_ = held(*right), held(*slip)
     for name, file, line, value in record.get("timeline", []):
-        if any(same_numbers(value, v) for v in theirs_) and not any(same_numbers(value, v) for v in ours):
+        if any(holds(value, v) for v in theirs_) and not any(holds(value, v) for v in ours):
             return name, file, line
     return None
-
-
-def same_numbers(a, b) -> bool:
-    """``a`` and ``b`` hold the same numbers (within CORRECT), whatever their shapes: as laid out, or sorted (a
-    transposed or reshaped copy)."""
-    a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
-    return a.size == b.size and (rel_err(a, b)[0] <= CORRECT or rel_err(np.sort(a), np.sort(b))[0] <= CORRECT)
 
 
 def holds_dx(record, dx, after):

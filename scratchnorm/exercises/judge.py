@@ -4,9 +4,10 @@ about it all the same.
 Right means within ``CORRECT`` (relative, as in gradcheck: against a thousandth of the largest element for
 small ones) of the reference on every draw; a note says so when the result is further than ``EXACT``. A
 wrong result gets a code when one mutant of the catalogue (mutants.py) reproduces it within ``SAME`` on
-every draw, and ``unrecognized`` otherwise. Before the values, the shape: a shape that differs but holds
-the right values once squeezed (keepdims, a (1, D) row) is said to; NaN and Inf are counted, not turned
-into percentages. For an unrecognized dx, the report says whether it is the right answer times one
+every draw; ``values_misplaced`` when it is the right array laid out in other places (``misplaced``: an
+axis order read back with a reshape); and ``unrecognized`` otherwise. Before the values, the shape: a shape
+that differs but holds the right values once squeezed (keepdims, a (1, D) row) is said to; NaN and Inf are
+counted, not turned into percentages. For an unrecognized dx, the report says whether it is the right answer times one
 constant per normalized group (or per channel), and else how its error splits along 1, along x_hat and the
 rest.
 """
@@ -141,7 +142,8 @@ def _summed_over(got, wholes):
 def misplaced(got, refs, label) -> str:
     """How ``got`` holds the right numbers in other places, on every draw: the right array with its axes in
     another order read back in its own shape (a reshape where a transpose belongs), or read in that order and
-    transposed back (a reshape where the transpose's inverse belongs); "" when it does not."""
+    transposed back (a reshape where the transpose's inverse belongs), the same way on every draw of the first
+    draw's number of axes; else the right numbers, sorted, on every draw; "" when neither."""
     def ways(g, r):                                 # {(how, axes)} that lay r out as g
         shape, n = np.shape(r), np.ndim(r)
         found = set()
@@ -153,26 +155,27 @@ def misplaced(got, refs, label) -> str:
                 if rel_err(g, np.reshape(r, moved).transpose(tuple(int(i) for i in np.argsort(p))))[0] <= SAME:
                     found.add(("reshaped", p))
         return found
-    common = None
-    for g, r in zip(got, refs):
-        if np.shape(g) != np.shape(r):
-            return ""
-        w = ways(g, r)
-        if not w:
-            break
-        common = w if common is None or np.ndim(r) != np.ndim(refs[0]) else common & w
-    else:
-        if common:
-            how, p = min(common)
-            shape = np.shape(refs[0])
-            moved = tuple(shape[i] for i in p)
-            said = (f"the right {label} transposed to axes {p} and reshaped back to {shape}" if how == "transposed" else
-                    f"the right {label} reshaped to {moved} and transposed by {tuple(int(i) for i in np.argsort(p))}")
-            return said + " (first draw): the right numbers in other places"
-    if all(np.shape(g) == np.shape(r) and rel_err(np.sort(np.ravel(g)), np.sort(np.ravel(r)))[0] <= SAME
-           for g, r in zip(got, refs)):
+    if any(np.shape(g) != np.shape(r) for g, r in zip(got, refs)):
+        return ""
+    each = [ways(g, r) for g, r in zip(got, refs)]
+    common = set.intersection(*[w for w, r in zip(each, refs) if np.ndim(r) == np.ndim(refs[0])])
+    if common and all(each):
+        how, p = min(common)
+        shape = np.shape(refs[0])
+        said = (f"the right {label} transposed to axes {p} and reshaped back to {shape}" if how == "transposed" else
+                f"the right {label} reshaped to {tuple(shape[i] for i in p)} and transposed by "
+                f"{tuple(int(i) for i in np.argsort(p))}")
+        return said + " (first draw): the right numbers in other places"
+    if all(same_numbers(g, r, SAME) for g, r in zip(got, refs)):
         return f"your {label} holds the right numbers on every draw, in other places"
     return ""
+
+
+def same_numbers(a, b, tol=CORRECT) -> bool:
+    """``a`` and ``b`` hold the same numbers (within ``tol``), whatever their shapes: as laid out, or sorted (a
+    transposed or reshaped copy)."""
+    a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
+    return a.size == b.size and (rel_err(a, b)[0] <= tol or rel_err(np.sort(a), np.sort(b))[0] <= tol)
 
 
 def worst_element(label, got, ref, where, draw) -> str:

@@ -28,6 +28,13 @@ FORMS = {"staged": ("as a staged graph computes it, dmu = -sum(dx1)", ("proj", "
          "closed": ("x_hat inside the x_hat term's sum, as the closed form rstd / n * (n dxhat - sum(dxhat) - x_hat * "
                     "sum(dxhat * x_hat)) computes it", ("proj", "backward"))}
 
+# a forward's slip seen through the learner's backward (through_forms): the words before the form, which the
+# report lists with every other form that gives the same numbers (diagnose.py: several often do)
+THROUGH = "your backward is right in itself, on this forward's statistics (fixing the forward fixes it), written as "
+FORM_NAMES = {"staged": "the staged graph (dmu = -sum(dx1))", "middle": "dvar, then dmean = sum(-dxhat * rstd) + "
+              "dvar * mean(-2 * xmu), then dx", "closed": "the closed form rstd / n * (n dxhat - sum(dxhat) - "
+              "x_hat * sum(dxhat * x_hat))"}
+
 
 def listed(items) -> str:
     """"a", "a and b", "a, b and c"."""
@@ -187,8 +194,7 @@ def through_forms(slips, named) -> list[Mutant]:
     on right statistics only, so a staged backward on a forward whose mean is per column gives another dx than
     a closed form on it."""
     return [m._replace(knobs=m.knobs.with_(form=form), where="b",
-                       detail=(f"{m.detail}; " if m.detail else "") + f"your backward ({FORMS[form][0]}) is right "
-                       "in itself, on this forward's statistics: fixing the forward fixes it")
+                       detail=(f"{m.detail}; " if m.detail else "") + THROUGH + FORM_NAMES[form])
             for m in slips if (m.code, m.detail) in named and "f" in m.where and m.knobs.center and not m.knobs.form
             for form in FORMS]
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from .mutants import statistics
-from .intermediates import holds_dx, same_numbers
+from .intermediates import holds_dx
+from .judge import same_numbers
 from .location import shown
 
 NAMES = ("the direct term rstd * g", "the mean term -rstd * mean(g)", "the x_hat term -rstd * x_hat * mean(g * x_hat)")

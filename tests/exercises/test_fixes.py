@@ -92,3 +92,13 @@ def test_every_section_referred_to_is_a_heading_of_its_lesson(code):
         s = section(code, name)
         assert s.heading in headings(s.lesson), (code, name, s)
         assert str(s).startswith(f"lesson {s.lesson[:2]}, section \"{s.heading}\"")
+
+
+@pytest.mark.parametrize("name, axis", [("batchnorm", "axis=0"), ("layernorm", "axis=1, keepdims=True")])
+def test_a_forward_statistic_over_the_wrong_axis_is_fixed_at_its_own_line(name, axis):
+    """The fix names the line that takes the wrong mean, not a later one that only uses it (x - mean): the
+    learner's (N, 1) or (1, D) mean is compared as the statistic it broadcasts to (found by a review)."""
+    report = check(name, load(STUDENTS / "forward_mean_axis.py", name)[0])
+    advice = report.results["y"].advice["reduced_over_wrong_axis"]
+    at = f"`mean` (line {line_of('forward_mean_axis', 'mean = x.mean(')})"
+    assert f"in your forward, at {at}, take the mean with {axis}" in flat(advice[1]), str(report)

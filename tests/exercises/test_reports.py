@@ -3,6 +3,7 @@ where the code has it (forward or backward), the trail names the first line whos
 parameter gradient summed over the wrong axes is named for it."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -113,3 +114,43 @@ def test_what_was_found_is_said_once(file, name):
     r = report.results["x"]
     assert r.detail and any(r.detail in found for found, *_ in r.advice.values()), str(report)
     assert flat(report).count(" ".join(r.detail.split())) == 1, str(report)
+
+
+@pytest.mark.parametrize("name, code", [("layernorm", "missing_mean_term"),
+                                        ("batchnorm", "cache_unpacked_in_another_order")])
+def test_a_namedtuple_cache_is_searched_without_blaming_the_learner(name, code):
+    """The cache-order search rebuilds the learner's cache: a namedtuple must not make the checker's own rebuild
+    raise, and be reported as the learner's error (found by a review)."""
+    report = check(name, student("namedtuple_cache"))
+    assert report.diagnoses == [code] and not report.errors, str(report)
+
+
+def _forward_laid_out_reversed(name):
+    """A right forward in scratchnorm's contract (x of any number of axes) that returns y with its axes reversed
+    and read back in x's shape."""
+    def forward(x, weight, bias, eps):
+        over, shape = ((-1,), (-1,)) if name == "layernorm" else ((0, *range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2))
+        y = (x - x.mean(axis=over, keepdims=True)) / np.sqrt(x.var(axis=over, keepdims=True) + eps)
+        return (y * weight.reshape(shape) + bias.reshape(shape)).transpose().reshape(x.shape)
+    return forward
+
+
+@pytest.mark.parametrize("name", ["layernorm", "batchnorm"])
+def test_the_right_numbers_in_other_places_on_draws_of_several_shapes(name):
+    """values_misplaced over draws with different numbers of axes (2-D, 3-D and 4-D x): named, with an axis
+    order as long as the first draw's shape, and no error of the checker's own put on the learner (found by a
+    review)."""
+    report = check(name, {"forward": _forward_laid_out_reversed(name)})
+    assert report.diagnoses == ["values_misplaced"] and not report.errors, str(report)
+    said = re.search(r"axes \(([\d, ]+)\) and reshaped back to \(([\d, ]+)\)", report.results["y"].detail)
+    assert said and said.group(1).count(",") == said.group(2).count(","), report.results["y"].detail
+
+
+def test_a_forward_slip_seen_through_the_backward_names_the_form_the_learner_wrote():
+    """The learner's backward (dvar, then dmean with rstd inside its sum) is right on their forward's per-example
+    mean: the report lists every form that gives their numbers, theirs among them, not the first form alone
+    (found by a review: the staged form was named for a learner who wrote the middle one)."""
+    from scratchnorm.exercises.slips import FORM_NAMES, THROUGH
+    report = check("batchnorm", student("forward_mean_axis"))
+    detail = report.results["x"].detail
+    assert THROUGH in detail and FORM_NAMES["middle"] in detail, detail
