@@ -96,7 +96,8 @@ EXERCISES = {e.name: e for e in (
         {"forward": ("x", "weight", "bias", "eps"), "backward": ("dy", "x", "weight", "eps")},
         ("x", "weight", "bias"), BATCH, Knobs(),
         COMMON_CODES + CENTRED + ("one_pass_variance", "reduced_over_wrong_axis", "reduced_without_axis",
-                                  "running_stats_in_training", "dout_missing", "wrong_count"),
+                                  "running_stats_in_training", "dout_missing", "wrong_count",
+                                  "reshaped_without_transpose"),
         "x has shape (N, C) or (N, C, *positions). For each channel c, over the N examples and all positions:\n"
         + LN_FORWARD.replace("over the last axis (d features)", "over N and the positions, per channel"),
         "dL/dx, dL/dweight (C,) and dL/dbias (C,), given dy. The batch statistics depend on every example, "
@@ -248,6 +249,11 @@ MISTAKES = {
                          "axis=0) - x_hat * mean(dx_hat * x_hat, axis=0)) / std.",
     "mutates_dy": "The backward writes into its dy argument (e.g. g = dy; g *= weight): the caller's dy is "
                   "changed. Compute g = dy * weight instead.",
+    "reshaped_without_transpose": "x of shape (N, C, H, W) was flattened with reshape(-1, C) and no transpose: each "
+                                  "column of that view mixes channels and positions, so the statistics, gamma and "
+                                  "beta fall on the wrong elements. Move the channels last first, x.transpose(0, 2, "
+                                  "3, 1).reshape(-1, C), and turn the result back with reshape(N, H, W, "
+                                  "C).transpose(0, 3, 1, 2).",
     "values_misplaced": "The right numbers in the wrong places (see below how they are laid out): reshape keeps "
                         "the order of the elements and only regroups them, transpose moves the axes. An array "
                         "transposed with transpose(0, 2, 3, 1) goes back with transpose(0, 3, 1, 2), not with "

@@ -57,24 +57,30 @@ class Layout:
     groups: int = 1
     over: str = ""          # a mutant's statistics: "position" (GroupNorm per pixel: the group's channels
     #                         at each position), "leading" (LayerNorm per feature over the batch axes, as
-    #                         BatchNorm), "all" (one mean and variance for the whole array)
+    #                         BatchNorm), "flat" (BatchNorm per column of x.reshape(-1, C): no transpose
+    #                         first), "all" (one mean and variance for the whole array)
 
     def view(self, a, channels):
         """``a`` (x's shape) seen so that a statistic is a reduction over ``self.axes``."""
         if self.kind == "group":
             return a.reshape(a.shape[0], self.groups, channels // self.groups, *a.shape[2:])
+        if self.over == "flat":                     # (N, C, *) read as (N * prod(*), C) with no transpose
+            return a.reshape(-1, channels)
         return a
 
     def axes(self, ndim):
         """The axes of the view one statistic reduces over."""
         if self.over:
-            return {"position": (2,), "leading": tuple(range(ndim - 1))}.get(self.over, tuple(range(ndim)))
+            return {"position": (2,), "leading": tuple(range(ndim - 1)), "flat": (0,)}.get(self.over,
+                                                                                          tuple(range(ndim)))
         return {"row": (ndim - 1,), "batch": (0, *range(2, ndim)), "group": tuple(range(2, ndim))}[self.kind]
 
     def weight(self, w, view_shape, x_ndim):
         """weight (d,) or (C,) broadcast against the view."""
         if self.kind == "row":
             return w
+        if self.over == "flat":
+            return w.reshape(1, -1)
         if self.kind == "batch":
             return w.reshape((1, -1) + (1,) * (x_ndim - 2))
         return w.reshape((1, self.groups, -1) + (1,) * (len(view_shape) - 3))
@@ -104,6 +110,7 @@ class Knobs:
     #                                             "gmean" (the mean term's sum), "proj" (the x_hat term's sum)
     dweight_uses_x: bool = False    # dweight = sum dy * x
     dweight_of_xm: bool = False     # dweight = sum dy * (x - mu): x - mean in place of x_hat
+    dweight_of_one: bool = False    # dweight = sum dy: x_hat left out (dweight equals dbias)
     dy_in_dweight: bool = True      # False: dweight = sum x_hat, dy left out of it
     eps_sign: float = 1.0           # 0: no eps anywhere; -1: sqrt(var - eps)
     eps_value: float | None = None  # an eps of its own (hard-coded), not the one given
@@ -117,6 +124,7 @@ class Knobs:
     proj_rstd_inside: bool = False  # the x_hat term's sum taken of g * xm * rstd^3 (dvar's factor inside the sum)
     bwd_running: tuple | None = None  # (mean, var) per channel: the backward's statistics (its forward's are right)
     proj_undivided: bool = False    # the x_hat term's sum not divided by n
+    gmean_undivided: bool = False   # the mean term's sum not divided by n (dmean added to dx without / n)
     g_summed: str = ""              # g = dout * weight summed over the batch before use (BatchNorm): "flat" a (C,)
     #                                 vector, whose later sums over the batch run over the channels; "kept"
     #                                 (keepdims) a (1, C) row, which those sums leave as it is
@@ -252,6 +260,8 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     gmean_axes, n_gmean = _reduction(kn, "gmean", axes, xv.shape)
     if "gmean" in kn.n_other:
         n_gmean = n_other
+    if kn.gmean_undivided:
+        n_gmean = 1
     if kn.g_summed == "flat":                       # np.sum(G, axis=0) of a (C,) vector: over the channels
         gmean_axes = tuple(range(xv.ndim))
     r = dropped("rstd")
@@ -266,9 +276,13 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
         dx = dx / (rstd * rstd)
     by = layout.param_axes(x.ndim)
     times = x if kn.dweight_uses_x else xm.reshape(x.shape) if kn.dweight_of_xm else \
-        (xm * dropped("x_hat")).reshape(x.shape)
+        np.ones(x.shape) if kn.dweight_of_one else (xm * dropped("x_hat")).reshape(x.shape)
     if kn.bwd_running is not None:
         times = x_hat_forward.reshape(x.shape)
+    if layout.over == "flat":                       # the parameter gradients sum the view's columns, as its
+        dyv, times = layout.view(dy, channels), layout.view(times, channels)      # statistics do
+        return {"x": dx.reshape(x.shape), "weight": ((dyv if kn.dy_in_dweight else 1.0) * times).sum(axis=0),
+                "bias": dyv.sum(axis=0)}
     dweight = ((dy if kn.dy_in_dweight else 1.0) * times).sum(axis=by)
     return {"x": dx.reshape(x.shape), "weight": dweight, "bias": dy.sum(axis=by)}
 

@@ -117,8 +117,10 @@ def mutants(ex, kw) -> list[Mutant]:
         out += [Mutant("dout_missing", L, K_.with_(dy_in_dweight=False), "b",
                        "from dgamma: sum(x_hat), not sum(dout * x_hat)")]
     if "dweight_wrong_array" in c:
-        out.append(Mutant("dweight_wrong_array", L, K_.with_(dweight_of_xm=True), "b",
-                          "dgamma = sum(dout * (x - mean)): x - mean in place of x_hat"))
+        out += [Mutant("dweight_wrong_array", L, K_.with_(dweight_of_xm=True), "b",
+                       "dgamma = sum(dout * (x - mean)): x - mean in place of x_hat"),
+                Mutant("dweight_wrong_array", L, K_.with_(dweight_of_one=True), "b",
+                       "dgamma = sum(dout), the same as dbeta: x_hat left out of it")]
     if "weight_out_of_sum" in c:
         sums = {"gmean": "the mean term's sum", "proj": "the x_hat term's sum (dvar)"}
         for r in range(1, 3):
@@ -134,6 +136,8 @@ def mutants(ex, kw) -> list[Mutant]:
         d = kw["x"].shape[-1]
         out += [Mutant("prefix_ignored", L, K_.with_(mask_all=True), "b", "the term on all d features"),
                 Mutant("prefix_ignored", L, K_.with_(n_stat=d), "b", "its sum divided by d")]
+    if "reshaped_without_transpose" in c:          # the same as the right one for 2-D x: harmless there
+        out.append(Mutant("reshaped_without_transpose", Layout("batch", 1, "flat"), K_))
     if "groupnorm_per_position" in c:
         out.append(Mutant("groupnorm_per_position", Layout("group", L.groups, "position"), K_))
     if L.kind == "group":                           # G and C/G swapped (a loop over C // G); the same as the right
@@ -156,6 +160,8 @@ def mutants(ex, kw) -> list[Mutant]:
             Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"direct"})), "b", "gamma left out "
                    "of the direct term: dout * rstd where dout * gamma * rstd belongs"),
             Mutant("n_factor", L, K_.with_(proj_undivided=True), "b", "the x_hat term not divided by n"),
+            *[Mutant("n_factor", L, K_.with_(gmean_undivided=True), "b", "the mean term not divided by n: dmean "
+                     "added to dx where dmean / n belongs") for _ in range(K_.center)],
             Mutant("n_factor", L, K_.with_(var_undivided=True), "f", "the forward's variance not divided by n: "
                    "sum((x - mu)^2) where mean((x - mu)^2) belongs")]
     if K_.center:

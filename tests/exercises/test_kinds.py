@@ -41,6 +41,10 @@ KINDS = {
     "ln_backward_axis0_staged": ({"reduced_over_wrong_axis"}, ("layernorm",), BOTH),
     "dvar_of_x": ({"x_not_centred"}, ("batchnorm", "layernorm"), BOTH),
     "ln_over_the_batch": ({"reduced_over_wrong_axis"}, ("layernorm",), CACHE),
+    # from a second set of real learners: dgamma = sum(dout); dmean added to dx without / N
+    "dgamma_is_dbeta": ({"dweight_wrong_array"}, ("batchnorm", "layernorm"), BOTH),
+    "dmean_undivided": ({"n_factor"}, ("batchnorm", "layernorm"), BOTH),      # (terms.py named these before)
+    "groupnorm_whole_example_dmean": ({"reduced_over_wrong_axis", "n_factor"}, ("groupnorm",), CACHE),
     # the right numbers in other places: a reshape where the inverse transpose belongs
     "spatial_reshape_back": ({"values_misplaced"}, ("batchnorm",), CACHE),
     "spatial_reshape_forward": ({"values_misplaced"}, ("batchnorm",), CACHE),

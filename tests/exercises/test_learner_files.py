@@ -1,5 +1,5 @@
 """Each code of the catalogue recognised however the slip is written (issue 45, item 1): the generated learners of
-variants.py (staged, closed form and middle backwards; tuple caches in several orders and lengths, or a dict;
+learner_files.py (staged, closed form and middle backwards; tuple caches in several orders and lengths, or a dict;
 Python 2-era idioms, keepdims, np.var, LayerNorm by transposing), each with one slip at one site, are named with
 the slip's code and nothing else; and every style, cache and idiom written right is judged right (a style alone
 is no mistake)."""
@@ -14,10 +14,10 @@ from scratchnorm.exercises import check
 from scratchnorm.exercises.cli import load
 
 sys.path.insert(0, str(Path(__file__).parent))
-from variants import Variant, source, variants  # noqa: E402
+from learner_files import Variant, source, variants  # noqa: E402
 
 
-# variants the seeded rotation may not draw, found failing once by a run over every combination (variants.every())
+# variants the seeded rotation may not draw, found failing once by a run over every combination (learner_files.every())
 PINNED = [Variant("batchnorm", "staged", "tuple_long", "modern", "dweight_uses_x", "dgamma"),   # x read, xhat never:
           Variant("batchnorm", "staged", "tuple_long", "py2", "dweight_uses_x", "dgamma"),      # no cache swap
           Variant("layernorm", "closed", "tuple_long", "modern", "cache_unpacked_in_another_order", "gamma,ivar"),
@@ -74,7 +74,7 @@ def test_the_variants_cover_every_code_site_and_style_and_each_cache_and_idiom()
     """Every code of the two exercises is written, in every style at one site at least; each cache and idiom a few
     times; and the rotation is seeded, the same set every run."""
     from scratchnorm.exercises import EXERCISES
-    from variants import CACHES, IDIOMS, NOT_IN_STYLE, STYLES
+    from learner_files import CACHES, IDIOMS, NOT_IN_STYLE, STYLES
     codes = set(EXERCISES["layernorm"].codes) | set(EXERCISES["batchnorm"].codes)
     for code in codes:
         styles = {s for s in STYLES if (code, s) not in NOT_IN_STYLE}
