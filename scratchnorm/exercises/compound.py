@@ -29,8 +29,12 @@ BEAM = 12
 
 def merged(layout, knobs, slips):
     """(layout, knobs) of ``slips`` (Mutants) applied together to the computation (layout, knobs), or None
-    when two of them change the same knob or the same field of the layout (its groups, what it reduces over)."""
+    when two of them change the same knob or the same field of the layout (its groups, what it reduces over), or
+    when one changes the kind of statistic and another the layout as well."""
     changes, layout_changes = {}, {}
+    moved = [m.layout for m in slips if m.layout != layout]
+    if len(moved) > 1 and any(m.kind != layout.kind for m in moved):
+        return None                                 # another kind of statistic takes no second change of layout
     for m in slips:
         for f in fields(Layout):
             value = getattr(m.layout, f.name)
@@ -86,7 +90,12 @@ def _search(compute, bases, slips, got, applies, req):
 
     def on_draw(n, combo):
         made = merged(*bases[n], [slips[n][i] for i in combo])
-        return None if made is None else compute(n, *made)
+        if made is None:
+            return None
+        try:
+            return compute(n, *made)
+        except (ValueError, IndexError):            # slips whose shapes do not go together: no computation at all
+            return None
 
     def scored(combos):
         out = [(combo, on_draw(0, combo)) for combo in dict.fromkeys(combos)]

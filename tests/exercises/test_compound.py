@@ -76,3 +76,22 @@ def test_slips_that_change_the_same_knob_do_not_combine():
     assert len(layouts) == 2 and merged(gn.layout_for(gkw), gn.knobs_for(gkw), layouts) is None   # both the layout
     layout, knobs = merged(*base, [by_code["eps_missing"][0], by_code["missing_mean_term"][0]])
     assert knobs.eps_sign == 0.0 and knobs.c_mean == 0.0 and layout == base[0]
+
+
+def test_layouts_of_two_kinds_do_not_merge_and_a_failing_combination_is_no_match():
+    """A LayerNorm-per-example layout (kind "group") with BatchNorm's flattened columns ("flat") made a layout no
+    computation can run, and its error was reported as the learner's (found on real learners' code)."""
+    import numpy as np
+
+    from scratchnorm.exercises.compound import search
+    from scratchnorm.exercises.mutants import Knobs, Layout
+    from scratchnorm.exercises.slips import Mutant
+    base = Layout("batch")
+    pair = [Mutant("a", Layout("group", 1), Knobs()), Mutant("b", Layout("batch", 1, "flat"), Knobs())]
+    assert merged(base, Knobs(), pair) is None
+    assert merged(base, Knobs(), [pair[1], Mutant("c", base, Knobs(c_proj=0.0))]) is not None
+
+    def compute(n, layout, knobs):
+        raise ValueError("operands could not be broadcast together")
+    slips = [[Mutant("c", base, Knobs(c_proj=0.0)), Mutant("d", base, Knobs(c_mean=0.0))]]
+    assert search(compute, [(base, Knobs())], slips, {"x": [np.ones((2, 3))]}, lambda m: True) == {}
