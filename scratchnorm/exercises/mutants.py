@@ -155,19 +155,27 @@ def count(shape, axes) -> int:
     return int(np.prod([shape[a] for a in axes]))
 
 
+BOTH_SUMS = {"backward": ("gmean", "proj")}        # a ``wrong`` that names several of the reductions below
+
+
 def _reduction(kn: Knobs, which, axes, shape):
     """(axes, divisor) of one reduction: the right ones, or the mutant's wrong ones."""
-    if kn.wrong is None or kn.wrong[0] not in (which, "backward" if which in ("gmean", "proj") else which):
+    if kn.wrong is None or which not in (kn.wrong[0], *BOTH_SUMS.get(kn.wrong[0], ())):
         return axes, count(shape, axes)
     _, other, divisor = kn.wrong
     return other, count(shape, other if divisor == "wrong" else axes)
+
+
+def forward_eps(kn: Knobs, eps):
+    """The eps the forward adds under its root: the one given, or an eps of its own, or none, or subtracted."""
+    return kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value)
 
 
 def statistics(x, eps, layout: Layout, kn: Knobs, channels):
     """(view of x, axes, xm, mask of S, n_S, rstd, x_hat, sqrt(var)), in the view's shape."""
     xv = layout.view(x, channels)
     axes = layout.axes(xv.ndim)
-    eps = kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value)
+    eps = forward_eps(kn, eps)
     mask = np.ones(xv.shape[-1])
     if kn.k is not None:
         mask = (np.arange(xv.shape[-1]) < kn.k).astype(float)       # (d,) the prefix of S
@@ -212,7 +220,7 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
     if kn.bwd_running is not None:                  # the backward normalizes with the running averages
         mu, var = (layout.weight(v, xv.shape, x.ndim) for v in kn.bwd_running)
         s = np.sqrt(var)
-        xm, rstd = xv - mu, 1.0 / np.sqrt(var + kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value))
+        xm, rstd = xv - mu, 1.0 / np.sqrt(var + forward_eps(kn, eps))
         x_hat = (xv - mu) * rstd
     dyv = layout.view(dy, channels)
     w = np.ones(x.shape[-1] if layout.kind == "row" else channels) if weight is None else weight
@@ -270,7 +278,7 @@ def backward(dy, x, weight, eps, layout: Layout, kn: Knobs = Knobs()):
         rstd if "proj" in kn.no_rstd else 1.0)
     if kn.form:                                     # a learner's form sums over the exercise's own axes, whatever
         own = replace(layout, over="").axes(xv.ndim)    # the statistics it was given, and takes its own root of
-        root = 1.0 / np.sqrt(s * s + kn.eps_sign * (eps if kn.eps_value is None else kn.eps_value))   # the var
+        root = 1.0 / np.sqrt(s * s + forward_eps(kn, eps))                                          # the var
         dx = _in_form(kn, summed, g_at("direct"), xm, rstd, root, xv.shape, own)
     if kn.std_for_rstd:
         dx = dx / (rstd * rstd)

@@ -20,21 +20,18 @@ EPS_PLACES = {"rstd": "the 1/std of the direct and mean terms", "outer": "the rs
               "inner": "the x_hat (or 1/var) inside the x_hat term", "x_hat": "the x_hat of dweight"}
 TERM_NAMES = {"direct": "the direct term (dxhat * rstd)", "gmean": "the mean term's sum",
               "proj": "the x_hat term's sum"}
-# a backward's form -> how it writes the sums that only a reduction over other axes tells apart (Knobs.form): the
-# sums it writes in its own way ("closed"'s mean term and "middle"'s x_hat term are the reference's)
-FORMS = {"staged": ("as a staged graph computes it, dmu = -sum(dx1)", ("proj", "gmean", "backward")),
-         "middle": ("rstd inside the mean term's sum, as dvar, dmean = sum(-dxhat * rstd) + dvar * mean(-2 * xmu), "
-                    "dx compute it", ("gmean", "dmean_var", "backward")),
-         "closed": ("x_hat inside the x_hat term's sum, as the closed form rstd / n * (n dxhat - sum(dxhat) - x_hat * "
-                    "sum(dxhat * x_hat)) computes it", ("proj", "backward"))}
+# a backward's form -> (its words, the sums it writes in its own way: only a reduction over other axes or other
+# statistics tells the forms apart, Knobs.form; "closed"'s mean term and "middle"'s x_hat term are the reference's)
+FORMS = {"staged": ("the staged graph (dmu = -sum(dx1))", ("proj", "gmean", "backward")),
+         "middle": ("dvar, then dmean = sum(-dxhat * rstd) + dvar * mean(-2 * xmu), then dx",
+                    ("gmean", "dmean_var", "backward")),
+         "closed": ("the closed form rstd / n * (n dxhat - sum(dxhat) - x_hat * sum(dxhat * x_hat))",
+                    ("proj", "backward"))}
+WRITTEN_AS = "written as "                      # before a form's words, in a detail
 
 # a forward's slip seen through the learner's backward (through_forms): the words before the form, which the
 # report lists with every other form that gives the same numbers (diagnose.py: several often do)
-THROUGH = "your backward is right in itself, on this forward's statistics (fixing the forward fixes it), written as "
-FORM_NAMES = {"staged": "the staged graph (dmu = -sum(dx1))", "middle": "dvar, then dmean = sum(-dxhat * rstd) + "
-              "dvar * mean(-2 * xmu), then dx", "closed": "the closed form rstd / n * (n dxhat - sum(dxhat) - "
-              "x_hat * sum(dxhat * x_hat))"}
-
+THROUGH = "your backward is right in itself, on this forward's statistics (fixing the forward fixes it), " + WRITTEN_AS
 
 def listed(items) -> str:
     """"a", "a and b", "a, b and c"."""
@@ -129,7 +126,7 @@ def mutants(ex, kw) -> list[Mutant]:
                     for form in ("", "staged") if K_.center and "proj" in places else ("",):
                         out.append(Mutant("weight_out_of_sum", L, K_.with_(weight_out=frozenset(places), form=form),
                                           "b", "the weight pulled out of " + " and ".join(sums[p] for p in places)
-                                          + (f" ({FORMS[form][0]})" if form else "")))
+                                          + (f" ({WRITTEN_AS}{FORMS[form][0]})" if form else "")))
     if "spurious_mean_term" in c:
         out.append(Mutant("spurious_mean_term", L, K_.with_(c_mean=1.0), "b"))
     if "prefix_ignored" in c:
@@ -154,7 +151,7 @@ def mutants(ex, kw) -> list[Mutant]:
                 out.append(Mutant("running_stats_in_training", L, K_.with_(bwd_running=stats, form=form), "b",
                                   f"in the backward: its mean and variance are the running averages ({when} this "
                                   "batch's update), not the batch's the forward used" +
-                                  (f" ({FORMS[form][0]})" if form else "")))
+                                  (f" ({WRITTEN_AS}{FORMS[form][0]})" if form else "")))
     out += [Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"proj"})), "b", "gamma left out "
                    "of the x_hat term's sum: sum(dout * x_hat) where sum(dout * gamma * x_hat) belongs"),
             Mutant("weight_not_applied", L, K_.with_(weight_missing_in=frozenset({"direct"})), "b", "gamma left out "
@@ -184,8 +181,8 @@ def _counts_and_arrays(ex, L, K_):
     right, other = {"row": ("the features", "the batch"), "batch": ("the batch", "the channels"),
                     "group": ("the group", "the examples and groups")}[L.kind]
     out = []
-    for r in range(1, len(terms) + 1 if "wrong_count" in ex.codes else 1):
-        for places in combinations(terms, r):
+    for r in range(1, len(terms) + 1):
+        for places in combinations(terms, r) if "wrong_count" in ex.codes else ():
             out.append(Mutant("wrong_count", L, K_.with_(n_other=frozenset(places)), "b",
                               f"{listed(terms[p] for p in places)} divided by the count of {other}, not of {right}"))
     if "x_not_centred" in ex.codes:
@@ -200,7 +197,7 @@ def through_forms(slips, named) -> list[Mutant]:
     on right statistics only, so a staged backward on a forward whose mean is per column gives another dx than
     a closed form on it."""
     return [m._replace(knobs=m.knobs.with_(form=form), where="b",
-                       detail=(f"{m.detail}; " if m.detail else "") + THROUGH + FORM_NAMES[form])
+                       detail=(f"{m.detail}; " if m.detail else "") + THROUGH + FORMS[form][0])
             for m in slips if (m.code, m.detail) in named and "f" in m.where and m.knobs.center and not m.knobs.form
             for form in FORMS]
 
@@ -238,7 +235,7 @@ def _wrong_axes(ex, kw, L, K_):
                 for form in ([""] if which != "dmean_var" else []) + forms:
                     out.append(Mutant(code, L, K_.with_(wrong=(which, other, divisor), form=form), where,
                                       f"{what[which]} over {name}, not over {right}{n}"
-                                      + (f" ({FORMS[form][0]})" if form else "")))
+                                      + (f" ({WRITTEN_AS}{FORMS[form][0]})" if form else "")))
         if name == EVERY_AXIS:                      # dvar's factor (var + eps)^-1.5 written inside that sum
             out.append(Mutant(code, L, K_.with_(wrong=("proj", other, "right"), proj_rstd_inside=True), "b",
                               f"{what['proj']} over {name}, not over {right}, with (var + eps)^-1.5 inside the sum"))

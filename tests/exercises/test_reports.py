@@ -150,7 +150,7 @@ def test_a_forward_slip_seen_through_the_backward_names_the_form_the_learner_wro
     """The learner's backward (dvar, then dmean with rstd inside its sum) is right on their forward's per-example
     mean: the report lists every form that gives their numbers, theirs among them, not the first form alone
     (found by a review: the staged form was named for a learner who wrote the middle one)."""
-    from scratchnorm.exercises.slips import FORM_NAMES, THROUGH
+    from scratchnorm.exercises.slips import FORMS, THROUGH
     report = check("batchnorm", student("forward_mean_axis"))
     detail = report.results["x"].detail
-    assert THROUGH in detail and FORM_NAMES["middle"] in detail, detail
+    assert THROUGH in detail and FORMS["middle"][0] in detail, detail
