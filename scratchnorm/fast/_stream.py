@@ -7,7 +7,8 @@ sends a whole line straight to memory, with no read: 2 arrays' worth, as glibc's
 ``memcpy`` does for large copies. (NOTES.md: what it buys here.)
 
 When. Only when asked: the row-wise forwards take ``stream=True`` (``decide``),
-and by default (``stream=None``) write plainly. The kernels run serially by
+which runs this module's forward kernel (``FORWARD_STREAMED``) in place of
+layernorm.py's or rmsnorm.py's, and by default (``stream=None``) write plainly. The kernels run serially by
 default (_jit.py), and on one thread, measured quiet on this project's machine
 (NOTES.md, session 16), streaming did not pay where it was meant to: RMSNorm's
 forward 0.47-0.90x the plain stores' speed from 4096x1024 to 16384x4096 float32,
@@ -28,8 +29,9 @@ project's machine).
 How. numba has no non-temporal store, so two small numba *intrinsics* emit LLVM
 IR for one 64-byte line, tagged ``!nontemporal`` (``vmovntps`` on x86-64, a plain
 store where the target has none): ``affine_line`` computes
-y = ((x - hi) - lo) * rs * w + b on a line, in ``layernorm.affine_row``'s order (so the
-same bits), and ``store_line`` copies a line. A line store starts on a 64-byte
+y = ((x - hi) - lo) * rs * w + b on a line, in the order of LayerNorm's forward line
+(layernorm.py; ``partial_line`` here: so the same bits), and ``store_line`` copies
+a line. A line store starts on a 64-byte
 boundary: ``line_start`` gives the elements before it, written plainly, as are
 those after the last whole line (``affine_row_streamed``). The fused add builds
 each row of h in a small buffer that stays in L1 and copies it out with ``stream_row``.
@@ -47,7 +49,10 @@ import os
 from numba import config, njit, prange
 
 from .._checks import fail
-from ._jit import OPTIONS, jit_inline
+from ._jit import OPTIONS, jit_inline, serial_and_prange
+from .chunks import n_chunks
+from .float32 import bounded, row_fits, split_mean
+from .stats import layer_norm_row_stats, rms_row_stats, rstd_of_row
 
 LINE_BYTES = 64                   # one cache line: what a line store writes (LLVM splits it into
                                   # the widest stores the CPU has)
@@ -144,7 +149,7 @@ else:
     def affine_line(typingctx, x, w, b, y, j, hi, lo, rs):
         """y = ((x - hi) - lo) * rs * w + b on one cache line from element j, in the arrays' dtype
         (the scalars must have it too), y written with a non-temporal store (y + j on a 64-byte
-        boundary). The operations and their order are layernorm.affine_row's, so the bits are too."""
+        boundary). The operations and their order are partial_line's (LayerNorm's line), so the bits are too."""
         if not (_rows_of_one_dtype(x, w, b, y) and isinstance(j, types.Integer) and hi == lo == rs == x.dtype):
             return None
 
@@ -197,10 +202,10 @@ def decide(stream) -> bool:
 
 @jit_inline
 def affine_row_streamed(x, hi, lo, rstd, weight, bias, y):
-    """LayerNorm's forward line (layernorm.affine_row), y = ((x - hi) - lo) * rstd * weight + bias, with
-    y written by non-temporal stores a cache line at a time (``affine_line``); the elements before y's
-    first line boundary and after its last whole line by plain stores (``partial_line``). Same bits
-    (tests/fast/test_stream.py checks every offset against layernorm.affine_row)."""
+    """LayerNorm's forward line, y = ((x - hi) - lo) * rstd * weight + bias, with y written by
+    non-temporal stores a cache line at a time (``affine_line``); the elements before y's first line
+    boundary and after its last whole line by plain stores (``partial_line``). Same bits
+    (tests/fast/test_stream.py checks every offset against partial_line)."""
     m = x.shape[0]
     lanes = LINE_BYTES // y.itemsize
     head = line_start(y)
@@ -213,11 +218,40 @@ def affine_row_streamed(x, hi, lo, rstd, weight, bias, y):
 
 @jit_inline
 def partial_line(x, hi, lo, rstd, weight, bias, y):
-    """layernorm.affine_row's loop, for the elements of a streamed row outside its whole lines: it
-    cannot be imported from layernorm.py, which imports this module. (One loop over the elements
-    outside the lines instead of two slices made the streamed forward 1.3x slower.)"""
+    """LayerNorm's forward line with plain stores, y = ((x - hi) - lo) * rstd * weight + bias (layernorm.py
+    writes the same line in its kernel): for the elements of a streamed row outside its whole lines, and
+    for the rows the streamed forward computes in float64. (One loop over the elements outside the lines
+    instead of two slices made the streamed forward 1.3x slower.)"""
     for j in range(x.shape[0]):
         y[j] = ((x[j] - hi) - lo) * rstd * weight[j] + bias[j]
+
+
+def forward_streamed_kernel(x, weight, bias, eps, y, stats, center):
+    """LayerNorm's forward kernel (``center``: layernorm.py) or RMSNorm's (rmsnorm.py, with bias = -0.0),
+    y written with non-temporal stores, the same bits: x, y (N, d); weight, bias (d,) of x's dtype;
+    stats (3, N) float64. RMSNorm's line is LayerNorm's with hi = lo = 0 and a bias of -0.0:
+    ((x - 0) - 0) * rstd * weight + (-0.0) is x * rstd * weight, bit for bit. Rows in fixed chunks
+    (chunks.py), a fence ending each; a row the guard turns away is computed in float64 and written
+    plainly."""
+    N, d = x.shape
+    affine_fits = not center or bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)
+    chunks = n_chunks(N)
+    for c in prange(chunks):
+        for i in range(c * N // chunks, (c + 1) * N // chunks):
+            if center:
+                mean, var, rstd = layer_norm_row_stats(x, i, eps, stats)
+            else:
+                mean, (var, rstd) = 0.0, rms_row_stats(x, i, eps, stats)
+            hi, lo = split_mean(mean, x)
+            if affine_fits and row_fits(x, d, var, rstd, lo):
+                T = x.dtype.type
+                affine_row_streamed(x[i], hi, T(lo), T(rstd), weight, bias, y[i])
+            else:                                  # float64, rstd from the row scaled where var overflowed
+                partial_line(x[i], mean, 0.0, rstd_of_row(x, i, mean, eps, stats), weight, bias, y[i])
+        store_fence()                              # this chunk's streamed rows are visible
+
+
+FORWARD_STREAMED = serial_and_prange(forward_streamed_kernel)      # (serial, prange) kernels (_jit.py)
 
 
 @jit_inline

@@ -99,3 +99,15 @@ def row_fits(x, d, var, rstd, lo):
     within one rounding, and the deviation sqrt(d var), a bound of every |x - mean|, is under a
     quarter of its largest value, so that x - hi cannot overflow (var = 0 for RMSNorm)."""
     return fits(rstd, x) and fits(lo, x) and quarter_of_largest(np.sqrt(d * var), x)
+
+
+@jit_inline
+def dx_fits(x, d, var, rstd, lo, mean_g, mean_gx):
+    """May a row's dx run in x's dtype? The forward's guard (row_fits), and the backward's coefficients
+    mean(g) and mean(g x_hat) fit x's dtype within one rounding, with sqrt(d) |mean(g x_hat)|, a bound
+    of every |x_hat mean(g x_hat)|, under a quarter of its largest value (RMSNorm: var = lo = mean_g =
+    0). Every |g| is under a quarter of it too, and so |mean(g)|: the row sums took g four times over in
+    x's dtype (stats.row_sum_g), so that a larger g made them, and a coefficient, inf or NaN, which
+    ``fits`` refuses. g - mean(g) - x_hat mean(g x_hat) then stays under 3/4 of the largest value."""
+    return (row_fits(x, d, var, rstd, lo) and fits(mean_g, x) and fits(mean_gx, x)
+            and quarter_of_largest(np.sqrt(d) * abs(mean_gx), x))

@@ -128,13 +128,31 @@ def scaled_sum_sq_dev(x, c):
     return s, e
 
 
+INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # eps placements: positions in _checks.EPS_MODES
+
+
+@jit
+def huge_row_rstd(x, c, eps, mode):
+    """rstd of a row x (m,) whose mean of (x - c)^2 overflowed float64 (|x - c| beyond ~1e154), from the
+    row scaled by 2^-e (scaled_sum_sq_dev): eps_modes.rstd_of_huge_rows, which the kernels of
+    RMSNorm, LayerNorm, GroupNorm and the gated RMSNorm call for such a row (the rest keep their bits)."""
+    s, e = scaled_sum_sq_dev(x, c)
+    ms = s / x.shape[0]                                # ms 4^-e
+    if mode == INSIDE:
+        return math.ldexp(1.0 / np.sqrt(ms + math.ldexp(eps, -2 * e)), -e)
+    if mode == OUTSIDE:
+        return math.ldexp(1.0 / (np.sqrt(ms) + math.ldexp(eps, -e)), -e)
+    return math.ldexp(1.0 / np.sqrt(ms), -e)           # clamp: ms overflowed, so ms > eps
+
+
 # -- row sums: over row i of a 2-D array, all d columns ------------------------------------------
 # LayerNorm's and RMSNorm's kernels index the row, a[i, j], instead of passing the view a[i]: numba
 # counts a reference for every view it makes, and where the row's loop branches (the float32 guards)
 # it kept an atomic increment and decrement per view and row: RMSNorm's forward took 7.3-7.7 us
 # with views where it takes 6.0 indexed at 64x512, and 184 where it takes 165 at 1024x1024 (NOTES.md,
-# session 12). Each is the 1-D sum above it, read along row i, with the same bits
-# (tests/fast/test_row_sums.py).
+# session 12). row_sum_dev, row_sum_sq and row_sum_sq_dev are the 1-D sums above them, read along row
+# i, with the same bits; the backward's two take g as its elementwise loop does (below). Both are
+# checked in tests/fast/test_row_sums.py.
 
 @jit_sum
 def row_sum_dev(a, i, c):
@@ -165,30 +183,94 @@ def row_sum_sq_dev(a, i, c):
     return s
 
 
+# The backward's row sums take g = dy[i] w as the elementwise loop computes it, in x's dtype, and four
+# times over: g4 = dy * w * 4 (the factor 4 is exact). A |g| past a quarter of the dtype's largest value
+# makes g4 inf (two of opposite signs, NaN), and the sum with it, so the row's one guard
+# (float32.dx_fits) sees it without a second sum of g^2 (NOTES.md, session 18: that sum cost 7-13% of
+# the backward). The sum is scaled back by 1/4, exactly. With float64 x, g4 / 4 is the float64 product.
+
 @jit_sum
 def row_sum_gx(dy, x, w, i):
-    """sum_gx of row i: (sum of g_j x[i, j], sum of g_j^2), g = dy[i] w."""
-    sgx = 0.0
-    sgg = 0.0
+    """sum of g_j x[i, j], g = dy[i] w in x's dtype (RMSNorm's backward); inf or NaN when some
+    |g_j| is past a quarter of that dtype's largest value (above)."""
+    four = x.dtype.type(4.0)
+    s = 0.0
     for j in range(x.shape[1]):
-        g = np.float64(dy[i, j]) * np.float64(w[j])
-        sgx += g * np.float64(x[i, j])
-        sgg += g * g
-    return sgx, sgg
+        s += np.float64(dy[i, j] * w[j] * four) * np.float64(x[i, j])
+    return 0.25 * s
 
 
 @jit_sum
 def row_sum_g(dy, x, w, i, c):
-    """sum_g of row i: (sum of g_j, sum of g_j (x[i, j] - c), sum of g_j^2), g = dy[i] w."""
+    """(sum of g_j, sum of g_j (x[i, j] - c)), g = dy[i] w in x's dtype (LayerNorm's backward); inf
+    or NaN when some |g_j| is past a quarter of that dtype's largest value (above)."""
+    four = x.dtype.type(4.0)
     sg = 0.0
     sgx = 0.0
-    sgg = 0.0
     for j in range(x.shape[1]):
-        g = np.float64(dy[i, j]) * np.float64(w[j])
-        sg += g
-        sgx += g * (np.float64(x[i, j]) - c)
-        sgg += g * g
-    return sg, sgx, sgg
+        g4 = np.float64(dy[i, j] * w[j] * four)
+        sg += g4
+        sgx += g4 * (np.float64(x[i, j]) - c)
+    return 0.25 * sg, 0.25 * sgx
+
+
+# -- a row's statistics, for LayerNorm's and RMSNorm's kernels (plain and streamed) --------------
+@jit_sum
+def row_sum(a, i):
+    """sum of a[i, j]."""
+    s = 0.0
+    for j in range(a.shape[1]):
+        s += np.float64(a[i, j])
+    return s
+
+
+@jit_inline
+def row_mean(x, i):
+    """The mean of row i, float64. float32 x: sum(x) / d. A constant row's mean is then exact: its
+    partial sums are multiples of one float32 value, which float64's 53 bits hold exactly for
+    d < 2^29 in any order, and (d c) / d rounds to c. float64 x: x_0 + sum(x - x_0) / d, about the
+    row's first value, which makes a constant row's mean exact there (a plain sum may round)."""
+    d = x.shape[1]
+    if x.itemsize == 4:                            # (a constant: one branch is compiled)
+        return row_sum(x, i) / d
+    shift = np.float64(x[i, 0])
+    return shift + row_sum_dev(x, i, shift) / d
+
+
+@jit_inline
+def rms_row_stats(x, i, eps, stats):
+    """RMSNorm's statistics of row i into stats[:, i] = (0, ms, rstd), float64, and returned as (ms, rstd):
+    ms = sum(x^2) / d, rstd = 1 / sqrt(ms + eps). A row beyond float64's square (|x| > ~1e154) gets
+    ms = inf and rstd = 0, which the kernels' guard (float32.row_fits) sends to their float64 row, where
+    ``rstd_of_row`` takes rstd from the row scaled."""
+    ms = row_sum_sq(x, i) / x.shape[1]
+    rstd = 1.0 / np.sqrt(ms + eps)
+    stats[MEAN, i], stats[VAR, i], stats[RSTD, i] = 0.0, ms, rstd
+    return ms, rstd
+
+
+@jit_inline
+def layer_norm_row_stats(x, i, eps, stats):
+    """LayerNorm's statistics of row i into stats[:, i] = (mean, var, rstd), float64, and returned.
+    Two passes (row_mean, then sum((x - mean)^2) / d), never E[x^2] - E[x]^2. A row whose var overflows
+    float64 (|x - mean| > ~1e154) gets rstd = 0 here, and its rstd from the row scaled in the kernels'
+    float64 row (``rstd_of_row``)."""
+    mean = row_mean(x, i)
+    var = row_sum_sq_dev(x, i, mean) / x.shape[1]
+    rstd = 1.0 / np.sqrt(var + eps)
+    stats[MEAN, i], stats[VAR, i], stats[RSTD, i] = mean, var, rstd
+    return mean, var, rstd
+
+
+@jit
+def rstd_of_row(x, i, c, eps, stats):
+    """Row i's rstd, stats[RSTD, i]; where its mean square about c overflowed float64 (stats[VAR, i] = inf),
+    taken again from the row scaled (huge_row_rstd) and stored. For the kernels' float64 rows: a call,
+    outside the common row's path (a view of the row made there, or a call of this in an inlined helper,
+    cost the forward about 35 ns a row in reference counts: NOTES.md, session 18)."""
+    if stats[VAR, i] == np.inf:
+        stats[RSTD, i] = huge_row_rstd(x[i], c, eps, INSIDE)
+    return stats[RSTD, i]
 
 
 @jit_inline

@@ -60,7 +60,6 @@ run_by_size -> the kernel: tests/fast/test_chunks.py).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import prange
@@ -72,9 +71,8 @@ from ._jit import jit, jit_inline, run_by_size, serial_and_prange
 from ._stream import affine_row_streamed, decide, store_fence
 from .chunks import n_chunks
 from .float32 import bounded, fits
-from .stats import add_chunks, scaled_sum_sq_dev, sum_dev, sum_g, sum_gx, sum_of, sum_sq, sum_sq_dev
+from .stats import INSIDE, OUTSIDE, add_chunks, huge_row_rstd, sum_dev, sum_g, sum_gx, sum_of, sum_sq, sum_sq_dev
 
-INSIDE, OUTSIDE, CLAMP = 0, 1, 2   # positions in _checks.EPS_MODES
 _KIND = "rowwise"                  # the cache's tag (layernorm.py, rmsnorm.py hand such a cache here)
 
 
@@ -86,20 +84,6 @@ def rstd_from_ms(ms, eps, mode):
     if mode == OUTSIDE:
         return 1.0 / (np.sqrt(ms) + eps)
     return 1.0 / np.sqrt(eps if ms < eps else ms)      # np.maximum: a NaN ms stays NaN
-
-
-@jit
-def huge_row_rstd(x, c, eps, mode):
-    """rstd of a row x (m,) whose mean of (x - c)^2 overflowed float64 (|x - c| beyond ~1e154), from the
-    row scaled by 2^-e (stats.scaled_sum_sq_dev): eps_modes.rstd_of_huge_rows, which the kernels of
-    RMSNorm, LayerNorm, GroupNorm and the gated RMSNorm call for such a row (the rest keep their bits)."""
-    s, e = scaled_sum_sq_dev(x, c)
-    ms = s / x.shape[0]                                # ms 4^-e
-    if mode == INSIDE:
-        return math.ldexp(1.0 / np.sqrt(ms + math.ldexp(eps, -2 * e)), -e)
-    if mode == OUTSIDE:
-        return math.ldexp(1.0 / (np.sqrt(ms) + math.ldexp(eps, -e)), -e)
-    return math.ldexp(1.0 / np.sqrt(ms), -e)           # clamp: ms overflowed, so ms > eps
 
 
 @jit

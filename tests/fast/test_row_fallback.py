@@ -1,5 +1,5 @@
-"""LayerNorm's backward kernel runs each row in x's dtype when the float32 guards let it (layernorm.dx_row)
-and in float64 when they turn it away (layernorm.dx_row_float64). A row's bits are its own, whichever rows
+"""LayerNorm's backward kernel runs each row in x's dtype when the float32 guard lets it (float32.dx_fits)
+and in float64 when it turns it away (layernorm.dx_row_float64). A row's bits are its own, whichever rows
 share its chunk: the serial kernel with one chunk of all the rows against the same kernel with a chunk per
 row (every row alone, its dweight and dbias terms added in row order from zero), dx and the float64 dweight
 and dbias compared bit for bit. float32 and float64, rows the guards turn away beside rows they let through,
@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from scratchnorm import fast
 from scratchnorm.fast import layernorm as ln
-from scratchnorm.fast.stats import MEAN, RSTD, VAR
+from scratchnorm.fast.float32 import dx_fits, split_mean
+from scratchnorm.fast.stats import MEAN, RSTD, VAR, row_sum_g
+
+
+@njit
+def _dx_in_x_dtype(dy, x, w, s, i):
+    """The backward kernel's guard for row i (layernorm.layer_norm_backward_kernel): its dx in x's dtype?"""
+    d = x.shape[1]
+    sg, sgx = row_sum_g(dy, x, w, i, s[MEAN, i])
+    lo = split_mean(s[MEAN, i], x)[1]
+    return dx_fits(x, d, s[VAR, i], s[RSTD, i], lo, sg / d, sgx * s[RSTD, i] / d)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -27,14 +38,14 @@ def test_a_row_gives_its_own_bits_in_any_chunk(d, dtype):
     w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
     _, cache = fast.layer_norm_forward(x, w, b)
     s = cache["stats"]
-    in_x = [ln.row_coefficients(dy, x, w, s[MEAN], s[VAR], s[RSTD], i)[2] for i in range(N)]
+    in_x = [_dx_in_x_dtype(dy, x, w, s, i) for i in range(N)]
     fails = [] if dtype == np.float64 or d == 1 else [1, 4]
     assert [i for i in range(N) if not in_x[i]] == fails
 
     def backward(chunks):
-        dx, dwb = np.full_like(x, np.nan), np.full((2, d), np.nan)
-        ln.LAYER_NORM_BACKWARD[0](dy, x, w, s[MEAN], s[VAR], s[RSTD], dx, dwb, np.empty((chunks, 2, d)))
-        return dx, dwb
+        dx, parts = np.full_like(x, np.nan), np.full((chunks + 1, 2, d), np.nan)
+        ln.LAYER_NORM_BACKWARD[0](dy, x, w, s, dx, parts)
+        return dx, parts[chunks]
 
     (dx_one, dwb_one), (dx_alone, dwb_alone) = backward(1), backward(N)
     for i in range(N):

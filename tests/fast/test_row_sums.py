@@ -1,5 +1,6 @@
 """stats.row_sum_* (LayerNorm's and RMSNorm's kernels: row i of a 2-D array, indexed) give the bits of
-the 1-D sums they mirror (the variants', GroupNorm's and BatchNorm's kernels: a view of the row).
+the 1-D sums they mirror (the variants', GroupNorm's and BatchNorm's kernels: a view of the row); the
+backward's two, those of the 1-D sums of g = dy w as the kernels' loops compute it, in x's dtype.
 
 Both are compiled with ``fastmath={"reassoc"}``, so the order of their partial sums is whatever LLVM
 vectorizes each loop into; the kernels' bits, and the two backends' agreement, rest on the two giving
@@ -35,5 +36,23 @@ def test_row_sums_are_the_one_dimensional_sums_bit_for_bit(d, dtype):
         assert _same(stats.row_sum_dev(x, i, c), stats.sum_dev(x[i], c)), ("row_sum_dev", i)
         assert _same(stats.row_sum_sq(x, i), stats.sum_sq(x[i])), ("row_sum_sq", i)
         assert _same(stats.row_sum_sq_dev(x, i, c), stats.sum_sq_dev(x[i], c)), ("row_sum_sq_dev", i)
-        assert _same(stats.row_sum_gx(dy, x, w, i), stats.sum_gx(dy[i], x[i], w)), ("row_sum_gx", i)
-        assert _same(stats.row_sum_g(dy, x, w, i, c), stats.sum_g(dy[i], x[i], w, c)), ("row_sum_g", i)
+        g = dy[i] * w                                               # g as the backward's loop has it
+        ones = np.ones_like(w)
+        assert _same(stats.row_sum_gx(dy, x, w, i), stats.sum_gx(g, x[i], ones)[0]), ("row_sum_gx", i)
+        assert _same(stats.row_sum_g(dy, x, w, i, c), stats.sum_g(g, x[i], ones, c)[:2]), ("row_sum_g", i)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_backwards_row_sums_overflow_past_a_quarter_of_the_largest_g(dtype):
+    """g is summed four times over in x's dtype (stats.py), so that a |g| past a quarter of the largest value
+    makes the sums inf or NaN, which the row's guard (float32.dx_fits) refuses; a |g| just under it does not."""
+    top = np.finfo(dtype).max
+    x = np.ones((2, 8), dtype)
+    w = np.ones(8, dtype)
+    dy = np.zeros((2, 8), dtype)
+    dy[0, 3] = top / 4 * (1 + 4 * np.finfo(dtype).eps)       # past a quarter
+    dy[1, 3] = top / 4 * (1 - 4 * np.finfo(dtype).eps)       # under it
+    with np.errstate(over="ignore"):              # (NUMBA_DISABLE_JIT: NumPy's scalars warn on the overflow)
+        for i, finite in ((0, False), (1, True)):
+            assert np.isfinite(stats.row_sum_gx(dy, x, w, i)) == finite, i
+            assert np.isfinite(stats.row_sum_g(dy, x, w, i, 0.0)).all() == finite, i

@@ -5,7 +5,7 @@ row-wise variant is run with streaming forced on and forced off and must give
 identical bits, on rows that start on and off a cache-line boundary, with
 out= buffers at odd addresses (even one not aligned to its element size),
 in the serial and the prange kernels, and with rows that fall back to float64. The line helpers
-are checked against plain copies and layernorm.affine_row at every offset within a line.
+are checked against plain copies and LayerNorm's line with plain stores (partial_line) at every offset within a line.
 These tests also run under NUMBA_DISABLE_JIT (the helpers' Python versions).
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def _copy_and_fence(dst, src):
 
 @njit
 def _affine_both(x, w, b, y_plain, y_streamed, hi, lo, rs):
-    fast_layernorm.affine_row(x.reshape((1, x.shape[0])), 0, hi, lo, rs, w, b, y_plain.reshape((1, x.shape[0])))
+    _stream.partial_line(x, hi, lo, rs, w, b, y_plain)
     _stream.affine_row_streamed(x, hi, lo, rs, w, b, y_streamed)
     _stream.store_fence()
 
