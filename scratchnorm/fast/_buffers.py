@@ -91,7 +91,8 @@ def plain_rows(x, eps, weight, bias=None):
     """The door's first test: x as (rows, d) kernel rows when a call is the common case, else None.
 
     The common case: x a C-contiguous float32 or float64 ndarray with at least one axis and one element;
-    eps a float in [0, inf); weight and bias None or C-contiguous (d,) vectors of x's dtype. Every
+    eps a float in [0, inf); weight and bias None or C-contiguous (d,) float32 or float64 vectors (the
+    kernels round them to x's dtype: float32.narrowed). Every
     argument check would pass on such a call, and nothing needs converting, so the functions skip
     both; any other call takes the long way (the checks of _arguments.py, with their messages, then
     ``forward_rows`` and ``affine_vector``). The caller adds its own conditions (RMSNorm: no bias, ...)
@@ -102,10 +103,10 @@ def plain_rows(x, eps, weight, bias=None):
         return None
     d = x.shape[-1]
     for v in (weight, bias):            # (a loop, not all(): this runs on every call)
-        if v is not None and not (type(v) is np.ndarray and v.dtype is x.dtype and v.shape == (d,)
-                                  and v.flags.c_contiguous):
+        if v is not None and not (type(v) is np.ndarray and (v.dtype is FLOAT32 or v.dtype is FLOAT64)
+                                  and v.shape == (d,) and v.flags.c_contiguous):
             return None
-    return x.reshape(x.size // d, d)
+    return x if x.ndim == 2 else x.reshape(x.size // d, d)
 
 
 def plain_output(xk: np.ndarray, x: np.ndarray, out):
@@ -170,6 +171,16 @@ def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
         narrow = np.empty(d, FLOAT32)
         return narrow if _narrow_into(wide, narrow) else wide
     return param.astype(dtype).reshape(d)          # astype: half the time of ascontiguousarray
+
+
+def kernel_vector(param, d: int, identity: float) -> np.ndarray:
+    """A weight or bias as LayerNorm's and RMSNorm's kernels take it: a C-contiguous (d,) float32 or
+    float64 vector, never copied when it is one (the kernels round it to x's dtype once per call:
+    float32.narrowed); anything else through ``affine_vector`` (float64; None gives ``identity``)."""
+    if type(param) is np.ndarray and (param.dtype is FLOAT32 or param.dtype is FLOAT64) and param.ndim == 1 \
+            and param.flags.c_contiguous:
+        return param
+    return affine_vector(param, d, identity)
 
 
 def backward_rows(dy, cache, dx_out, made_by: str):

@@ -51,7 +51,7 @@ from numba import config, njit, prange
 from .._checks import fail
 from ._jit import OPTIONS, jit_inline, serial_and_prange
 from .chunks import n_chunks
-from .float32 import bounded, row_fits, split_mean
+from .float32 import bounded, narrowed, row_fits, split_mean
 from .stats import layer_norm_row_stats, rms_row_stats, rstd_of_row
 
 LINE_BYTES = 64                   # one cache line: what a line store writes (LLVM splits it into
@@ -228,13 +228,14 @@ def partial_line(x, hi, lo, rstd, weight, bias, y):
 
 def forward_streamed_kernel(x, weight, bias, eps, y, stats, center):
     """LayerNorm's forward kernel (``center``: layernorm.py) or RMSNorm's (rmsnorm.py, with bias = -0.0),
-    y written with non-temporal stores, the same bits: x, y (N, d); weight, bias (d,) of x's dtype;
+    y written with non-temporal stores, the same bits: x, y (N, d); weight, bias (d,) float32 or float64;
     stats (3, N) float64. RMSNorm's line is LayerNorm's with hi = lo = 0 and a bias of -0.0:
     ((x - 0) - 0) * rstd * weight + (-0.0) is x * rstd * weight, bit for bit. Rows in fixed chunks
-    (chunks.py), a fence ending each; a row the guard turns away is computed in float64 and written
-    plainly."""
+    (chunks.py), a fence ending each; a row the guard turns away is computed in float64 with the
+    parameters as given, and written plainly, as the plain kernels do."""
     N, d = x.shape
-    affine_fits = not center or bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)
+    (w, w_fits), (b, b_fits) = narrowed(weight, x), narrowed(bias, x)      # in x's dtype, once (float32.py)
+    affine_fits = w_fits and b_fits and (not center or bounded(w.reshape((1, d)), b.reshape((1, d)), d))
     chunks = n_chunks(N)
     for c in prange(chunks):
         for i in range(c * N // chunks, (c + 1) * N // chunks):
@@ -245,7 +246,7 @@ def forward_streamed_kernel(x, weight, bias, eps, y, stats, center):
             hi, lo = split_mean(mean, x)
             if affine_fits and row_fits(x, d, var, rstd, lo):
                 T = x.dtype.type
-                affine_row_streamed(x[i], hi, T(lo), T(rstd), weight, bias, y[i])
+                affine_row_streamed(x[i], hi, T(lo), T(rstd), w, b, y[i])
             else:                                  # float64, rstd from the row scaled where var overflowed
                 partial_line(x[i], mean, 0.0, rstd_of_row(x, i, mean, eps, stats), weight, bias, y[i])
         store_fence()                              # this chunk's streamed rows are visible

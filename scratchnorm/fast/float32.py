@@ -111,3 +111,20 @@ def dx_fits(x, d, var, rstd, lo, mean_g, mean_gx):
     ``fits`` refuses. g - mean(g) - x_hat mean(g x_hat) then stays under 3/4 of the largest value."""
     return (row_fits(x, d, var, rstd, lo) and fits(mean_g, x) and fits(mean_gx, x)
             and quarter_of_largest(np.sqrt(d) * abs(mean_gx), x))
+
+
+@jit_inline
+def narrowed(v, like):
+    """(v in like's dtype, whether every finite value of v is finite there): a new vector, made once per call
+    (LayerNorm's and RMSNorm's kernels take their weight and bias as float32 or float64, whatever x's
+    dtype). A value beyond the largest (a weight of 1e39 for float32 x) is written as 0 and reported; the
+    kernel then runs every row in float64, with v itself."""
+    out = np.empty(v.shape[0], like.dtype)
+    ok = True
+    for j in range(v.shape[0]):
+        if abs(v[j]) > largest(like) and abs(v[j]) < np.inf:   # (tested before the cast, which would warn
+            out[j] = 0.0                                       # without the JIT)
+            ok = False
+        else:
+            out[j] = v[j]
+    return out, ok

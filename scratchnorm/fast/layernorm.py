@@ -22,8 +22,10 @@ the common row's loop is the only one inlined: NOTES.md, session 12). A row whos
 variance overflows float64 (|x - mean| > ~1e154) is one of those: its rstd is
 taken from the row scaled (stats.rstd_of_row).
 
-Precision. For float32 x, the weight and bias are rounded to float32 once per
-call, and the elementwise loops run in float32 from the float64 row scalars
+Precision. For float32 x, the weight and bias (float32 or float64) are rounded to
+float32 once per call (float32.narrowed; a weight float32 cannot hold sends every
+row to float64 with the weight as given, as a row's guard sends one row), and
+the elementwise loops run in float32 from the float64 row scalars
 rounded once. The mean is split as mean = hi + lo, both float32, and x - mean
 computed as (x - hi) - lo: x - hi is exact when x is near hi (Sterbenz), so a
 large mean costs no precision. Counting roundings (u = 2^-24, to first order):
@@ -47,20 +49,22 @@ import numpy as np
 from numba import prange
 
 from .._arguments import layer_norm_args
-from .variants import INSIDE, LAYER_NORM, prepare_backward, prepare_forward
+from .variants import LAYER_NORM, prepare_backward
 from .variants import layer_norm_forward as general_forward
-from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
+from ._buffers import affine_grads, backward_rows, finish_rows, forward_rows, kernel_vector
+from ._buffers import plain_output, plain_rows
 from ._jit import jit, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import FORWARD_STREAMED, decide
-from .float32 import bounded, dx_fits, row_fits, split_mean
+from .float32 import bounded, dx_fits, narrowed, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, add_chunks, layer_norm_row_stats, row_sum_g, rstd_of_row, sum_g
 
 
 def layer_norm_forward_kernel(x, weight, bias, eps, y, stats):
-    """x, y: (N, d); weight, bias: (d,) of x's dtype; stats: (3, N) float64, kept for the backward."""
+    """x, y: (N, d); weight, bias: (d,) float32 or float64; stats: (3, N) float64, kept for the backward."""
     N, d = x.shape
-    affine_fits = bounded(weight.reshape((1, d)), bias.reshape((1, d)), d)    # x_hat w + b cannot overflow
+    (w, w_fits), (b, b_fits) = narrowed(weight, x), narrowed(bias, x)    # in x's dtype, once (float32.py)
+    affine_fits = w_fits and b_fits and bounded(w.reshape((1, d)), b.reshape((1, d)), d)  # x_hat w + b fits
     for i in prange(N):
         mean, var, rstd = layer_norm_row_stats(x, i, eps, stats)             # float64 (stats.py)
         hi, lo = split_mean(mean, x)
@@ -68,7 +72,7 @@ def layer_norm_forward_kernel(x, weight, bias, eps, y, stats):
             T = x.dtype.type
             lo_x, r = T(lo), T(rstd)                                          # in x's dtype
             for j in range(d):
-                y[i, j] = ((x[i, j] - hi) - lo_x) * r * weight[j] + bias[j]
+                y[i, j] = ((x[i, j] - hi) - lo_x) * r * w[j] + b[j]
         else:                                                                 # ... or in float64
             affine_row_float64(x, i, eps, weight, bias, y, stats)
 
@@ -84,25 +88,26 @@ def affine_row_float64(x, i, eps, weight, bias, y, stats):
 
 
 def layer_norm_backward_kernel(dy, x, weight, stats, dx, parts):
-    """dy, x, dx: (N, d); weight: (d,); stats: (3, N); parts: (chunks + 1, 2, d) float64. Row c < chunks
-    gets chunk c's dweight and dbias; the last row their total, added in chunk order (the same bits on
-    any thread count)."""
+    """dy, x, dx: (N, d); weight: (d,) float32 or float64; stats: (3, N); parts: (chunks + 1, 2, d) float64.
+    Row c < chunks gets chunk c's dweight and dbias; the last row their total, added in chunk order (the
+    same bits on any thread count)."""
     N, d = x.shape
     chunks = parts.shape[0] - 1
+    w, w_fits = narrowed(weight, x)                # the weight in x's dtype, once (float32.py)
     for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         part = parts[c]                            # (2, d): this chunk's dweight, dbias
         part[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             mean, rstd = stats[MEAN, i], stats[RSTD, i]
-            sg, sgx = row_sum_g(dy, x, weight, i, mean)
+            sg, sgx = row_sum_g(dy, x, w, i, mean)
             mean_g, mean_gx = sg / d, sgx * rstd / d                     # mean(g), mean(g * x_hat)
             hi, lo = split_mean(mean, x)
-            if dx_fits(x, d, stats[VAR, i], rstd, lo, mean_g, mean_gx):  # dx in x's dtype (float32.py) ...
+            if w_fits and dx_fits(x, d, stats[VAR, i], rstd, lo, mean_g, mean_gx):  # dx in x's dtype ...
                 T = x.dtype.type
                 lo_x, r, a, k = T(lo), T(rstd), T(mean_g), T(mean_gx)      # in x's dtype
                 for j in range(d):
                     x_hat = ((x[i, j] - hi) - lo_x) * r
-                    dx[i, j] = r * (dy[i, j] * weight[j] - a - x_hat * k)
+                    dx[i, j] = r * (dy[i, j] * w[j] - a - x_hat * k)
                     part[0, j] += np.float64(dy[i, j]) * np.float64(x_hat)
                     part[1, j] += np.float64(dy[i, j])
             else:                                                         # ... or in float64
@@ -143,13 +148,8 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
         xk, y, y_new = forward_rows(x, out, x.size // d)              # (N, d)
     else:
         d, y_new = xk.shape[1], out is None
-    w, b = affine_vector(weight, d, 1.0, xk.dtype), affine_vector(bias, d, -0.0, xk.dtype)
-    if not w.dtype == b.dtype == xk.dtype:                            # a weight float32 cannot hold (> 3.4e38):
-        run, finish = prepare_forward(x, weight, bias, out, LAYER_NORM, center=True, groups=1, k=d, eps=eps,
-                                      mode=INSIDE, stream=stream)
-        run_by_size(*run)                                             # the variants' kernel (variants.py)
-        return finish()
     stats = np.empty((3, xk.shape[0]))                                # (3, N): MEAN, VAR, RSTD
+    w, b = kernel_vector(weight, d, 1.0), kernel_vector(bias, d, -0.0)  # (d,) float32 or float64
     if decide(stream):
         run_by_size(FORWARD_STREAMED, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats, True)
     else:
@@ -170,7 +170,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     chunks = n_chunks(N)
     parts = np.empty((chunks + 1, 2, d))                             # per chunk, then the total
-    run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(cache["weight"], d, 1.0, xk.dtype),
+    run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, kernel_vector(cache["weight"], d, 1.0),
                 cache["stats"], dx, parts)
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     grads.update(affine_grads(parts[chunks], cache))

@@ -22,8 +22,10 @@ the common row's loop is the only one inlined: NOTES.md, session 12). A row
 beyond float64's square (|x| > ~1e154) is one of those: its rstd is taken from
 the row scaled (stats.rstd_of_row).
 
-Precision. Sums are float64. For float32 x, the weight is rounded to float32
-once per call, and the elementwise loops run in float32 from the float64 row
+Precision. Sums are float64. For float32 x, the weight (float32 or float64) is
+rounded to float32 once per call (float32.narrowed: a weight float32 cannot hold,
+|w| > 3.4e38, sends every row to float64 with the weight as given; so does a
+row's guard, one row), and the elementwise loops run in float32 from the float64 row
 scalars rounded once. Counting roundings (u = 2^-24, to first order):
 y = x * rstd * weight passes through 4 (rstd, x * rstd, the weight, * weight),
 so |y - y_exact| <= 4u |y_exact|; in dx = rstd * (g - x_hat * mean_gx), the g
@@ -41,8 +43,8 @@ tests/fast/test_kernels.py checks these bounds element by element against the
 float64 reference.
 
 The other RMSNorms (eps outside or clamped, pRMSNorm's k, a bias, a learnable
-eps, GroupRMSNorm) and a float64 weight that float32 cannot hold run the
-variants' kernels (variants.py); stream=True runs _stream.py's forward.
+eps, GroupRMSNorm) run the variants' kernels (variants.py); stream=True runs
+_stream.py's forward.
 """
 from __future__ import annotations
 
@@ -53,23 +55,24 @@ from .._arguments import rms_norm_args
 from .._checks import EPS_MODES
 from .variants import RMS_NORM, prepare_backward, prepare_forward
 from .variants import rms_norm_forward as general_forward
-from ._buffers import affine_vector, backward_rows, finish_rows, forward_rows, plain_output, plain_rows
+from ._buffers import backward_rows, finish_rows, forward_rows, kernel_vector, plain_output, plain_rows
 from ._jit import jit, run_by_size, serial_and_prange
 from .chunks import n_chunks
 from ._stream import FORWARD_STREAMED, decide
-from .float32 import dx_fits, row_fits
+from .float32 import dx_fits, narrowed, row_fits
 from .stats import RSTD, add_chunks, rms_row_stats, row_sum_gx, rstd_of_row, sum_gx
 
 
 def rms_norm_forward_kernel(x, weight, eps, y, stats):
-    """x, y: (N, d); weight: (d,) of x's dtype; stats: (3, N) float64, kept for the backward."""
+    """x, y: (N, d); weight: (d,) float32 or float64; stats: (3, N) float64, kept for the backward."""
     N, d = x.shape
+    w, w_fits = narrowed(weight, x)                  # the weight in x's dtype, once (float32.py)
     for i in prange(N):
         ms, rstd = rms_row_stats(x, i, eps, stats)   # float64 (stats.py)
-        if row_fits(x, d, ms, rstd, 0.0):            # y in x's dtype (float32.py) ...
+        if w_fits and row_fits(x, d, ms, rstd, 0.0):  # y in x's dtype (float32.py) ...
             r = x.dtype.type(rstd)
             for j in range(d):
-                y[i, j] = x[i, j] * r * weight[j]
+                y[i, j] = x[i, j] * r * w[j]
         else:                                        # ... or in float64
             scale_row_float64(x, i, eps, weight, y, stats)
 
@@ -83,27 +86,28 @@ def scale_row_float64(x, i, eps, weight, y, stats):
 
 
 def rms_norm_backward_kernel(dy, x, weight, stats, dx, parts):
-    """dy, x, dx: (N, d); weight: (d,); stats: (3, N); parts: (chunks + 1, d + 1) float64. Row c < chunks
-    gets chunk c's sums, dweight (its first d columns) and d loss / d eps (its last); the last row, their
-    total, added in chunk order (the same bits on any thread count)."""
+    """dy, x, dx: (N, d); weight: (d,) float32 or float64; stats: (3, N); parts: (chunks + 1, d + 1) float64.
+    Row c < chunks gets chunk c's sums, dweight (its first d columns) and d loss / d eps (its last); the last
+    row, their total, added in chunk order (the same bits on any thread count)."""
     N, d = x.shape
     chunks = parts.shape[0] - 1
+    w, w_fits = narrowed(weight, x)                  # the weight in x's dtype, once (float32.py)
     for c in prange(chunks):                         # fixed chunks of rows (chunks.py)
         part = parts[c]                              # (d + 1,): this chunk's dweight, d loss / d eps
         part[:] = 0.0
         for i in range(c * N // chunks, (c + 1) * N // chunks):
             rstd = stats[RSTD, i]
-            mean_gx = rstd * row_sum_gx(dy, x, weight, i) / d        # mean(g * x_hat)
-            if dx_fits(x, d, 0.0, rstd, 0.0, 0.0, mean_gx):           # dx in x's dtype (float32.py) ...
+            mean_gx = rstd * row_sum_gx(dy, x, w, i) / d              # mean(g * x_hat)
+            if w_fits and dx_fits(x, d, 0.0, rstd, 0.0, 0.0, mean_gx):  # dx in x's dtype (float32.py) ...
                 T = x.dtype.type
                 r, k = T(rstd), T(mean_gx)
                 for j in range(d):
                     x_hat = x[i, j] * r
-                    dx[i, j] = r * (dy[i, j] * weight[j] - x_hat * k)
+                    dx[i, j] = r * (dy[i, j] * w[j] - x_hat * k)
                     part[j] += np.float64(dy[i, j]) * np.float64(x_hat)
-            else:                                                     # ... or in float64
+            else:                                                       # ... or in float64
                 mean_gx = dx_row_float64(dy, x, i, weight, rstd, dx, part)
-            part[d] += -0.5 * d * mean_gx * rstd * rstd               # d loss / d eps
+            part[d] += -0.5 * d * mean_gx * rstd * rstd                 # d loss / d eps
     add_chunks(parts[:chunks], parts[chunks])
 
 
@@ -137,15 +141,13 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
         if x.size == 0 or not (eps_mode == "inside" and k == d and bias is None):
             return _variants_forward(x, weight, bias, eps, eps_mode, k, out, stream)
         xk, y, y_new = forward_rows(x, out, x.size // d)            # (N, d)
-        w = affine_vector(weight, d, 1.0, xk.dtype)
-        if w.dtype != xk.dtype:                                      # a weight float32 cannot hold (> 3.4e38)
-            return _variants_forward(x, weight, bias, eps, eps_mode, k, out, stream)
     else:
-        y_new, w = out is None, affine_vector(weight, xk.shape[1], 1.0, xk.dtype)
+        d, y_new = xk.shape[1], out is None
+    w = kernel_vector(weight, d, 1.0)                                # (d,) float32 or float64
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN (0), VAR (ms), RSTD
     if decide(stream):
-        run_by_size(FORWARD_STREAMED, xk.size, n_chunks(xk.shape[0]), xk, w, affine_vector(None, xk.shape[1], -0.0,
-                    xk.dtype), eps, y, stats, False)
+        run_by_size(FORWARD_STREAMED, xk.size, n_chunks(xk.shape[0]), xk, w, kernel_vector(None, d, -0.0), eps, y,
+                    stats, False)
     else:
         run_by_size(RMS_NORM_FORWARD, xk.size, xk.shape[0], xk, w, eps, y, stats)
     cache = {"made_by": RMS_NORM, "fast": "rmsnorm", "x": xk, "stats": stats,
@@ -154,7 +156,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
 
 
 def _variants_forward(x, weight, bias, eps, eps_mode, k, out, stream):
-    """The RMSNorms of other knobs, an empty x, and a weight x's dtype cannot hold: variants.py."""
+    """The RMSNorms of other knobs, and an empty x: variants.py."""
     if x.size == 0:
         return general_forward(x, weight, bias, eps=eps, eps_mode=eps_mode, k=k, out=out, stream=stream)
     run, finish = prepare_forward(x, weight, bias, out, RMS_NORM, center=False, groups=1, k=k, eps=eps,
@@ -175,8 +177,8 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     weight = cache["weight"]
     chunks = n_chunks(N)
     parts = np.empty((chunks + 1, d + 1))                            # per chunk, then the total
-    run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, affine_vector(weight, d, 1.0, xk.dtype),
-                cache["stats"], dx, parts)
+    run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, kernel_vector(weight, d, 1.0), cache["stats"], dx,
+                parts)
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
         grads["weight"] = parts[chunks, :d].astype(weight.dtype)

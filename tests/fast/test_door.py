@@ -106,7 +106,7 @@ def _view(x):
     lambda x, w, b: (x[0, 0], 1e-5, None, None),              # 0-d
     lambda x, w, b: (x[:0], 1e-5, w, None),                   # no rows
     lambda x, w, b: (x.tolist(), 1e-5, None, None),           # not an ndarray
-    lambda x, w, b: (x, 1e-5, w.astype(np.float64), None),    # a weight of another dtype
+    lambda x, w, b: (x, 1e-5, w.astype(np.float16), None),    # a weight of a dtype the kernels do not take
     lambda x, w, b: (x, 1e-5, w[:-1], None),                  # a weight of another length
     lambda x, w, b: (x, 1e-5, w.tolist(), None),              # a weight that is a list
     lambda x, w, b: (x, 1e-5, w, b[::-1]),                    # a bias that is a view
@@ -119,6 +119,25 @@ def test_every_other_call_takes_the_long_way(case):
     x, w, b = _inputs((6, 10), np.float32)
     x, eps, w, b = case(x, w, b)
     assert _buffers.plain_rows(x, eps, w, b) is None
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_float64_parameters_take_the_door_and_are_rounded_once(name):
+    """float32 x with float64 parameters (the layers' default) is a common call: the kernels round the
+    parameters to float32 once (float32.narrowed), so the bits are those of the parameters passed as float32."""
+    x, w, b = _inputs((40, 33), np.float32)
+    w64, b64 = w.astype(np.float64) + 1e-9, b.astype(np.float64) - 1e-9     # not float32 values
+    assert _buffers.plain_rows(x, 1e-5, w64, b64 if name == "layer_norm" else None) is not None
+    args64, args32 = ((w64, b64), (w64.astype(np.float32), b64.astype(np.float32))) if name == "layer_norm" \
+        else ((w64,), (w64.astype(np.float32),))
+    forward, backward = getattr(fast, f"{name}_forward"), getattr(fast, f"{name}_backward")
+    (y64, c64), (y32, c32) = forward(x, *args64), forward(x, *args32)
+    assert y64.tobytes() == y32.tobytes()
+    dy = np.random.default_rng(5).standard_normal(x.shape).astype(np.float32)
+    g64, g32 = backward(dy, c64), backward(dy, c32)
+    assert g64["x"].tobytes() == g32["x"].tobytes()
+    assert g64["weight"].dtype == np.float64 and g32["weight"].dtype == np.float32     # the parameter's dtype
+    assert g64["weight"].astype(np.float32).tobytes() == g32["weight"].tobytes()
 
 
 def test_the_long_way_still_raises_the_librarys_errors():

@@ -550,19 +550,27 @@ def test_float32_products_below_the_normal_range_stay_within_the_stated_floor():
         assert np.all(err <= 1e-13 * np.max(np.abs(want["y"]))), name      # tiny beside the row
 
 
-def test_a_float64_weight_beyond_float32_stays_float64():
-    """A float64 weight of 5e38 cannot be rounded to float32 (it would be inf, and every y
-    with it); the forward keeps it in float64, so y is the reference's: inf where the result
-    overflows float32, the same finite values elsewhere (found by review)."""
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+@pytest.mark.parametrize("wide", ["weight", "bias"])
+def test_a_float64_weight_beyond_float32_stays_float64(name, wide):
+    """A float64 weight (or LayerNorm's bias) of 5e38 cannot be rounded to float32 (it would be inf, and
+    every y with it); the forward keeps it in float64 (float32.narrowed), so y is the reference's: inf
+    where the result overflows float32, the same finite values elsewhere (found by review)."""
+    if name == "rms_norm" and wide == "bias":
+        pytest.skip("RMSNorm has no bias")
     x = np.full((2, 8), 1e-4, np.float32)
-    x[:, 0] = 1.0                                                    # x_hat: 2.8 there, 2.8e-4 elsewhere
-    w = np.full(8, 5e38)
+    x[:, 0] = 1.0                                                    # x_hat: 2.8 there, small elsewhere
+    w, b = np.full(8, 5e38), np.zeros(8)
     w[1] = -5e38
+    if wide == "bias":
+        w, b = np.ones(8), w
+    args = (w,) if name == "rms_norm" else (w, b)
     with np.errstate(over="ignore"):
-        want, _ = sn.rms_norm_forward(x, w)
-        got, _ = fast.rms_norm_forward(x, w)
-    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isinf(got[:, 0]).all()
-    np.testing.assert_allclose(got[:, 1:], want[:, 1:], rtol=4 * np.finfo(np.float32).eps)
+        want, _ = getattr(sn, f"{name}_forward")(x, *args)
+        got, _ = getattr(fast, f"{name}_forward")(x, *args)
+    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.isinf(got[:, 0 if wide == "weight" else 1]).all()
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4 * np.finfo(np.float32).eps)
 
 
 def test_float32_forward_uses_float64_where_x_hat_times_weight_could_overflow():
