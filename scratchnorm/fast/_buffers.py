@@ -211,6 +211,10 @@ def backward_rows(dy, cache, dx_out, made_by: str):
 
 def affine_grads(dwb: np.ndarray, cache: dict) -> dict:
     """{"weight": dwb[0], "bias": dwb[1]} for the parameters in the cache that are not None,
-    each in its parameter's dtype."""
+    each in its parameter's dtype (one conversion for both when they share it: the layers' case)."""
+    weight, bias = cache["weight"], cache["bias"]
+    if weight is not None and bias is not None and weight.dtype == bias.dtype:
+        both = dwb.astype(weight.dtype)                 # (2, d): a new array, whatever the dtypes
+        return {"weight": both[0], "bias": both[1]}
     return {name: dwb[i].astype(cache[name].dtype) for i, name in enumerate(("weight", "bias"))
             if cache[name] is not None}

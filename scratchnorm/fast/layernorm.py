@@ -13,7 +13,8 @@ For each row x of d features (layernorm.py derives the backward; the names are i
 The mean(g) term is the gradient through the mean; sum(x_hat) = 0 is why the
 two paths through the statistics fold into one line (layernorm.py). The sums
 are float64 (stats.py); dweight and dbias are summed per fixed chunk of rows
-and the chunks added in order, so the bits do not depend on the thread count.
+(in x's dtype over 16 rows at a time, then in float64) and the chunks added in
+order, so the bits do not depend on the thread count.
 
 The kernels are bench/naive.py's twenty-line kernels plus one guard a row
 (float32.row_fits, float32.dx_fits): a row whose scalars would not survive x's
@@ -34,10 +35,13 @@ through 6 roundings, mean(g) through 5 and x_hat * mean(g x_hat) through 9:
 |dx - dx_exact| <= u rstd (6 |g| + 5 |mean(g)| + 9 |x_hat * mean(g x_hat)|), plus
 what the rounded g does to the two sums: g = dy * weight is summed as the loop
 computes it, in float32 (the weight's rounding and the product's: 2u mean|g| and
-2u mean|g x_hat|). dweight sums dy * x_hat in float64 with x_hat as the loop
-computed it in float32 (4 roundings: lo, rstd, the subtraction of lo, the
-product), so |dweight_j - exact| <= 4u sum over rows of |dy_ij x_hat_ij| (to
-first order); dbias sums dy in float64. Where a product falls below float32's
+2u mean|g x_hat|). dweight sums dy * x_hat with x_hat as the loop computed it in
+float32 (4 roundings: lo, rstd, the subtraction of lo, the product), the product
+rounded once more, and dbias sums dy, both in float32 over at most 16 rows at a
+time (15 roundings of a running sum), each such partial sum added to its chunk's
+float64 sum (chunks.py): |dweight_j - exact| <= 20u sum over rows of
+|dy_ij x_hat_ij| and |dbias_j - exact| <= 15u sum over rows of |dy_ij| (to first
+order). Where a product falls below float32's
 normal range the error is absolute instead, of the order of 2^-149 times the
 factors that follow. float64 and float16 input run in float64.
 tests/fast/test_kernels.py checks these bounds element by element against the
@@ -54,10 +58,10 @@ from .variants import layer_norm_forward as general_forward
 from ._buffers import affine_grads, backward_rows, finish_rows, forward_rows, kernel_vector
 from ._buffers import plain_output, plain_rows
 from ._jit import jit, run_by_size, serial_and_prange
-from .chunks import n_chunks
+from .chunks import ROWS_PER_SUM, n_chunks
 from ._stream import FORWARD_STREAMED, decide
 from .float32 import bounded, dx_fits, narrowed, row_fits, split_mean
-from .stats import MEAN, RSTD, VAR, add_chunks, layer_norm_row_stats, row_sum_g, rstd_of_row, sum_g
+from .stats import MEAN, RSTD, VAR, add_chunks, add_partial, layer_norm_row_stats, row_sum_g, rstd_of_row, sum_g
 
 
 def layer_norm_forward_kernel(x, weight, bias, eps, y, stats):
@@ -97,7 +101,9 @@ def layer_norm_backward_kernel(dy, x, weight, stats, dx, parts):
     for c in prange(chunks):                       # fixed chunks of rows (chunks.py)
         part = parts[c]                            # (2, d): this chunk's dweight, dbias
         part[:] = 0.0
-        for i in range(c * N // chunks, (c + 1) * N // chunks):
+        dwb = np.zeros((2, d), x.dtype)            # in x's dtype: at most ROWS_PER_SUM rows (chunks.py)
+        i0 = c * N // chunks
+        for i in range(i0, (c + 1) * N // chunks):
             mean, rstd = stats[MEAN, i], stats[RSTD, i]
             sg, sgx = row_sum_g(dy, x, w, i, mean)
             mean_g, mean_gx = sg / d, sgx * rstd / d                     # mean(g), mean(g * x_hat)
@@ -108,10 +114,13 @@ def layer_norm_backward_kernel(dy, x, weight, stats, dx, parts):
                 for j in range(d):
                     x_hat = ((x[i, j] - hi) - lo_x) * r
                     dx[i, j] = r * (dy[i, j] * w[j] - a - x_hat * k)
-                    part[0, j] += np.float64(dy[i, j]) * np.float64(x_hat)
-                    part[1, j] += np.float64(dy[i, j])
+                    dwb[0, j] += dy[i, j] * x_hat
+                    dwb[1, j] += dy[i, j]
             else:                                                         # ... or in float64
                 dx_row_float64(dy, x, i, weight, mean, rstd, dx, part)
+            if (i - i0) % ROWS_PER_SUM == ROWS_PER_SUM - 1:
+                add_partial(dwb.reshape(2 * d), part.reshape(2 * d))
+        add_partial(dwb.reshape(2 * d), part.reshape(2 * d))
     d2 = 2 * d
     add_chunks(parts[:chunks].reshape((chunks, d2)), parts[chunks].reshape(d2))
 

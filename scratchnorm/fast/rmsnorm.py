@@ -7,7 +7,7 @@ For each row x of d features (rmsnorm.py derives the backward; the names are its
     backward   g     = dy * weight,   x_hat = x * rstd
                mean_gx = mean(g * x_hat) = rstd * sum(g * x) / d   float64 sum (stats.row_sum_gx)
                dx    = rstd * (g - x_hat * mean_gx)
-               dweight = sum over rows of dy * x_hat             float64, per fixed chunk of rows
+               dweight = sum over rows of dy * x_hat             per fixed chunk of rows (chunks.py)
 
 No mean is subtracted, so LayerNorm's mean(g) term is absent. ``mean_gx`` is a
 mean of g * x_hat, not of g * x * rstd^3: x_hat stays of order one however large or
@@ -57,10 +57,10 @@ from .variants import RMS_NORM, prepare_backward, prepare_forward
 from .variants import rms_norm_forward as general_forward
 from ._buffers import backward_rows, finish_rows, forward_rows, kernel_vector, plain_output, plain_rows
 from ._jit import jit, run_by_size, serial_and_prange
-from .chunks import n_chunks
+from .chunks import ROWS_PER_SUM, n_chunks
 from ._stream import FORWARD_STREAMED, decide
 from .float32 import dx_fits, narrowed, row_fits
-from .stats import RSTD, add_chunks, rms_row_stats, row_sum_gx, rstd_of_row, sum_gx
+from .stats import RSTD, add_chunks, add_partial, rms_row_stats, row_sum_gx, rstd_of_row, sum_gx
 
 
 def rms_norm_forward_kernel(x, weight, eps, y, stats):
@@ -95,7 +95,9 @@ def rms_norm_backward_kernel(dy, x, weight, stats, dx, parts):
     for c in prange(chunks):                         # fixed chunks of rows (chunks.py)
         part = parts[c]                              # (d + 1,): this chunk's dweight, d loss / d eps
         part[:] = 0.0
-        for i in range(c * N // chunks, (c + 1) * N // chunks):
+        dweight = np.zeros(d, x.dtype)               # in x's dtype: at most ROWS_PER_SUM rows (chunks.py)
+        i0 = c * N // chunks
+        for i in range(i0, (c + 1) * N // chunks):
             rstd = stats[RSTD, i]
             mean_gx = rstd * row_sum_gx(dy, x, w, i) / d              # mean(g * x_hat)
             if w_fits and dx_fits(x, d, 0.0, rstd, 0.0, 0.0, mean_gx):  # dx in x's dtype (float32.py) ...
@@ -104,10 +106,13 @@ def rms_norm_backward_kernel(dy, x, weight, stats, dx, parts):
                 for j in range(d):
                     x_hat = x[i, j] * r
                     dx[i, j] = r * (dy[i, j] * w[j] - x_hat * k)
-                    part[j] += np.float64(dy[i, j]) * np.float64(x_hat)
+                    dweight[j] += dy[i, j] * x_hat
             else:                                                       # ... or in float64
                 mean_gx = dx_row_float64(dy, x, i, weight, rstd, dx, part)
             part[d] += -0.5 * d * mean_gx * rstd * rstd                 # d loss / d eps
+            if (i - i0) % ROWS_PER_SUM == ROWS_PER_SUM - 1:
+                add_partial(dweight, part)
+        add_partial(dweight, part)
     add_chunks(parts[:chunks], parts[chunks])
 
 

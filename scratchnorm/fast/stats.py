@@ -274,6 +274,15 @@ def rstd_of_row(x, i, c, eps, stats):
 
 
 @jit_inline
+def add_partial(partial, total):
+    """total += partial, then partial = 0, element by element: a partial sum of at most ROWS_PER_SUM rows,
+    in x's dtype, joins its chunk's float64 sum (chunks.py). ``total`` may be longer: its first elements."""
+    for j in range(partial.shape[0]):
+        total[j] += np.float64(partial[j])
+        partial[j] = 0.0
+
+
+@jit_inline
 def add_chunks(parts, total):
     """total = the per-chunk partial sums parts (chunks, n) added in chunk order: the same bits for
     any thread count (the chunks depend on the rows only, chunks.n_chunks)."""

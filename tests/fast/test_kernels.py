@@ -143,8 +143,12 @@ def float32_terms(name, x, dy, w, b, ref_cache, kw=None):
         terms["x"] = U32 * rstd * (5 * np.abs(g) + 7 * np.abs(xh * mean_gx) + rounded_w)
     terms["x"] = terms["x"] + SUBNORMAL * (1 + rstd * (2 + np.abs(mean_gx)))   # products below the normal range
     lead = tuple(range(x.ndim - 1))
-    if w is not None:              # x_hat in float32: 4 roundings (LayerNorm), 2 (RMSNorm)
-        terms["weight"] = U32 * (4 if name == "layer_norm" else 2) * np.abs(d64 * xh).sum(axis=lead)
+    # dweight: x_hat in float32 (4 roundings, LayerNorm; 2, RMSNorm), the product (1), a float32 running sum
+    # over at most 16 rows (15); dbias: that sum (the modules' docstrings, chunks.ROWS_PER_SUM)
+    if w is not None:
+        terms["weight"] = U32 * (20 if name == "layer_norm" else 18) * np.abs(d64 * xh).sum(axis=lead)
+    if b is not None and name == "layer_norm":
+        terms["bias"] = U32 * 15 * np.abs(d64).sum(axis=lead)
     if name == "rms_norm":         # d loss / d eps = sum of sum(g x_hat) (-rstd^2 / 2): g summed in float32
         terms["eps"] = 2 * U32 * np.sum(rstd[..., :1] ** 2 * np.abs(g * xh).sum(axis=-1, keepdims=True))
     return terms
@@ -744,3 +748,26 @@ def test_out_buffers_that_overlap_an_input_give_the_results_of_separate_ones(nam
         grads = bwd(dys, fwd(x, *args)[1], dx_out=dx_out)
         for key in grads:
             assert np.array_equal(np.asarray(grads[key]), np.asarray(want[key])), (name, "dx_out", shift, key)
+
+
+@pytest.mark.parametrize("name, key", [("layer_norm", "bias"), ("rms_norm", "weight")])
+def test_float32_partial_sums_hold_at_most_sixteen_rows(name, key):
+    """dbias (LayerNorm) and dweight (RMSNorm, x = 1 and eps = 0: x_hat = 1) are summed in float32 over at most
+    16 rows at a time (chunks.ROWS_PER_SUM), then in float64. In a column whose later rows each add 0.49 of an
+    ulp to a running sum of 1, float32 loses every addition: 15 of them in each partial sum of 16 rows (14.7u of the
+    chunk's sum of terms), within the stated bounds (15u, 18u); one partial sum over a whole chunk of 32 rows
+    would lose 31 (30.4u), beyond them."""
+    N, d = 2048, 8                                                  # 64 chunks of 32 rows
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((N, d)).astype(np.float32) if name == "layer_norm" else np.ones((N, d), np.float32)
+    dy = np.full((N, d), 0.49 * 2.0 ** -23, np.float32)
+    dy[::32] = 1.0                                                  # the first row of every chunk
+    w, b = np.ones(d, np.float32), (np.zeros(d, np.float32) if name == "layer_norm" else None)
+    kw = {} if name == "layer_norm" else {"eps": 0.0}
+    got, _ = run("numba", name, x, dy, w, b, kw)
+    want, cache = run("numpy", name, x, dy, w, b, kw)
+    scale = gradient_scales(name, x, dy, cache)[key]
+    lost = np.abs(got[key].astype(np.float64) - want[key]) / scale
+    assert np.all(lost > 12 * U32)                                  # the design loses what it should ...
+    assert_matches(got, want, "16-row partial sums", direct_term(name, dy, w, cache),     # ... and no more
+                   float32_terms(name, x, dy, w, b, cache, kw), gradient_scales(name, x, dy, cache))
