@@ -2,7 +2,9 @@
 GB/s (1e9 bytes), shapes [N, D]:
 
     schema       "scratchnorm-bench/2"
-    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, config: one|two, threads, compare}
+    threads      {config, title, parallel_min, threads: {numba, torch}, naive_kernel: serial|prange}
+                 (threads.py: every side's threads, as read back after setting them together)
     environment  {python, numpy, numba, torch, jax, cpu, cpu_count, numba_threads, torch_threads,
                   jax_threads, openblas, last_level_cache_bytes, load_average, disable_jit}
     notes        [str]: what was skipped and why
@@ -27,6 +29,10 @@ GB/s (1e9 bytes), shapes [N, D]:
                    p90_ratio,
                    p90_over_median}] (stalls.py: one core busy) or null (--no-stalls)
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
+    peers        {config, kernels: {naive|torch_compile|numpy: [{norm, shape, step, ours_s, peer_s, ratio,
+                  at_least, threads_ours, threads_peer}]}} (peers.py; the torch.nn table is the grid's)
+    first_step   {model, cold, warm: [...], thread_settings, quick}, a process {first_step_s, process_s, pid,
+                  losses} (first_call.first_steps) or null (--no-compile)
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
     memory       [{norm, shape, dtype, step, impl, method: tracemalloc|rss, x_bytes, peak_bytes,
@@ -72,8 +78,11 @@ def print_report(report: dict) -> None:
     print(f"scratchnorm bench  numpy {env['numpy']}  numba {env['numba']}  torch {env['torch']}  "
           f"jax {env['jax']}")
     llc = f", last-level cache {env['last_level_cache_bytes'] >> 20} MiB" if env.get("last_level_cache_bytes") else ""
-    print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); threads: numba {env['numba_threads']}, "
-          f"torch {env['torch_threads']} (set equal to numba's), jax: {env['jax_threads']}")
+    threads = report["threads"]
+    print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); --config {threads['config']} ({threads['title']}): "
+          f"threads numba {env['numba_threads']}, torch {env['torch_threads']} (set together, bench/threads.py), "
+          f"the twenty-line kernel {threads['naive_kernel']}, SCRATCHNORM_PARALLEL_MIN "
+          f"{threads['parallel_min'] or 'unset'}; jax: {env['jax_threads']}")
     if env["openblas"]:
         print("environment (left as found): " + ", ".join(f"{k}={v}" for k, v in env["openblas"].items()))
     for note in report["notes"]:
@@ -150,6 +159,9 @@ def print_report(report: dict) -> None:
         print("\nAgainst a learner's twenty-line numba kernel (bench/naive.py), both into kept buffers: "
               "scratchnorm numba out= time / naive time (below 1: the library is faster)")
         print(table(["norm", "shape", "dtype", "forward", "backward", "fwd+bwd"], naive, left=3))
+    if report.get("peers"):
+        from .peers import peer_tables
+        print(f"\nThe library against its peers, thread for thread (bench/peers.py)\n\n{peer_tables(report)}")
     if report["memory"]:
         print_memory(report["memory"])
     comp = report["compile"]
@@ -183,6 +195,9 @@ def print_report(report: dict) -> None:
         if warm.get("scipy_loaded"):
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
+    if report.get("first_step"):
+        from .first_call import first_step_table
+        print(f"\n{first_step_table(report['first_step'])}")
     print("\nTargets (issues \"Performance v2\" and \"Plain kernels that win\"; benchmark figures, not tests)")
     print(targets_table(report["targets"]))
 

@@ -33,7 +33,7 @@ def run_bench(tmp_path, *args):
     """Run the bench in a subprocess; return (stdout, report)."""
     path = tmp_path / "bench.json"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}   # time kernels, not Python
-    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--quick", "--threads", "1",
+    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--quick", "--config", "one",
                            "--json", str(path), *args], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, json.loads(path.read_text(), parse_constant=reject_non_finite)
@@ -65,7 +65,8 @@ def test_quick_report_structure(quick):
     out, rep = quick
     assert rep["schema"] == "scratchnorm-bench/2"
     cfg = rep["config"]
-    assert cfg["quick"] and cfg["threads"] == 1 and cfg["compare"] == []
+    assert cfg["quick"] and cfg["config"] == "one" and cfg["threads"] == 1 and cfg["compare"] == []
+    assert rep["threads"]["threads"] == {"numba": 1, "torch": None} and rep["threads"]["naive_kernel"] == "serial"
     assert cfg["norms"] == list(norms.NORMS)
     assert cfg["shapes"] == [list(cli.parse_shape(s)) for s in cli.QUICK_SHAPES]
     assert cfg["dtypes"] == list(cli.DEFAULT_DTYPES)
@@ -457,7 +458,7 @@ def test_grid_without_torch_names_the_readmes_fix(capsys):
     (["--shapes", "0x512"], "--shapes: expected comma-separated NxD"),
     (["--norms", "layernorm,weightnorm"], "--norms: expected a comma-separated list"),
     (["--dtypes", "float16"], "--dtypes: expected a comma-separated list"),
-    (["--threads", "0"], "--threads: expected an integer in [1, "),
+    (["--config", "three"], "--config: expected one of one, two"),
 ])
 def test_bad_arguments_name_the_fix(argv, fragment, capsys):
     with pytest.raises(SystemExit):
