@@ -35,6 +35,7 @@ from pathlib import Path
 from . import naive
 from .norms import NORMS, bind_keywords, make_inputs, numba_pair
 from .runner import Context, progress
+from .tables import fmt_time, table
 
 FRESH = ("numpy", "numba", "scratchnorm")          # none of these is loaded when the clock starts
 
@@ -84,8 +85,6 @@ def first_steps(quick: bool = False, progress=print) -> dict:
 
 def first_step_table(section: dict) -> str:
     """first_steps' figures: the step and the whole process, cold and each warm process."""
-    from .report import fmt_time, table
-
     m = section["model"]
     rows = [[label, fmt_time(p["first_step_s"]), fmt_time(p["process_s"])]
             for label, p in [("cold (empty NUMBA_CACHE_DIR)", section["cold"])]

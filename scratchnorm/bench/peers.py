@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .grid import grid_table
 from .norms import shape_str
-from .report import fmt, fmt_time, table
+from .tables import fmt, fmt_time, table
 from .threads import CONFIGS, describe, library_threads
 
 PEER_SHAPES = ((64, 512), (64, 4096), (1024, 1024), (8192, 4096))     # issue "Plain kernels that win"

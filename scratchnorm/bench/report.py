@@ -44,33 +44,11 @@ from __future__ import annotations
 
 import statistics
 
+from .first_call import first_step_table
 from .grid import grid_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
-
-
-def fmt_time(s) -> str:
-    if s is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def fmt(v, spec=".2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def table(headers, rows, left: int) -> str:
-    """The first ``left`` columns left-aligned, the others (numbers) right-aligned."""
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+from .peers import peer_tables
+from .tables import fmt, fmt_time, table
 
 
 def print_report(report: dict) -> None:
@@ -154,13 +132,7 @@ def print_report(report: dict) -> None:
         impls = [i for i in IMPLS if any(i in v for v in by.values())]
         print(table(["shape", "dtype", "step", *[IMPL_LABELS[i] for i in impls]],
                     [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
-    naive = naive_rows(report["results"])
-    if naive:
-        print("\nAgainst a learner's twenty-line numba kernel (bench/naive.py), both into kept buffers: "
-              "scratchnorm numba out= time / naive time (below 1: the library is faster)")
-        print(table(["norm", "shape", "dtype", "forward", "backward", "fwd+bwd"], naive, left=3))
     if report.get("peers"):
-        from .peers import peer_tables
         print(f"\nThe library against its peers, thread for thread (bench/peers.py)\n\n{peer_tables(report)}")
     if report["memory"]:
         print_memory(report["memory"])
@@ -196,7 +168,6 @@ def print_report(report: dict) -> None:
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
     if report.get("first_step"):
-        from .first_call import first_step_table
         print(f"\n{first_step_table(report['first_step'])}")
     print("\nTargets (issues \"Performance v2\" and \"Plain kernels that win\"; benchmark figures, not tests)")
     print(targets_table(report["targets"]))
@@ -207,14 +178,6 @@ def targets_table(targets: list[dict]) -> str:
                  [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                    "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
                   for t in targets], left=2)
-
-
-def naive_rows(results: list[dict]) -> list[list[str]]:
-    """Per norm, shape and dtype: the library's out= time over the naive kernel's, per step."""
-    t = {(r["norm"], shape_str(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"] for r in results}
-    keys = dict.fromkeys(k[:3] for k in t if k[4] == "naive")
-    return [[*k, *(fmt(t[(*k, step, "numba_out")] / t[(*k, step, "naive")]) if (*k, step, "numba_out") in t
-                   else "-" for step in ("forward", "backward", "fwd+bwd"))] for k in keys]
 
 
 def fused_table(rows: list[dict]) -> str:

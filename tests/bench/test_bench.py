@@ -21,7 +21,6 @@ from scratchnorm.bench import cli, first_call, memory, norms, runner, timing
 from scratchnorm.bench import compare as compare_mod
 from scratchnorm.bench import targets as targets_mod
 from scratchnorm.bench.naive import NAIVE, naive_steps
-from scratchnorm.bench.report import naive_rows
 
 pytestmark = pytest.mark.slow
 
@@ -520,8 +519,12 @@ def test_the_naive_baseline_computes_the_norm(name, dtype, rtol):
     assert np.all(np.abs(steps["grads"]["weight"] - grads["weight"]) <= 8 * rtol * dw_scale)
 
 
-def test_the_report_compares_the_library_with_the_naive_kernel(quick):
+def test_the_report_compares_the_library_with_the_naive_kernel_on_the_same_threads(quick):
+    """--config one (run_bench's): the serial twenty-line kernel, one thread each side, every point measured."""
     out, rep = quick
-    assert "Against a learner's twenty-line numba kernel" in out
-    rows = naive_rows(rep["results"])
-    assert {r[0] for r in rows} == set(NAIVE) and all(len(r) == 6 and "-" not in r[3:] for r in rows)
+    assert "one thread: scratchnorm against a learner's twenty-line numba kernel" in out
+    assert "naive: the twenty-line kernel compiled without parallel, 1 thread" in out
+    rows = rep["peers"]["kernels"]["naive"]
+    assert len(rows) == len(NAIVE) * len(rep["config"]["shapes"]) * 2
+    assert all(r["ratio"] is not None and (r["threads_ours"], r["threads_peer"]) == (1, 1) for r in rows)
+    assert f"at least as fast at {sum(r['at_least'] for r in rows)} of {len(rows)} points" in out
