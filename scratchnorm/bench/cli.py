@@ -176,6 +176,8 @@ def run(args) -> dict:
 
 def run_peers_only(args, t0) -> int:
     """The library against its peers on the configuration's threads: the kernels and the grid (peers.py)."""
+    if "jax" in args.compare:               # XLA keeps a pool of its own: not a peer on the configuration's threads
+        args.compare = [c for c in args.compare if c != "jax"]
     ctx = Context(args)
     report = {"config": {"shapes": [list(s) for s in args.shapes], "config": args.config}, "threads": ctx.sides,
               "results": [], "notes": ctx.notes}

@@ -91,7 +91,7 @@ def grid_table(rows: list[dict], config=None) -> str:
         cells = []
         for op in OPS:
             r = next(r for r in rows if r["norm"] == norm and tuple(r["shape"]) == shape and r["op"] == op)
-            cells.append(f"{r['ratio']:6.2f} {'ahead' if r['ahead'] else 'BEHIND':>7}   ")
+            cells.append(f"{r['ratio']:8.2f} {'ahead' if r['ahead'] else 'BEHIND':>7} ")
         threads = f"{library_threads(config, int(np.prod(shape)))}/{config.threads}" if config else ""
         lines.append(f"{norm:<10} {'x'.join(map(str, shape)):<14} " + (f"{threads:>18} " if config else "")
                      + " ".join(f"{c:>16}" for c in cells))

@@ -45,7 +45,6 @@ from __future__ import annotations
 import statistics
 
 from .first_call import first_step_table
-from .grid import grid_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
 from .peers import peer_tables
 from .tables import fmt, fmt_time, table
@@ -110,8 +109,6 @@ def print_report(report: dict) -> None:
         if price:
             print("\n  forward on float32 input, float64 (default) / float32 parameters: " + ", ".join(
                 f"{n} {sh} {fmt(t['numba_layer_f64_params'] / t['numba_layer'])}" for (n, sh), t in price.items()))
-    if report.get("grid"):
-        print(f"\n{grid_table(report['grid'])}")
     if report.get("training"):
         print("\nTraining steps of the lessons' models (median ms per step; ratios above 1: numba is faster; BLAS "
               "threads as set by the user)")

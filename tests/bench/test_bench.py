@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import scratchnorm as sn
-from scratchnorm.bench import cli, first_call, memory, norms, runner, timing
+from scratchnorm.bench import cli, first_call, memory, norms, peers, runner, timing
 from scratchnorm.bench import compare as compare_mod
 from scratchnorm.bench import targets as targets_mod
 from scratchnorm.bench.naive import NAIVE, naive_steps
@@ -268,7 +268,7 @@ def test_torch_and_jax_rows(tmp_path, torch, jax):
         assert all(r["peak_bytes"] is None and r["multiple"] is None and "resolution" in r["note"]
                    for r in mem)                                          # 64x512: too small for RSS
         assert rep["environment"]["torch_threads"] == rep["environment"]["numba_threads"] == 1
-        assert "torch 1 (set equal to numba's)" in out
+        assert "torch 1 (set together, bench/threads.py)" in out
         assert {r["norm"] for r in rep["layers"] if r["impl"] == "torch_layer"} == {"layernorm", "rmsnorm"}
     assert rep["compile"]["error"] == "skipped (--no-compile)"
 
@@ -313,9 +313,12 @@ def fake_report(numba_t, warm_first_call, naive_first_call=0.1, ahead=39, small_
                       for load in ("quiet", "one core busy", "one core busy")]}
     for row in fresh["rows"][:2]:                                          # 2 with the naive backend
         row.update(naive_p50_ratio=1.15 / numba_t, naive_p90_ratio=1.3 / numba_t)
-    return {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
-            "stalls": stalls, "fresh": fresh, "compile": {"warm": {"first_call_s": warm_first_call},
-                                                          "naive": {"warm": {"first_call_s": naive_first_call}}}}
+    report = {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
+              "stalls": stalls, "fresh": fresh, "compile": {"warm": {"first_call_s": warm_first_call},
+                                                            "naive": {"warm": {"first_call_s": naive_first_call}}},
+              "config": {"shapes": [list(s) for s in peers.PEER_SHAPES]},
+              "threads": {"config": "one", "title": "one thread"}}
+    return {**report, "peers": peers.peer_section(report)}
 
 
 def one(targets, name, where=None):
