@@ -187,7 +187,8 @@ def run_peers_only(args, t0) -> int:
     report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
                       if ctx.torch and not args.no_grid else None)
     report["peers"] = peer_section(report)
-    notes = "".join(f"note: {n}\n" for n in ctx.notes)
+    load = "-" if ctx.load is None else f"{ctx.load:.2f}"
+    notes = f"1-minute load average before the run: {load}\n" + "".join(f"note: {n}\n" for n in ctx.notes)
     return print_section(args, t0, notes + peer_tables(report), {"schema": "scratchnorm-bench-peers/1", **report},
                          f", {args.config}: {ctx.config.title}")
 

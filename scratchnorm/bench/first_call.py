@@ -62,14 +62,16 @@ FIRST_STEP_WARM = 3
 
 def first_steps(quick: bool = False, progress=print) -> dict:
     """The first training step of a fresh process, cold (an empty NUMBA_CACHE_DIR of its own) then
-    FIRST_STEP_WARM times warm (the same folder); {"model", "cold", "warm", "thread_settings"}, a process as
+    FIRST_STEP_WARM times warm (the same folder); {"model", "cold", "warm", "thread_settings", "quick",
+    "loadavg_before"}, a process as
     {"first_step_s", "process_s", "pid", "losses"}. ``quick`` takes the same processes (they are the figure)."""
     from .fresh import FIRST_STEP_MODEL, run_child, thread_settings
 
     keep = ("first_step_s", "process_s", "pid", "losses")
     section = {"model": {"name": FIRST_STEP_MODEL.name, "norm": FIRST_STEP_MODEL.norm,
                          "batch": FIRST_STEP_MODEL.batch, "backend": "numba"},
-               "cold": None, "warm": [], "thread_settings": thread_settings(), "quick": quick}
+               "cold": None, "warm": [], "thread_settings": thread_settings(), "quick": quick,
+               "loadavg_before": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     with tempfile.TemporaryDirectory(prefix="scratchnorm-bench-first-step-") as cache_dir:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
         for label in ("cold",) + ("warm",) * FIRST_STEP_WARM:
@@ -91,7 +93,9 @@ def first_step_table(section: dict) -> str:
             + [(f"warm {i + 1} (same folder)", p) for i, p in enumerate(section["warm"])]]
     return (f"The first training step of a fresh process: {m['name']} {m['norm']} on {m['batch']} rows, backend "
             f"{m['backend']}, one step (forward, loss, backward, Adam) in a new interpreter (fresh.py's child); "
-            f"threads as installed\n" + table(["numba cache", "first step", "whole process"], rows, left=1))
+            f"threads as installed; load average (1, 5, 15 min) before: "
+            f"{' '.join(f'{v:.2f}' for v in section.get('loadavg_before') or []) or '-'}\n"
+            + table(["numba cache", "first step", "whole process"], rows, left=1))
 
 
 def probe_first_calls(spec: dict, started: dict | None = None) -> dict:

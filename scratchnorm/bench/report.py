@@ -31,8 +31,8 @@ GB/s (1e9 bytes), shapes [N, D]:
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
     peers        {config, kernels: {naive|torch_compile|numpy: [{norm, shape, step, ours_s, peer_s, ratio,
                   at_least, threads_ours, threads_peer}]}} (peers.py; the torch.nn table is the grid's)
-    first_step   {model, cold, warm: [...], thread_settings, quick}, a process {first_step_s, process_s, pid,
-                  losses} (first_call.first_steps) or null (--no-compile)
+    first_step   {model, cold, warm: [...], thread_settings, quick, loadavg_before}, a process
+                 {first_step_s, process_s, pid, losses} (first_call.first_steps) or null (--no-compile)
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
     memory       [{norm, shape, dtype, step, impl, method: tracemalloc|rss, x_bytes, peak_bytes,
