@@ -22,7 +22,7 @@ hits one step in five leaves the median alone and still costs a learner a fifth 
 (targets.py): both ratios >= 1 at every point, quiet and with one core busy (training.busy_core).
 
 Threads as installed: the children inherit the environment unchanged, and nothing here sets a BLAS,
-OpenMP or numba thread count (the bench's ``--threads`` does not reach them). The machine's load average
+OpenMP or numba thread count (the bench's ``--config`` does not reach them). The machine's load average
 (os.getloadavg) is recorded before and after each condition: a "quiet" run on a machine that someone
 else keeps busy is not quiet.
 
