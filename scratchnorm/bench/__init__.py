@@ -4,6 +4,8 @@ r"""python -m scratchnorm.bench: how fast is each normalization, against memory 
     python -m scratchnorm.bench --norms layernorm,rmsnorm --shapes 4096x1024 --dtypes float32
     python -m scratchnorm.bench --quick --json bench.json         # tiny shapes, few repeats
     python -m scratchnorm.bench --grid                            # only the grid against torch.nn
+    python -m scratchnorm.bench --peers --config one              # the peers, thread for thread: one thread
+    python -m scratchnorm.bench --peers --config two              # the opt-in against peers on two threads
 
 A full run takes several minutes (the NumPy reference at 8192x4096 is slow); --quick takes
 seconds, about half a minute with torch and jax and the first-call subprocesses
@@ -20,7 +22,8 @@ What is measured, in one process, as medians of timed calls after a warm-up:
   forward with float64 (the default) against float32 parameters;
 * the residual add fused with RMSNorm against the add then the norm, float32 forward, with the
   bytes each moves (``fused.py``; when rmsnorm and float32 are in the run);
-* the first call in a fresh process, with an empty and a filled numba cache (``first_call.py``);
+* the first call in a fresh process, with an empty and a filled numba cache, and the first training step
+  of a fresh process the same two ways (``first_call.py``; ``--first-step``: only the step);
 * the peak extra memory of a forward+backward (``memory.py``);
 * whole training steps of a learner's script (``fresh.py``; ``--fresh``: only them; ``--no-fresh``:
   not them): each model and backend in a new interpreter, every step from the second, p50 and p90
@@ -30,6 +33,14 @@ What is measured, in one process, as medians of timed calls after a warm-up:
   LayerNorm, RMSNorm, BatchNorm and GroupNorm through the layer classes with default arguments
   against torch.nn's, forward, backward and both, at the shapes of the performance issue, as the
   ratio torch time / ours at every point.
+
+Thread for thread (``threads.py``): ``--config one`` (the default) sets numba's and torch's threads to 1
+for every section and compares the library's serial build with the twenty-line kernel compiled serial;
+``--config two`` sets both to 2, runs the library with SCRATCHNORM_PARALLEL_MIN at the README's opt-in
+(the bench starts itself again in a new interpreter when the variable differs, as it is read at import)
+and compares it with the prange kernel. The peer tables (``peers.py``; ``--peers``: only them, at the
+issue's four shapes) each say how many threads each side ran and end with "at least as fast at K of M
+points". The stall check compares threads with one thread, so ``--config one`` skips it in a full run.
 
 The report (``report.py``, which also gives the JSON's shape) prints each figure's median, its
 effective bandwidth and its share of the copy's, and ratios against the numba time.

@@ -3,21 +3,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 
 from .._checks import fail
 from .compare import COMPARE
-from .first_call import compile_report
+from .first_call import compile_report, first_step_table, first_steps
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
 from .norms import NORMS, shape_str
 from .fresh import run_fresh
+from .peers import KERNEL_NORMS, PEER_SHAPES, peer_section, peer_tables
 from .report import fresh_table, print_report, stalls_table, targets_table, training_table
 from .roofline import copy_bandwidth, median_copy
 from .runner import Context, bench_fused, bench_layers, bench_norm, environment, progress, rms_over_ln
 from .targets import FRESH_TARGET, NAIVE_FRESH_TARGET, evaluate_targets
 from .stalls import run_stalls
+from .threads import CONFIGS, RECOMMENDED_PARALLEL_MIN, environ_for, in_this_process
 from .training import run_training
 
 DEFAULT_SHAPES = ("64x512", "1024x1024", "8192x4096")
@@ -48,14 +52,12 @@ def parse_rounds(s: str) -> int:
     return int(s)
 
 
-def parse_threads(s: str) -> int:
-    import numba
-
-    top = numba.config.NUMBA_NUM_THREADS
-    if not (s.isdigit() and 1 <= int(s) <= top):
-        fail(argparse.ArgumentTypeError, "--threads", f"an integer in [1, {top}]", s,
-             "pass at most NUMBA_NUM_THREADS (the number of cores unless set).")
-    return int(s)
+def parse_config(s: str) -> str:
+    if s not in CONFIGS:
+        fail(argparse.ArgumentTypeError, "--config", f"one of {', '.join(CONFIGS)}", s,
+             "pass --config one (the library's default build against peers on one thread) or --config two "
+             "(the opt-in against peers on two threads).")
+    return s
 
 
 def parse_args(argv):
@@ -78,7 +80,20 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=parse_rounds,
                     help="interleaved rounds per shape; each figure is the median of its rounds' medians "
                          "(default 5; --quick 2)")
-    ap.add_argument("--threads", type=parse_threads, help="numba threads, and torch's (default: numba's default)")
+    ap.add_argument("--config", type=parse_config, default="one",
+                    help="the threads of every side (bench/threads.py): one (default): the library's serial build, "
+                         "numba and torch on 1 thread, the twenty-line kernel serial; two: SCRATCHNORM_PARALLEL_MIN="
+                         f"{RECOMMENDED_PARALLEL_MIN} (the README's value for large calls run alone), numba and torch "
+                         "on 2 threads, the twenty-line prange kernel (the bench runs itself again in a new "
+                         "interpreter when the variable differs)")
+    ap.add_argument("--peers", action="store_true",
+                    help="only the library against its peers on the configuration's threads (bench/peers.py): "
+                         "LayerNorm, RMSNorm at " + ",".join(shape_str(s) for s in PEER_SHAPES) + " (--quick: "
+                         f"{','.join(QUICK_SHAPES)}) float32 against the twenty-line kernel, torch.compile and NumPy, "
+                         "and the layer grid against torch.nn")
+    ap.add_argument("--first-step", action="store_true",
+                    help="only the first training step of a fresh process, with an empty numba cache (cold) and "
+                         "the same cache again (warm) (bench/first_call.py)")
     ap.add_argument("--compare", type=lambda s: [] if s == "none" else parse_list(s, COMPARE, "compare"),
                     default=list(COMPARE), help="torch,torch_compile,jax (default, when importable; torch_compile "
                                                 "needs torch and a C++ compiler, and compiles each shape first) "
@@ -93,7 +108,8 @@ def parse_args(argv):
     ap.add_argument("--fresh", action="store_true",
                     help="only the training steps in fresh processes: each model and backend in a new interpreter, "
                          "as a learner's script, p50 and p90 per backend, quiet and with one core busy; the "
-                         "processes keep the installed thread settings, --threads does not reach them (bench/fresh.py)")
+                         "processes keep the installed thread settings, --config's threads do not reach them "
+                         "(bench/fresh.py)")
     ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process training steps in a full run")
     ap.add_argument("--stalls", action="store_true",
                     help="only the stall check: LayerNorm/RMSNorm calls with one core busy against the same "
@@ -106,7 +122,8 @@ def parse_args(argv):
     ap.add_argument("--torch-memory", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.shapes is None:
-        args.shapes = [parse_shape(s) for s in (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)]
+        args.shapes = ([parse_shape(s) for s in QUICK_SHAPES] if args.quick
+                       else list(PEER_SHAPES) if args.peers else [parse_shape(s) for s in DEFAULT_SHAPES])
     if args.budget is None:
         args.budget = 0.01 if args.quick else 0.3
     if args.rounds is None:
@@ -120,8 +137,8 @@ def run(args) -> dict:
     report = {"schema": "scratchnorm-bench/2",
               "config": {"norms": args.norms, "shapes": [list(s) for s in args.shapes], "dtypes": args.dtypes,
                          "quick": args.quick, "budget_s": args.budget, "rounds": args.rounds,
-                         "threads": ctx.threads,
-                         "compare": args.compare},
+                         "config": args.config, "threads": ctx.threads, "compare": args.compare},
+              "threads": ctx.sides,
               "environment": environment(ctx), "notes": ctx.notes, "copy": [], "results": [], "layers": []}
     for shape in args.shapes:
         for dtype in args.dtypes:
@@ -143,13 +160,37 @@ def run(args) -> dict:
                       if ctx.torch and not args.quick and not args.no_grid else None)
     report["training"] = (None if args.no_training
                           else run_training(ctx.torch, quick=args.quick, progress=progress))
-    report["stalls"] = None if args.no_stalls else run_stalls(quick=args.quick, progress=progress)
+    if ctx.threads == 1 and not args.no_stalls:       # the stalls compare numba's threads with one
+        ctx.note("stalls: not run on one thread (--config one); `--stalls` alone runs them on numba's threads")
+    report["stalls"] = (None if args.no_stalls or ctx.threads == 1
+                        else run_stalls(quick=args.quick, progress=progress))
     report["fresh"] = None if args.no_fresh else run_fresh(quick=args.quick, progress=progress)
     report["rms_over_ln"] = rms_over_ln(report["results"])
     report["compile"] = ({"cold": None, "warm": None, "error": "skipped (--no-compile)"} if args.no_compile
                          else compile_report(ctx, norms, args.shapes, args.dtypes, args.quick))
+    report["first_step"] = None if args.no_compile else first_steps(quick=args.quick, progress=progress)
+    report["peers"] = peer_section(report)
     report["targets"] = evaluate_targets(report)
     return report
+
+
+def run_peers_only(args, t0) -> int:
+    """The library against its peers on the configuration's threads: the kernels and the grid (peers.py)."""
+    if "jax" in args.compare:               # XLA keeps a pool of its own: not a peer on the configuration's threads
+        args.compare = [c for c in args.compare if c != "jax"]
+    ctx = Context(args)
+    report = {"config": {"shapes": [list(s) for s in args.shapes], "config": args.config}, "threads": ctx.sides,
+              "results": [], "notes": ctx.notes}
+    for shape in args.shapes:
+        for name in KERNEL_NORMS:
+            report["results"] += bench_norm(ctx, NORMS[name], shape, "float32", [])
+    report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
+                      if ctx.torch and not args.no_grid else None)
+    report["peers"] = peer_section(report)
+    load = "-" if ctx.load is None else f"{ctx.load:.2f}"
+    notes = f"1-minute load average before the run: {load}\n" + "".join(f"note: {n}\n" for n in ctx.notes)
+    return print_section(args, t0, notes + peer_tables(report), {"schema": "scratchnorm-bench-peers/1", **report},
+                         f", {args.config}: {ctx.config.title}")
 
 
 def run_grid_only(args, t0) -> int:
@@ -160,8 +201,9 @@ def run_grid_only(args, t0) -> int:
               "scratchnorm.bench --grid`.", file=sys.stderr)
         return 2
     rows = run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
-    return print_section(args, t0, grid_table(rows), {"schema": "scratchnorm-bench-grid/1", "threads": ctx.threads,
-                                                      "rows": rows}, f", {ctx.threads} threads each")
+    return print_section(args, t0, grid_table(rows, ctx.config), {"schema": "scratchnorm-bench-grid/1",
+                                                                  "threads": ctx.sides, "rows": rows},
+                         f", {ctx.threads} threads each")
 
 
 def run_training_only(args, t0) -> int:
@@ -182,6 +224,11 @@ def run_stalls_only(args, t0) -> int:
     return print_section(args, t0, stalls_table(rows), {"schema": "scratchnorm-bench-stalls/1", "rows": rows})
 
 
+def run_first_step_only(args, t0) -> int:
+    section = first_steps(quick=args.quick, progress=progress)
+    return print_section(args, t0, first_step_table(section), {"schema": "scratchnorm-bench-first-step/1", **section})
+
+
 def print_section(args, t0, text: str, document: dict, note: str = "") -> int:
     """One section's table and the seconds it took; ``document`` written to --json when asked."""
     print(f"\n{text}\n({time.perf_counter() - t0:.1f} s{note})")
@@ -192,12 +239,35 @@ def print_section(args, t0, text: str, document: dict, note: str = "") -> int:
     return 0
 
 
+RERUN = "SCRATCHNORM_BENCH_RERUN"      # set in the interpreter main() starts for a configuration
+
+
+def rerun(argv: list[str], config) -> int:
+    """Run the bench again in a new interpreter with ``config``'s SCRATCHNORM_PARALLEL_MIN (read at import)."""
+    if os.environ.get(RERUN):
+        fail(RuntimeError, "SCRATCHNORM_PARALLEL_MIN in the bench's own new interpreter",
+             f"the value of --config {config.key}", "scratchnorm.fast reading another",
+             "check that scratchnorm.fast._jit reads SCRATCHNORM_PARALLEL_MIN at import.")
+    progress(f"--config {config.key}: a new interpreter with " + (
+        f"SCRATCHNORM_PARALLEL_MIN={config.parallel_min}" if config.parallel_min is not None
+        else "SCRATCHNORM_PARALLEL_MIN unset"))
+    env = {**environ_for(config), RERUN: "1"}
+    return subprocess.run([sys.executable, "-m", "scratchnorm.bench", *argv], env=env).returncode
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if args.torch_memory:
         print(json.dumps(probe_torch_memory(json.loads(args.torch_memory))))
         return 0
+    if not in_this_process(CONFIGS[args.config]):
+        return rerun(argv, CONFIGS[args.config])
     t0 = time.perf_counter()
+    if args.peers:
+        return run_peers_only(args, t0)
+    if args.first_step:
+        return run_first_step_only(args, t0)
     if args.grid:
         return run_grid_only(args, t0)
     if args.training:

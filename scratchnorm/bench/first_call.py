@@ -7,6 +7,13 @@ in a new interpreter (FRESH_PROCESS, run with ``python -c``) whose clock starts 
 numpy, numba and scratchnorm is loaded: the bench's own modules, which import numba, are loaded
 only after the imports are timed. (The interpreter's own start-up, ~20 ms, is not counted.)
 
+The first training step of a fresh process (``first_steps``, issue 50's item 6): a learner's script, the
+fresh-process bench's child (fresh.py: a new interpreter imports scratchnorm, builds FIRST_STEP_MODEL on the
+default backend and takes one full-batch step, forward, loss, backward and Adam), cold with a new empty
+``NUMBA_CACHE_DIR`` (every kernel the step needs compiles), then FIRST_STEP_WARM times warm with the same
+folder (they load). Reported: the step's own seconds (the child's clock) and the process's wall time as its
+parent sees it (interpreter start-up and imports included), cold and for each warm process.
+
 The first call is graded against what a learner's own numba would cost them (the issue's decision 4): a
 script of their own holding the twenty-line kernel (naive.py, written to a file beside the probe's cache,
 as numba caches only functions defined in a file), run the same way in a new interpreter, cold then warm:
@@ -28,6 +35,7 @@ from pathlib import Path
 from . import naive
 from .norms import NORMS, bind_keywords, make_inputs, numba_pair
 from .runner import Context, progress
+from .tables import fmt_time, table
 
 FRESH = ("numpy", "numba", "scratchnorm")          # none of these is loaded when the clock starts
 
@@ -47,6 +55,47 @@ started = {{"loaded_at_start": loaded, "pid": os.getpid(), "scratchnorm_import_s
            "numba_import_s": t2 - t1, "fast_import_s": t3 - t2}}
 print(json.dumps(probe_first_calls(json.loads(sys.argv[1]), started)))
 """
+
+
+FIRST_STEP_WARM = 3
+
+
+def first_steps(quick: bool = False, progress=print) -> dict:
+    """The first training step of a fresh process, cold (an empty NUMBA_CACHE_DIR of its own) then
+    FIRST_STEP_WARM times warm (the same folder); {"model", "cold", "warm", "thread_settings", "quick",
+    "loadavg_before"}, a process as
+    {"first_step_s", "process_s", "pid", "losses"}. ``quick`` takes the same processes (they are the figure)."""
+    from .fresh import FIRST_STEP_MODEL, run_child, thread_settings
+
+    keep = ("first_step_s", "process_s", "pid", "losses")
+    section = {"model": {"name": FIRST_STEP_MODEL.name, "norm": FIRST_STEP_MODEL.norm,
+                         "batch": FIRST_STEP_MODEL.batch, "backend": "numba"},
+               "cold": None, "warm": [], "thread_settings": thread_settings(), "quick": quick,
+               "loadavg_before": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+    with tempfile.TemporaryDirectory(prefix="scratchnorm-bench-first-step-") as cache_dir:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+        for label in ("cold",) + ("warm",) * FIRST_STEP_WARM:
+            progress(f"  the first training step of a fresh process, {label} numba cache")
+            run = run_child(FIRST_STEP_MODEL, "numba", steps=1, budget_s=0.0, env=env)
+            probe = {k: run[k] for k in keep}
+            if label == "cold":
+                section["cold"] = probe
+            else:
+                section["warm"].append(probe)
+    return section
+
+
+def first_step_table(section: dict) -> str:
+    """first_steps' figures: the step and the whole process, cold and each warm process."""
+    m = section["model"]
+    rows = [[label, fmt_time(p["first_step_s"]), fmt_time(p["process_s"])]
+            for label, p in [("cold (empty NUMBA_CACHE_DIR)", section["cold"])]
+            + [(f"warm {i + 1} (same folder)", p) for i, p in enumerate(section["warm"])]]
+    return (f"The first training step of a fresh process: {m['name']} {m['norm']} on {m['batch']} rows, backend "
+            f"{m['backend']}, one step (forward, loss, backward, Adam) in a new interpreter (fresh.py's child); "
+            f"threads as installed; load average (1, 5, 15 min) before: "
+            f"{' '.join(f'{v:.2f}' for v in section.get('loadavg_before') or []) or '-'}\n"
+            + table(["numba cache", "first step", "whole process"], rows, left=1))
 
 
 def probe_first_calls(spec: dict, started: dict | None = None) -> dict:
@@ -90,8 +139,9 @@ NAIVE_KERNELS = {"rmsnorm": naive.rms_forward, "layernorm": naive.ln_forward}
 
 
 def naive_script(norm: str, dtype: str, shape) -> str:
-    """A learner's script: its imports, the twenty-line forward kernel of ``norm`` (naive.py's source), one
-    call on an input of ``shape`` and ``dtype``; it prints {"first_call_s": imports + definition + call}."""
+    """A learner's script: its imports, the twenty-line forward kernel of ``norm`` (naive.py's source, under
+    ``njit`` with ``parallel=True``, as numba's documentation shows a prange loop), one call on an input of
+    ``shape`` and ``dtype``; it prints {"first_call_s": imports + definition + call}."""
     kernel = NAIVE_KERNELS[norm]
     n, d = shape
     call = ("rms_forward(x, w, 1e-6, y, rstd)" if norm == "rmsnorm"
@@ -103,7 +153,9 @@ import numpy as np
 from numba import njit, prange
 FAST = {naive.FAST!r}
 
-{inspect.getsource(kernel.py_func)}
+
+@njit(parallel=True, **FAST)
+{inspect.getsource(kernel)}
 t1 = time.perf_counter()
 n, d = {n}, {d}
 x = np.random.default_rng(0).standard_normal((n, d)).astype("{dtype}")

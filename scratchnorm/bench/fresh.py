@@ -22,7 +22,7 @@ hits one step in five leaves the median alone and still costs a learner a fifth 
 (targets.py): both ratios >= 1 at every point, quiet and with one core busy (training.busy_core).
 
 Threads as installed: the children inherit the environment unchanged, and nothing here sets a BLAS,
-OpenMP or numba thread count (the bench's ``--threads`` does not reach them). The machine's load average
+OpenMP or numba thread count (the bench's ``--config`` does not reach them). The machine's load average
 (os.getloadavg) is recorded before and after each condition: a "quiet" run on a machine that someone
 else keeps busy is not quiet.
 
@@ -74,6 +74,7 @@ LEARNER_MLPS = tuple(Model(f"MLP 16-{w}-{w}-10", norm, "mlp", (16, w, w, 10), 30
                      for w in (64, 256) for norm in ("layernorm", "rmsnorm", "batchnorm"))
 MODELS = LESSON_MODELS + LEARNER_MLPS
 QUICK_MODELS = (next(m for m in LESSON_MODELS if m.name == "lesson 16 MLP"), LEARNER_MLPS[1])   # + the issue's
+FIRST_STEP_MODEL = LEARNER_MLPS[1]       # nn.mlp([16, 64, 64, 10], norm="rmsnorm") on 300 rows (first_call.py)
 
 
 def takes_naive(model: Model) -> bool:
@@ -130,17 +131,20 @@ def child(config: dict) -> dict:
             "thread_settings": thread_settings()}
 
 
-def run_child(model: Model, backend: str, steps: int, budget_s: float, seed: int = SEED) -> dict:
-    """One process of one (model, backend): a new interpreter, the environment as it is."""
+def run_child(model: Model, backend: str, steps: int, budget_s: float, seed: int = SEED, env=None) -> dict:
+    """One process of one (model, backend): a new interpreter, the environment as it is (or ``env``). Adds
+    ``process_s``: the process's wall time as its parent sees it, start-up and imports included."""
     config = {"model": asdict(model), "backend": backend, "steps": steps, "budget_s": budget_s, "seed": seed}
     cmd = [sys.executable, "-m", "scratchnorm.bench.fresh", "--child", json.dumps(config)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
+    process_s = time.perf_counter() - t0
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"the fresh process for {model.name} {model.norm} (backend={backend!r}) exited with "
                            f"{proc.returncode}; its stderr ends:\n{proc.stderr[-3000:]}\nFix: run "
                            f"`{sys.executable} -m scratchnorm.bench.fresh --child '{json.dumps(config)}'` to see why.")
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "process_s": process_s}
 
 
 # -- the parent: points, conditions -------------------------------------------------------------------

@@ -75,17 +75,27 @@ def run_grid(torch, budget: Budget, rounds: int, quick: bool = False, progress=p
     return rows
 
 
-def grid_table(rows: list[dict]) -> str:
-    """The grid as a table: one line per norm and shape, the ratio torch/ours per operation."""
-    lines = [f"torch.nn time / scratchnorm time, layer classes, float32, default arguments (ahead: >= {MARGIN})",
-             f"{'norm':<10} {'shape':<14} " + " ".join(f"{op:>16}" for op in OPS)]
+def grid_table(rows: list[dict], config=None) -> str:
+    """The grid as a table: one line per norm and shape, the ratio torch/ours per operation; with ``config``
+    (threads.Config) a line saying each side's threads, and each shape's threads (ours by the library's rule)."""
+    from .threads import describe, library_threads
+
+    title = f"torch.nn time / scratchnorm time, layer classes, float32, default arguments (ahead: >= {MARGIN})"
+    lines = [f"{config.title}: {title}" if config else title]
+    if config:
+        lines.append(describe(config, "torch.nn"))
+    lines.append(f"{'norm':<10} {'shape':<14} " + (f"{'threads ours/torch':>18} " if config else "")
+                 + " ".join(f"{op:>16}" for op in OPS))
     keys = dict.fromkeys((r["norm"], tuple(r["shape"])) for r in rows)
     for norm, shape in keys:
         cells = []
         for op in OPS:
             r = next(r for r in rows if r["norm"] == norm and tuple(r["shape"]) == shape and r["op"] == op)
-            cells.append(f"{r['ratio']:6.2f} {'ahead' if r['ahead'] else 'BEHIND':>7}   ")
-        lines.append(f"{norm:<10} {'x'.join(map(str, shape)):<14} " + " ".join(f"{c:>16}" for c in cells))
+            cells.append(f"{r['ratio']:8.2f} {'ahead' if r['ahead'] else 'BEHIND':>7} ")
+        threads = f"{library_threads(config, int(np.prod(shape)))}/{config.threads}" if config else ""
+        lines.append(f"{norm:<10} {'x'.join(map(str, shape)):<14} " + (f"{threads:>18} " if config else "")
+                     + " ".join(f"{c:>16}" for c in cells))
     ahead = sum(r["ahead"] for r in rows)
     lines.append(f"ahead at {ahead} of {len(rows)} points")
+    lines.append(f"at least as fast at {sum(r['ratio'] >= 1.0 for r in rows)} of {len(rows)} points")
     return "\n".join(lines)

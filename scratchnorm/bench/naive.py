@@ -1,9 +1,15 @@
 """The baseline the library's kernels must beat: RMSNorm and LayerNorm as a learner writes them in numba.
 
-About twenty lines a function, parallel over rows with ``prange``, the row sums accumulated in float64
+About twenty lines a function, a ``prange`` loop over rows, the row sums accumulated in float64
 with ``fastmath={"reassoc"}`` (the library's own accuracy contract for statistics), y and dx computed in
 the input's dtype, every output into a buffer allocated once. The benchmark times them as the "naive"
 implementation beside the library's (``python -m scratchnorm.bench``): what a user would otherwise write.
+
+Each kernel is one Python function compiled twice (``compile_twice``): ``SERIAL``, without ``parallel``
+(``prange`` is then ``range``), the peer of the library's default serial build on one thread, and
+``PRANGE``, with ``parallel=True``, the peer of the opt-in on numba's threads (threads.py picks one per
+configuration). Both split the backward's dw (and db) sums into the same CHUNKS row blocks, added in
+block order; the row sums may be vectorized apart (reassoc), so they agree to rounding (tests/bench).
 
     RMSNorm:    y = x rstd w,   rstd = 1 / sqrt(mean(x^2) + eps)
                 dx = rstd (g - x_hat mean(g x_hat)),  g = dy w,  dw = sum over rows of dy x_hat
@@ -13,6 +19,8 @@ implementation beside the library's (``python -m scratchnorm.bench``): what a us
 from __future__ import annotations
 
 import inspect
+import types
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -23,12 +31,11 @@ from ..layernorm import LayerNorm
 from ..rmsnorm import RMSNorm
 from .norms import Inputs, Norm
 
-FAST = {"parallel": True, "fastmath": {"reassoc"}, "cache": True}
+FAST = {"fastmath": {"reassoc"}, "cache": True}       # and parallel=True for the prange copy
 CHUNKS = 16                                            # row blocks of the backward's dw, db sums
 NAIVE = ("rmsnorm", "layernorm")                       # the norms the baseline covers
 
 
-@njit(**FAST)
 def rms_forward(x, w, eps, y, rstd):
     n, d = x.shape
     for i in prange(n):
@@ -40,7 +47,6 @@ def rms_forward(x, w, eps, y, rstd):
             y[i, j] = x[i, j] * rstd[i] * w[j]
 
 
-@njit(**FAST)
 def rms_backward(dy, x, w, rstd, dx, dw_parts):
     n, d = x.shape
     chunks = dw_parts.shape[0]                         # row blocks, each summing its own share of dw
@@ -56,7 +62,6 @@ def rms_backward(dy, x, w, rstd, dx, dw_parts):
                 dw_parts[c, j] += np.float64(dy[i, j]) * np.float64(x[i, j] * rstd[i])
 
 
-@njit(**FAST)
 def ln_forward(x, w, b, eps, y, mean, rstd):
     n, d = x.shape
     for i in prange(n):
@@ -72,7 +77,6 @@ def ln_forward(x, w, b, eps, y, mean, rstd):
             y[i, j] = (x[i, j] - mean[i]) * rstd[i] * w[j] + b[j]
 
 
-@njit(**FAST)
 def ln_backward(dy, x, w, mean, rstd, dx, dwb_parts):
     n, d = x.shape
     chunks = dwb_parts.shape[0]                        # row blocks: [c, 0] their dw, [c, 1] their db
@@ -92,8 +96,38 @@ def ln_backward(dy, x, w, mean, rstd, dx, dwb_parts):
                 dwb_parts[c, 1, j] += dy[i, j]
 
 
+class Kernels(NamedTuple):
+    """The four kernels above, compiled one way."""
+    rms_forward: object
+    rms_backward: object
+    ln_forward: object
+    ln_backward: object
+
+
+def compile_twice(fn) -> tuple:
+    """(serial, prange): ``fn`` under numba.njit without and with ``parallel=True``, lazily. numba's disk
+    cache keys an entry by the function's qualified name and not by its options, so each is a copy of
+    ``fn`` (the same code object) under a name of its own, as scratchnorm.fast._jit.serial_and_prange does
+    for the library's kernels (whose options differ: no fastmath, numba's error model)."""
+    pair = []
+    for parallel in (False, True):
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = f"{fn.__qualname__}_{'prange' if parallel else 'serial'}"
+        pair.append(njit(parallel=parallel, **FAST)(copy))
+    return tuple(pair)
+
+
+SERIAL, PRANGE = (Kernels(*pair) for pair in zip(*map(compile_twice, (rms_forward, rms_backward, ln_forward,
+                                                                     ln_backward))))
+
+
+def kernels(parallel: bool) -> Kernels:
+    """PRANGE (on numba's threads) or SERIAL."""
+    return PRANGE if parallel else SERIAL
+
+
 class NaiveNorm(Layer):
-    """A learner's own layer around the kernels above, as their training script would hold it: buffers
+    """A learner's own layer around the prange kernels above, as their training script would hold it: buffers
     allocated at each call, a tuple for the cache, the row-block sums of dw (and db) added up at the end.
     The fresh-process bench trains it beside the library's layers (fresh.py, backend "naive"). eps is the
     library layer's default, so that the same seeded model trains to the same losses."""
@@ -111,9 +145,9 @@ class NaiveNorm(Layer):
         n = x.shape[0]
         y, mean, rstd = np.empty_like(x), np.empty(n, x.dtype), np.empty(n, x.dtype)
         if self.norm == "rmsnorm":
-            rms_forward(x, self.params["weight"], self.eps, y, rstd)
+            PRANGE.rms_forward(x, self.params["weight"], self.eps, y, rstd)
         else:
-            ln_forward(x, self.params["weight"], self.params["bias"], self.eps, y, mean, rstd)
+            PRANGE.ln_forward(x, self.params["weight"], self.params["bias"], self.eps, y, mean, rstd)
         return y, (x, mean, rstd)
 
     def _backward(self, dy, cache):
@@ -121,17 +155,17 @@ class NaiveNorm(Layer):
         dx, w = np.empty_like(x), self.params["weight"]
         if self.norm == "rmsnorm":
             parts = np.empty((CHUNKS, x.shape[1]))
-            rms_backward(dy, x, w, rstd, dx, parts)
+            PRANGE.rms_backward(dy, x, w, rstd, dx, parts)
             return {"x": dx, "weight": parts.sum(0)}
         parts = np.empty((CHUNKS, 2, x.shape[1]))
-        ln_backward(dy, x, w, mean, rstd, dx, parts)
+        PRANGE.ln_backward(dy, x, w, mean, rstd, dx, parts)
         dw, db = parts.sum(0)
         return {"x": dx, "weight": dw, "bias": db}
 
 
-def naive_steps(norm: Norm, inp: Inputs) -> dict:
-    """forward / backward / fwd+bwd of the naive kernels, into buffers allocated once (LookupError for a
-    norm they do not cover)."""
+def naive_steps(norm: Norm, inp: Inputs, parallel: bool = True) -> dict:
+    """forward / backward / fwd+bwd of the naive kernels (the prange ones, or with ``parallel=False`` the
+    serial ones), into buffers allocated once (LookupError for a norm they do not cover)."""
     if norm.name not in NAIVE:
         raise LookupError(f"no naive numba kernel for {norm.name} (only rmsnorm and layernorm)")
     x, dy = inp.x, inp.dy
@@ -141,21 +175,22 @@ def naive_steps(norm: Norm, inp: Inputs) -> dict:
     mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
     parts = np.empty((CHUNKS, 2 if norm.name == "layernorm" else 1, x.shape[1]))   # per row block: dw (, db)
     grads = {}
+    k = kernels(parallel)
     if norm.name == "rmsnorm":
         def forward():
-            rms_forward(x, w, norm.eps, y, rstd)
+            k.rms_forward(x, w, norm.eps, y, rstd)
 
         def backward():
-            rms_backward(dy, x, w, rstd, dx, parts[:, 0])      # a contiguous (CHUNKS, d) array
+            k.rms_backward(dy, x, w, rstd, dx, parts[:, 0])      # a contiguous (CHUNKS, d) array
             grads.update(x=dx, weight=parts[:, 0].sum(0).astype(x.dtype))
     else:
         b = inp.params["bias"]
 
         def forward():
-            ln_forward(x, w, b, norm.eps, y, mean, rstd)
+            k.ln_forward(x, w, b, norm.eps, y, mean, rstd)
 
         def backward():
-            ln_backward(dy, x, w, mean, rstd, dx, parts)
+            k.ln_backward(dy, x, w, mean, rstd, dx, parts)
             dwb = parts.sum(0).astype(x.dtype)
             grads.update(x=dx, weight=dwb[0], bias=dwb[1])
     forward()

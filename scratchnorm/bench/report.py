@@ -2,7 +2,9 @@
 GB/s (1e9 bytes), shapes [N, D]:
 
     schema       "scratchnorm-bench/2"
-    config       {norms, shapes, dtypes, quick, budget_s, rounds, threads, compare}
+    config       {norms, shapes, dtypes, quick, budget_s, rounds, config: one|two, threads, compare}
+    threads      {config, title, parallel_min, threads: {numba, torch}, naive_kernel: serial|prange}
+                 (threads.py: every side's threads, as read back after setting them together)
     environment  {python, numpy, numba, torch, jax, cpu, cpu_count, numba_threads, torch_threads,
                   jax_threads, openblas, last_level_cache_bytes, load_average, disable_jit}
     notes        [str]: what was skipped and why
@@ -27,6 +29,10 @@ GB/s (1e9 bytes), shapes [N, D]:
                    p90_ratio,
                    p90_over_median}] (stalls.py: one core busy) or null (--no-stalls)
     rms_over_ln  [{shape, dtype, step, impl, ratio}]
+    peers        {config, kernels: {naive|torch_compile|numpy: [{norm, shape, step, ours_s, peer_s, ratio,
+                  at_least, threads_ours, threads_peer}]}} (peers.py; the torch.nn table is the grid's)
+    first_step   {model, cold, warm: [...], thread_settings, quick, loadavg_before}, a process
+                 {first_step_s, process_s, pid, losses} (first_call.first_steps) or null (--no-compile)
     compile      {cold, warm, warm_runs_s, error}; a probe is {numba_import_s, fast_import_s,
                   first_call_s, calls: [{norm, dtype, shape, function, first_call_s}], scipy_loaded}
     memory       [{norm, shape, dtype, step, impl, method: tracemalloc|rss, x_bytes, peak_bytes,
@@ -38,33 +44,10 @@ from __future__ import annotations
 
 import statistics
 
-from .grid import grid_table
+from .first_call import first_step_table
 from .norms import IMPL_LABELS, IMPLS, shape_str
-
-
-def fmt_time(s) -> str:
-    if s is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def fmt(v, spec=".2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def table(headers, rows, left: int) -> str:
-    """The first ``left`` columns left-aligned, the others (numbers) right-aligned."""
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+from .peers import peer_tables
+from .tables import fmt, fmt_time, table
 
 
 def print_report(report: dict) -> None:
@@ -72,8 +55,11 @@ def print_report(report: dict) -> None:
     print(f"scratchnorm bench  numpy {env['numpy']}  numba {env['numba']}  torch {env['torch']}  "
           f"jax {env['jax']}")
     llc = f", last-level cache {env['last_level_cache_bytes'] >> 20} MiB" if env.get("last_level_cache_bytes") else ""
-    print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); threads: numba {env['numba_threads']}, "
-          f"torch {env['torch_threads']} (set equal to numba's), jax: {env['jax_threads']}")
+    threads = report["threads"]
+    print(f"cpu: {env['cpu']} ({env['cpu_count']} cores{llc}); --config {threads['config']} ({threads['title']}): "
+          f"threads numba {env['numba_threads']}, torch {env['torch_threads']} (set together, bench/threads.py), "
+          f"the twenty-line kernel {threads['naive_kernel']}, SCRATCHNORM_PARALLEL_MIN "
+          f"{threads['parallel_min'] or 'unset'}; jax: {env['jax_threads']}")
     if env["openblas"]:
         print("environment (left as found): " + ", ".join(f"{k}={v}" for k, v in env["openblas"].items()))
     for note in report["notes"]:
@@ -123,8 +109,6 @@ def print_report(report: dict) -> None:
         if price:
             print("\n  forward on float32 input, float64 (default) / float32 parameters: " + ", ".join(
                 f"{n} {sh} {fmt(t['numba_layer_f64_params'] / t['numba_layer'])}" for (n, sh), t in price.items()))
-    if report.get("grid"):
-        print(f"\n{grid_table(report['grid'])}")
     if report.get("training"):
         print("\nTraining steps of the lessons' models (median ms per step; ratios above 1: numba is faster; BLAS "
               "threads as set by the user)")
@@ -145,11 +129,8 @@ def print_report(report: dict) -> None:
         impls = [i for i in IMPLS if any(i in v for v in by.values())]
         print(table(["shape", "dtype", "step", *[IMPL_LABELS[i] for i in impls]],
                     [[*k, *[fmt(v.get(i)) for i in impls]] for k, v in by.items()], left=3))
-    naive = naive_rows(report["results"])
-    if naive:
-        print("\nAgainst a learner's twenty-line numba kernel (bench/naive.py), both into kept buffers: "
-              "scratchnorm numba out= time / naive time (below 1: the library is faster)")
-        print(table(["norm", "shape", "dtype", "forward", "backward", "fwd+bwd"], naive, left=3))
+    if report.get("peers"):
+        print(f"\nThe library against its peers, thread for thread (bench/peers.py)\n\n{peer_tables(report)}")
     if report["memory"]:
         print_memory(report["memory"])
     comp = report["compile"]
@@ -183,6 +164,8 @@ def print_report(report: dict) -> None:
         if warm.get("scipy_loaded"):
             print("  numba imported scipy while starting up (scipy is installed here, e.g. with torch or jax;"
                   " requirements.txt does not need it): that start-up is slower than on a machine without it")
+    if report.get("first_step"):
+        print(f"\n{first_step_table(report['first_step'])}")
     print("\nTargets (issues \"Performance v2\" and \"Plain kernels that win\"; benchmark figures, not tests)")
     print(targets_table(report["targets"]))
 
@@ -192,14 +175,6 @@ def targets_table(targets: list[dict]) -> str:
                  [[t["name"], t["where"], f"{t['op']} {t['threshold']:g} {t['unit']}",
                    "-" if t["value"] is None else f"{t['value']:.3g} {t['unit']}", t["status"]]
                   for t in targets], left=2)
-
-
-def naive_rows(results: list[dict]) -> list[list[str]]:
-    """Per norm, shape and dtype: the library's out= time over the naive kernel's, per step."""
-    t = {(r["norm"], shape_str(r["shape"]), r["dtype"], r["step"], r["impl"]): r["median_s"] for r in results}
-    keys = dict.fromkeys(k[:3] for k in t if k[4] == "naive")
-    return [[*k, *(fmt(t[(*k, step, "numba_out")] / t[(*k, step, "naive")]) if (*k, step, "numba_out") in t
-                   else "-" for step in ("forward", "backward", "fwd+bwd"))] for k in keys]
 
 
 def fused_table(rows: list[dict]) -> str:

@@ -32,6 +32,7 @@ from .norms import (
     shape_str,
 )
 from .roofline import copy_arrays, copy_bandwidth, last_level_cache_bytes
+from .threads import CONFIGS, apply
 from .timing import Budget, Timing, _faults_per_call, measure
 
 BUSY_LOAD = 0.5        # a load average above this before the run gets a note
@@ -45,29 +46,27 @@ class Context:
         self.rounds = args.rounds
         self.notes: list[str] = []
         self.memory: list[dict] = []        # the "memory" rows, filled by bench_norm
-        self.numba = self._import_numba(args.threads)
-        self.threads = self.numba.get_num_threads() if self.numba else 1
+        self.config = CONFIGS[args.config]
+        self.threads = self.config.threads              # numba's and torch's: set together below, nowhere else
+        self.numba = self._import_numba()
         self.use_numba_copy = bool(self.numba) and not self.numba.config.DISABLE_JIT
         self.torch = self._optional("torch", args.compare)
         self.jax = self._optional("jax", args.compare)
         self.torch_compile = bool(self.torch) and "torch_compile" in args.compare
         if self.torch_compile:      # the "backward" step calls the compiled backward again (retain_graph),
             importlib.import_module("torch._functorch.config").donated_buffer = False   # donation forbids
-        if self.torch:
-            self.torch.set_num_threads(self.threads)
+        self.sides = apply(self.config, self.numba, self.torch)     # every side's threads, or an error
         self.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         if self.load is not None and self.load > BUSY_LOAD:
             self.notes.append(f"the 1-minute load average is {self.load:.1f} before the bench starts: other "
                               "processes use the cores, so the figures are noisy (parallel code most)")
 
-    def _import_numba(self, threads):
+    def _import_numba(self):
         import numba
 
         if numba.config.DISABLE_JIT:
             self.notes.append("NUMBA_DISABLE_JIT is set: numba figures are interpreted Python, "
                               "not kernels; the numba copy is skipped")
-        if threads is not None:
-            numba.set_num_threads(threads)        # parse_args checked the range
         return numba
 
     def note(self, text: str) -> None:
@@ -97,7 +96,7 @@ class Context:
             out["numba"] = lambda: scratch_steps(*numba_pair(norm), inp, use_out=False)
             out["numba_out"] = lambda: scratch_steps(*numba_pair(norm), inp, use_out=True)
             if norm.name in NAIVE:                    # a learner's twenty-line kernel: the baseline to beat
-                out["naive"] = lambda: naive_steps(norm, inp)
+                out["naive"] = lambda: naive_steps(norm, inp, parallel=self.config.naive_parallel)
         if self.torch:
             out["torch"] = lambda: torch_steps(norm, inp, self.torch)
             if self.torch_compile and norm.name in COMPILED:
@@ -266,7 +265,7 @@ def environment(ctx: Context) -> dict:
     return {"python": platform.python_version(), "numpy": np.__version__,
             "numba": getattr(ctx.numba, "__version__", None),
             "torch": getattr(ctx.torch, "__version__", None), "jax": getattr(ctx.jax, "__version__", None),
-            "cpu": cpu, "cpu_count": os.cpu_count(), "numba_threads": ctx.threads,
+            "cpu": cpu, "cpu_count": os.cpu_count(), "numba_threads": ctx.numba.get_num_threads(),
             "torch_threads": ctx.torch.get_num_threads() if ctx.torch else None,
             "jax_threads": "XLA's own pool (all cores)" if ctx.jax else None,
             "openblas": {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS")},

@@ -11,12 +11,12 @@ from __future__ import annotations
 from .first_call import FIRST_CALL_MARGIN_S
 from .grid import MARGIN
 from .norms import shape_str
+from .peers import KERNEL_NORMS, KERNEL_STEPS, PEER_SHAPES
 from .stalls import LIMIT as STALL_LIMIT
 
 IN_CACHE = (1024, 1024)      # all of a call's float32 arrays fit the last-level cache together
 LARGE = (8192, 4096)
 SMALL = (64, 512)
-ISSUE_SHAPES = ((64, 512), (64, 4096), (1024, 1024), (8192, 4096))   # issue "Plain kernels that win"
 COMPARISONS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, "<": lambda v, t: v < t}
 
 
@@ -109,23 +109,21 @@ def evaluate_targets(report: dict) -> list[dict]:
                  None)
         add(f"{label} forward, torch.nn time / ours", ">=", 1.0, "x", r and r["ratio"],
             f"{shape_str(SMALL)} float32, layer classes")
-    # -- issue "Plain kernels that win" -----------------------------------------------------------
-    t = {(r["norm"], tuple(r["shape"]), r["step"], r["impl"]): r["median_s"] for r in results
-         if r["dtype"] == "float32" and r["step"] in ("forward", "backward") and tuple(r["shape"]) in ISSUE_SHAPES}
-    points = len(ISSUE_SHAPES) * 2 * 2                   # shapes x (LayerNorm, RMSNorm) x (forward, backward)
+    # -- issue "Plain kernels that win", thread for thread (issue 50; peers.py) -----------------------------
+    kernels = (report.get("peers") or {}).get("kernels", {})
+    title = (report.get("threads") or {}).get("title", "")
+    points = len(PEER_SHAPES) * len(KERNEL_NORMS) * len(KERNEL_STEPS)
 
-    def count(impl, base):
-        """At how many points ``base`` takes at most ``impl``'s time (None unless all were measured)."""
-        ratios = [t[k[:3] + (base,)] / t[k] for k in t if k[3] == impl and k[:3] + (base,) in t]
-        return sum(v <= 1.0 for v in ratios) if len(ratios) == points else None
+    def count(peer):
+        """At how many of the issue's points ours is at least as fast as ``peer`` (None unless all measured)."""
+        rows = [r for r in kernels.get(peer, []) if tuple(r["shape"]) in PEER_SHAPES and r["ratio"] is not None]
+        return sum(r["at_least"] for r in rows) if len(rows) == points else None
 
-    issue = ", ".join(shape_str(s) for s in ISSUE_SHAPES)
+    issue = ", ".join(shape_str(s) for s in PEER_SHAPES)
     add("LayerNorm/RMSNorm points at least as fast as the naive kernel", ">=", points, f"of {points}",
-        count("naive", "numba_out"),
-        f"numba out= / naive numba (bench/naive.py) <= 1, forward and backward, float32, at {issue}")
-    add("LayerNorm/RMSNorm points ahead of torch.compile", ">=", points, f"of {points}",
-        count("torch_compile", "numba"),
-        f"torch.compile time / numba time >= 1, forward and backward, float32, both allocating, at {issue}")
+        count("naive"), f"{title}: naive time / numba out= time >= 1, forward and backward, float32, at {issue}")
+    add("LayerNorm/RMSNorm points ahead of torch.compile", ">=", points, f"of {points}", count("torch_compile"),
+        f"{title}: torch.compile time / numba time >= 1, forward and backward, float32, both allocating, at {issue}")
     for op in ("forward", "backward"):
         r = next((g for g in grid if g["norm"] == "BatchNorm" and tuple(g["shape"]) == IN_CACHE and g["op"] == op),
                  None)

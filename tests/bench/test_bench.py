@@ -17,11 +17,10 @@ import numpy as np
 import pytest
 
 import scratchnorm as sn
-from scratchnorm.bench import cli, first_call, memory, norms, runner, timing
+from scratchnorm.bench import cli, first_call, memory, norms, peers, runner, timing
 from scratchnorm.bench import compare as compare_mod
 from scratchnorm.bench import targets as targets_mod
 from scratchnorm.bench.naive import NAIVE, naive_steps
-from scratchnorm.bench.report import naive_rows
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +32,7 @@ def run_bench(tmp_path, *args):
     """Run the bench in a subprocess; return (stdout, report)."""
     path = tmp_path / "bench.json"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}   # time kernels, not Python
-    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--quick", "--threads", "1",
+    proc = subprocess.run([sys.executable, "-m", "scratchnorm.bench", "--quick", "--config", "one",
                            "--json", str(path), *args], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, json.loads(path.read_text(), parse_constant=reject_non_finite)
@@ -65,7 +64,8 @@ def test_quick_report_structure(quick):
     out, rep = quick
     assert rep["schema"] == "scratchnorm-bench/2"
     cfg = rep["config"]
-    assert cfg["quick"] and cfg["threads"] == 1 and cfg["compare"] == []
+    assert cfg["quick"] and cfg["config"] == "one" and cfg["threads"] == 1 and cfg["compare"] == []
+    assert rep["threads"]["threads"] == {"numba": 1, "torch": None} and rep["threads"]["naive_kernel"] == "serial"
     assert cfg["norms"] == list(norms.NORMS)
     assert cfg["shapes"] == [list(cli.parse_shape(s)) for s in cli.QUICK_SHAPES]
     assert cfg["dtypes"] == list(cli.DEFAULT_DTYPES)
@@ -268,7 +268,7 @@ def test_torch_and_jax_rows(tmp_path, torch, jax):
         assert all(r["peak_bytes"] is None and r["multiple"] is None and "resolution" in r["note"]
                    for r in mem)                                          # 64x512: too small for RSS
         assert rep["environment"]["torch_threads"] == rep["environment"]["numba_threads"] == 1
-        assert "torch 1 (set equal to numba's)" in out
+        assert "torch 1 (set together, bench/threads.py)" in out
         assert {r["norm"] for r in rep["layers"] if r["impl"] == "torch_layer"} == {"layernorm", "rmsnorm"}
     assert rep["compile"]["error"] == "skipped (--no-compile)"
 
@@ -313,9 +313,12 @@ def fake_report(numba_t, warm_first_call, naive_first_call=0.1, ahead=39, small_
                       for load in ("quiet", "one core busy", "one core busy")]}
     for row in fresh["rows"][:2]:                                          # 2 with the naive backend
         row.update(naive_p50_ratio=1.15 / numba_t, naive_p90_ratio=1.3 / numba_t)
-    return {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
-            "stalls": stalls, "fresh": fresh, "compile": {"warm": {"first_call_s": warm_first_call},
-                                                          "naive": {"warm": {"first_call_s": naive_first_call}}}}
+    report = {"results": results, "layers": layers, "grid": grid, "copy": copy, "training": training,
+              "stalls": stalls, "fresh": fresh, "compile": {"warm": {"first_call_s": warm_first_call},
+                                                            "naive": {"warm": {"first_call_s": naive_first_call}}},
+              "config": {"shapes": [list(s) for s in peers.PEER_SHAPES]},
+              "threads": {"config": "one", "title": "one thread"}}
+    return {**report, "peers": peers.peer_section(report)}
 
 
 def one(targets, name, where=None):
@@ -457,7 +460,7 @@ def test_grid_without_torch_names_the_readmes_fix(capsys):
     (["--shapes", "0x512"], "--shapes: expected comma-separated NxD"),
     (["--norms", "layernorm,weightnorm"], "--norms: expected a comma-separated list"),
     (["--dtypes", "float16"], "--dtypes: expected a comma-separated list"),
-    (["--threads", "0"], "--threads: expected an integer in [1, "),
+    (["--config", "three"], "--config: expected one of one, two"),
 ])
 def test_bad_arguments_name_the_fix(argv, fragment, capsys):
     with pytest.raises(SystemExit):
@@ -519,8 +522,12 @@ def test_the_naive_baseline_computes_the_norm(name, dtype, rtol):
     assert np.all(np.abs(steps["grads"]["weight"] - grads["weight"]) <= 8 * rtol * dw_scale)
 
 
-def test_the_report_compares_the_library_with_the_naive_kernel(quick):
+def test_the_report_compares_the_library_with_the_naive_kernel_on_the_same_threads(quick):
+    """--config one (run_bench's): the serial twenty-line kernel, one thread each side, every point measured."""
     out, rep = quick
-    assert "Against a learner's twenty-line numba kernel" in out
-    rows = naive_rows(rep["results"])
-    assert {r[0] for r in rows} == set(NAIVE) and all(len(r) == 6 and "-" not in r[3:] for r in rows)
+    assert "one thread: scratchnorm against a learner's twenty-line numba kernel" in out
+    assert "naive: the twenty-line kernel compiled without parallel, 1 thread" in out
+    rows = rep["peers"]["kernels"]["naive"]
+    assert len(rows) == len(NAIVE) * len(rep["config"]["shapes"]) * 2
+    assert all(r["ratio"] is not None and (r["threads_ours"], r["threads_peer"]) == (1, 1) for r in rows)
+    assert f"at least as fast at {sum(r['at_least'] for r in rows)} of {len(rows)} points" in out
