@@ -10,6 +10,7 @@ import time
 
 from .._checks import fail
 from .compare import COMPARE
+from .door import door_table, run_door
 from .first_call import compile_report, first_step_table, first_steps
 from .grid import grid_table, run_grid
 from .memory import probe_torch_memory
@@ -91,6 +92,9 @@ def parse_args(argv):
                          "LayerNorm, RMSNorm at " + ",".join(shape_str(s) for s in PEER_SHAPES) + " (--quick: "
                          f"{','.join(QUICK_SHAPES)}) float32 against the twenty-line kernel, torch.compile and NumPy, "
                          "and the layer grid against torch.nn")
+    ap.add_argument("--door", action="store_true",
+                    help="only the door: each LayerNorm and RMSNorm function minus its serial kernel at 64x512 "
+                         "(bench/door.py; --peers prints it too)")
     ap.add_argument("--first-step", action="store_true",
                     help="only the first training step of a fresh process, with an empty numba cache (cold) and "
                          "the same cache again (warm) (bench/first_call.py)")
@@ -187,9 +191,11 @@ def run_peers_only(args, t0) -> int:
     report["grid"] = (run_grid(ctx.torch, ctx.budget, args.rounds, quick=args.quick, progress=progress)
                       if ctx.torch and not args.no_grid else None)
     report["peers"] = peer_section(report)
+    report["door"] = run_door(ctx.budget, args.rounds, progress=progress)
     load = "-" if ctx.load is None else f"{ctx.load:.2f}"
     notes = f"1-minute load average before the run: {load}\n" + "".join(f"note: {n}\n" for n in ctx.notes)
-    return print_section(args, t0, notes + peer_tables(report), {"schema": "scratchnorm-bench-peers/1", **report},
+    text = f"{notes}{peer_tables(report)}\n\n{door_table(report['door'])}"
+    return print_section(args, t0, text, {"schema": "scratchnorm-bench-peers/1", **report},
                          f", {args.config}: {ctx.config.title}")
 
 
@@ -222,6 +228,11 @@ def run_fresh_only(args, t0) -> int:
 def run_stalls_only(args, t0) -> int:
     rows = run_stalls(quick=args.quick, progress=progress)
     return print_section(args, t0, stalls_table(rows), {"schema": "scratchnorm-bench-stalls/1", "rows": rows})
+
+
+def run_door_only(args, t0) -> int:
+    rows = run_door(Context(args).budget, args.rounds, progress=progress)
+    return print_section(args, t0, door_table(rows), {"schema": "scratchnorm-bench-door/1", "rows": rows})
 
 
 def run_first_step_only(args, t0) -> int:
@@ -266,6 +277,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if args.peers:
         return run_peers_only(args, t0)
+    if args.door:
+        return run_door_only(args, t0)
     if args.first_step:
         return run_first_step_only(args, t0)
     if args.grid:

@@ -211,10 +211,11 @@ def backward_rows(dy, cache, dx_out, made_by: str):
 
 def affine_grads(dwb: np.ndarray, cache: dict) -> dict:
     """{"weight": dwb[0], "bias": dwb[1]} for the parameters in the cache that are not None,
-    each in its parameter's dtype (one conversion for both when they share it: the layers' case)."""
+    each in its parameter's dtype (one conversion for both when they share it: the layers' case). ``dwb``
+    is the call's own new array: where the dtype is already right the gradients are views of it."""
     weight, bias = cache["weight"], cache["bias"]
     if weight is not None and bias is not None and weight.dtype == bias.dtype:
-        both = dwb.astype(weight.dtype)                 # (2, d): a new array, whatever the dtypes
+        both = dwb.astype(weight.dtype, copy=False)     # (2, d)
         return {"weight": both[0], "bias": both[1]}
-    return {name: dwb[i].astype(cache[name].dtype) for i, name in enumerate(("weight", "bias"))
+    return {name: dwb[i].astype(cache[name].dtype, copy=False) for i, name in enumerate(("weight", "bias"))
             if cache[name] is not None}
