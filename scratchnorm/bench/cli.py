@@ -92,9 +92,8 @@ def parse_args(argv):
                          "LayerNorm, RMSNorm at " + ",".join(shape_str(s) for s in PEER_SHAPES) + " (--quick: "
                          f"{','.join(QUICK_SHAPES)}) float32 against the twenty-line kernel, torch.compile and NumPy, "
                          "and the layer grid against torch.nn")
-    ap.add_argument("--door", action="store_true",
-                    help="only the door: each LayerNorm and RMSNorm function minus its serial kernel at 64x512 "
-                         "(bench/door.py; --peers prints it too)")
+    ap.add_argument("--door", action="store_true", help="only each LayerNorm and RMSNorm function minus its "
+                    "serial kernel at 64x512 (bench/door.py; --peers prints it too)")
     ap.add_argument("--first-step", action="store_true",
                     help="only the first training step of a fresh process, with an empty numba cache (cold) and "
                          "the same cache again (warm) (bench/first_call.py)")
