@@ -274,20 +274,11 @@ def main(argv=None) -> int:
     if not in_this_process(CONFIGS[args.config]):
         return rerun(argv, CONFIGS[args.config])
     t0 = time.perf_counter()
-    if args.peers:
-        return run_peers_only(args, t0)
-    if args.door:
-        return run_door_only(args, t0)
-    if args.first_step:
-        return run_first_step_only(args, t0)
-    if args.grid:
-        return run_grid_only(args, t0)
-    if args.training:
-        return run_training_only(args, t0)
-    if args.stalls:
-        return run_stalls_only(args, t0)
-    if args.fresh:
-        return run_fresh_only(args, t0)
+    for flag, run_only in (("peers", run_peers_only), ("door", run_door_only), ("first_step", run_first_step_only),
+                           ("grid", run_grid_only), ("training", run_training_only), ("stalls", run_stalls_only),
+                           ("fresh", run_fresh_only)):          # one section alone
+        if getattr(args, flag):
+            return run_only(args, t0)
     report = run(args)
     report["wall_s"] = time.perf_counter() - t0
     print_report(report)
