@@ -217,14 +217,15 @@ plot_fusion_why(lesson, causes, FUSED)
 # second kernel sums the buffers. The rows add into a buffer in the order they take its lock, which can change
 # from run to run. scratchnorm's kernels (`scratchnorm/fast/rmsnorm.py`, `scratchnorm/fast/chunks.py`) fix the
 # order instead. The rows are cut into chunks by the row count alone (`n_chunks`: at least 16 rows a chunk, at
-# most 64 chunks, chunk $c$ the rows from $c\,R/C$ to $(c+1)R/C$); each chunk sums its rows in order into its
-# own float64 partial, whichever thread runs it; then the partials are added in chunk order $0, 1, 2, \dots$,
-# and the float64 total is dweight, rounded once to the weight's dtype.
+# most 64 chunks, chunk $c$ the rows from $c\,R/C$ to $(c+1)R/C$); each chunk sums its rows in order, at most 16
+# at a time in $x$'s dtype (8 lanes and half the bytes for float32) and then into its own float64 partial,
+# whichever thread runs it; then the partials are added in chunk order $0, 1, 2, \dots$, and the float64 total
+# is dweight, rounded once to the weight's dtype.
 #
 # The cell does it for float32 (the usual case) and float64 inputs. It checks that the library's dweight is
 # bitwise the same on 1 thread and on 2 (numba's threads sharing the chunks of its `prange` loop); rebuilds the
-# kernel's chunk partials from the forward's rstd ($\hat{x} = x \cdot \mathrm{rstd}$ in $x$'s dtype, times
-# $dy$ in float64, row after row) and checks that adding them in chunk order gives the library's dweight, bit
+# kernel's chunk partials from the forward's rstd ($\hat{x} = x \cdot \mathrm{rstd}$ and $dy\,\hat{x}$ in $x$'s
+# dtype, 16 rows at a time, then float64) and checks that adding them in chunk order gives the library's dweight, bit
 # for bit; then adds the same partials in 20 shuffled orders, as a lock's order would, and counts the elements
 # that change: of the float64 total, and of dweight as the library returns it.
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from scratchnorm import fast
 from scratchnorm.fast import _jit as fast_jit
+from scratchnorm.fast.chunks import ROWS_PER_SUM
 from scratchnorm.fast.float32 import bounded
 from lessons._common import check
 from lessons._speed import regime
@@ -68,13 +69,21 @@ def library_dweight(x, dy, w):
 
 
 def chunk_partials(x, dy, rstd, chunks):
-    """(chunks, d) float64: each chunk's sum of dy * x_hat, row after row, x_hat = x * rstd in x's dtype."""
+    """(chunks, d) float64: each chunk's sum of dy * x_hat as the kernel makes it (scratchnorm/fast/chunks.py):
+    x_hat = x * rstd and dy * x_hat in x's dtype, summed in x's dtype over at most ROWS_PER_SUM rows at a
+    time, each such sum added to the chunk's float64 sum."""
     x_hat = x * rstd.astype(x.dtype)[:, None]                              # (rows, d), in x's dtype
-    contrib = dy.astype(np.float64) * x_hat.astype(np.float64)              # (rows, d): dy x_hat
+    contrib = dy * x_hat                                                    # (rows, d): dy x_hat, in x's dtype
     part = np.zeros((chunks, x.shape[1]))
     for c in range(chunks):
-        for i in range(c * len(x) // chunks, (c + 1) * len(x) // chunks):
-            part[c] += contrib[i]
+        first = c * len(x) // chunks
+        partial = np.zeros(x.shape[1], x.dtype)
+        for i in range(first, (c + 1) * len(x) // chunks):
+            partial += contrib[i]
+            if (i - first) % ROWS_PER_SUM == ROWS_PER_SUM - 1:
+                part[c] += partial
+                partial[:] = 0
+        part[c] += partial
     return part
 
 
