@@ -59,7 +59,7 @@ code's entries, where a process that imported the edited files never looks.
 cache, would label the old code with the new digest there.)
 
 Old entries are not deleted: each edit leaves the previous digest's files
-behind (NOTES.md has the size), in ``__pycache__`` beside the source, in
+behind (a few MB when every kernel has run), in ``__pycache__`` beside the source, in
 NUMBA_CACHE_DIR, or in numba's user-wide folder when the package folder is
 read-only. ``python -m scratchnorm.fast.warm --clean`` removes, from the first
 two, the files of this package's kernels under any other digest; a process
