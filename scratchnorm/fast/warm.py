@@ -10,12 +10,15 @@ serial kernels those calls run, nothing else (the prange copies compile on their
 
 ``--clean``: every kernel's cache entry is filed under a name that ends in the digest of fast/'s files
 (_jit.py), so each edit of the package leaves the previous digest's files behind. This deletes the files
-of this package's kernels under any other digest, beside the source (``__pycache__``) and under
-NUMBA_CACHE_DIR, and nothing else. A process still running the old code then compiles again.
+of this package's kernels under any other digest, beside the source (``__pycache__``) and in this
+checkout's folder under NUMBA_CACHE_DIR (``cache_folders``), and nothing else. (Not the user-wide folder
+numba uses when the package folder is read-only: delete that by hand.) A process still running the old
+code then compiles again.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import sys
@@ -44,13 +47,16 @@ def train_one_step(norm: str, dtype) -> float:
 
 
 def cache_folders() -> list[Path]:
-    """Where numba files this package's kernels: ``__pycache__`` beside the source, and the folders
-    under NUMBA_CACHE_DIR (if set) that end in this package's path."""
+    """Where numba files this package's kernels: ``__pycache__`` beside the source, and under
+    NUMBA_CACHE_DIR (if set) the folder numba names for this source folder, "fast_" and the SHA-1 of its
+    path (as numba 0.68 does; were a release to name it otherwise, that folder is not found and nothing
+    in it is deleted). Another checkout's folder under the same NUMBA_CACHE_DIR has another name."""
     from ._jit import HERE
     folders = [HERE / "__pycache__"]
     root = os.environ.get("NUMBA_CACHE_DIR", "").strip()
-    if root and Path(root).is_dir():
-        folders += [p for p in Path(root).rglob("fast") if p.is_dir() and p.parent.name == "scratchnorm"]
+    if root:
+        here = os.path.dirname(os.path.abspath(HERE / "_jit.py"))
+        folders.append(Path(root) / f"{HERE.name}_{hashlib.sha1(here.encode()).hexdigest()}")
     return [f for f in folders if f.is_dir()]
 
 

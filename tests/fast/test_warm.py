@@ -1,8 +1,17 @@
 """scratchnorm.fast.warm: --clean deletes this package's cache entries under other digests, and nothing else."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from scratchnorm.fast import warm
 from scratchnorm.fast._jit import SOURCES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 OLD = "0123456789abcdef"
 
@@ -28,11 +37,19 @@ def test_clean_deletes_only_this_packages_entries_under_other_digests(tmp_path, 
     assert warm.clean() == (0, 0)
 
 
-def test_the_cache_folders_are_the_source_folders_and_this_package_under_numba_cache_dir(tmp_path, monkeypatch):
-    ours = tmp_path / "work" / "scratchnorm" / "fast"
-    theirs = tmp_path / "work" / "other" / "fast"
-    ours.mkdir(parents=True)
-    theirs.mkdir(parents=True)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    assert ours in warm.cache_folders()
-    assert theirs not in warm.cache_folders()
+@pytest.mark.slow
+def test_the_cache_folders_are_where_numba_writes_this_packages_kernels(tmp_path):
+    """numba's own folder under NUMBA_CACHE_DIR, found by compiling a kernel there; another checkout's not."""
+    other = tmp_path / "fast_0000000000000000000000000000000000000000"
+    other.mkdir()
+    code = ("from scratchnorm.fast.chunks import n_chunks; n_chunks(5); "
+            "from scratchnorm.fast import warm; print(*warm.cache_folders(), sep='\\n')")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("NUMBA_DISABLE_JIT", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    written = {p.parent for p in tmp_path.rglob(f"chunks.n_chunks_{SOURCES}-*.nbi")}
+    assert len(written) == 1
+    listed = {Path(line) for line in out.stdout.split("\n") if line}
+    assert written <= listed
+    assert other not in listed
