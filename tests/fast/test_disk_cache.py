@@ -112,3 +112,27 @@ def test_scratchnorm_fast_touches_none_of_numbas_cache_internals():
     found = [f"{path.name}:{n}: {line.strip()}" for path in sorted((ROOT / "scratchnorm" / "fast").glob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
     assert not found, "numba's cache internals used:\n" + "\n".join(found)
+
+
+# Compiled outside _jit.py's decorators, so cached under a name without the digest. _stream.py is being
+# rewritten: its bench kernel's `@njit(parallel=True, **OPTIONS)` is to become a _jit.py decorator, and
+# this set empty.
+NOT_YET_NAMED = {"_stream.copy_streamed"}
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"), reason="no kernels without the JIT")
+def test_every_kernel_of_scratchnorm_fast_is_named_for_the_sources():
+    import importlib
+
+    from numba.extending import is_jitted
+    from scratchnorm.fast._jit import SOURCES
+    unnamed = set()
+    for path in sorted((ROOT / "scratchnorm" / "fast").glob("*.py")):
+        module = importlib.import_module(f"scratchnorm.fast.{path.stem}")
+        for name, value in vars(module).items():
+            kernels = value if isinstance(value, tuple) else (value,)
+            for kernel in kernels:
+                if is_jitted(kernel) and kernel.py_func.__module__ == module.__name__:
+                    if not kernel.py_func.__qualname__.endswith(f"_{SOURCES}"):
+                        unnamed.add(f"{path.stem}.{name}")
+    assert unnamed == NOT_YET_NAMED
