@@ -1,6 +1,8 @@
 # Two commands do all the set-up: `make lessons` and `make test`.
 # Each builds .venv on first use (requirements.txt, pinned from pyproject.toml, + this package, editable);
-# a second run finds the stamp file up to date and installs nothing.
+# a second run finds the stamp file up to date and installs nothing. The last step compiles the kernels of a
+# learner's first training step into numba's disk cache (scratchnorm/fast/warm.py; under a minute, once), so
+# that their first script's first step loads the kernels instead of compiling them.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -13,6 +15,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m scratchnorm.fast.warm
 	touch $(STAMP)
 
 lessons: $(STAMP)

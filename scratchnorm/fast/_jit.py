@@ -38,30 +38,32 @@ workers and ``multiprocessing`` pools with the "fork" start method then work on
 every threading layer, one core each. ("spawn" and "forkserver" children are
 fresh processes and use the pool as usual.)
 
-The disk cache. numba checks a cached kernel against its own source file only,
-but a kernel inlines code from other files (stats.py's sums, float32.py's
-guards, _stream.py's stores, chunks.py's chunk count). So every file of this package
-shares one stamp, a digest of them all (``sources_stamp``): editing any of them
-recompiles every kernel instead of loading stale machine code. numba has no
-supported per-function way to say what a cache entry depends on: ``cache=True``
-takes no key, and the one extension point, the NUMBA_CACHE_LOCATOR_CLASSES
-environment variable, is process-wide (it would have to be set before numba is
-imported, and it replaces the locators of the user's own functions too). So
-``_stamped`` wraps each of numba's source-file cache locators (the ``__pycache__``
-folder, NUMBA_CACHE_DIR, the user-wide folder numba uses when the package folder
-is read-only) for this package's files only, leaving every other file to
-numba's own. If a numba release moves that list, or NUMBA_CACHE_LOCATOR_CLASSES
-names locators of the user's, the kernels are compiled without the disk cache.
+The disk cache. numba keeps one cache index per function, named for its
+module and ``__qualname__``, and checks it against the function's own source
+file only; but a kernel inlines code from other files (stats.py's sums,
+float32.py's guards, _stream.py's stores, chunks.py's chunk count), whose
+machine code is in the kernel's cache entry. So every kernel is compiled under
+a name that ends in a digest of all the files of this package, taken when this
+module is imported (``SOURCES``): an edit of any of them gives every kernel a
+new name, and a new process finds no entry under it and compiles anew, instead
+of loading stale machine code. It is numba's public behaviour (``cache=True``,
+one entry per qualified name), no locator of numba's is touched, and a user's
+own ``NUMBA_CACHE_DIR`` and ``NUMBA_CACHE_LOCATOR_CLASSES`` work as for any
+function.
 
-Why not a stamp file instead (a digest written beside the cache, and every
-cached kernel deleted at import when it differs)? It is simpler, but wrong in a
-case learners meet: a process that imported the package before an edit of
-stats.py (a notebook left open) and compiles a new specialization after a newer
-process has cleaned the folder and written the new digest. numba stamps that
-entry with the kernel file's own modification time, which the edit did not
-change, so every later process loads the old machine code with the new digest
-beside it. With the digest as each entry's own stamp, the old process's entry
-carries the old digest and is recompiled by the next process that reads it.
+The stale case (a notebook left open while a file is edited). The open
+process imported the old code and took the old digest then; a kernel it
+compiles later (a new dtype) is saved under the old name, beside the old
+code's entries, where a process that imported the edited files never looks.
+(A stamp read when a kernel is first compiled, or a stamp file beside the
+cache, would label the old code with the new digest there.)
+
+Old entries are not deleted: each edit leaves the previous digest's files
+behind (a few MB when every kernel has run), in ``__pycache__`` beside the source, in
+NUMBA_CACHE_DIR, or in numba's user-wide folder when the package folder is
+read-only. ``python -m scratchnorm.fast.warm --clean`` removes, from the first
+two, the files of this package's kernels under any other digest; a process
+still running old code then only compiles again.
 """
 from __future__ import annotations
 
@@ -69,54 +71,41 @@ import hashlib
 import os
 import threading
 import types
-from functools import cache
 from pathlib import Path
 
-from numba import config, get_num_threads, njit
-from numba.core import caching
+from numba import get_num_threads, njit
 
 from .._checks import fail
 
 
 HERE = Path(__file__).resolve().parent
+DIGEST_CHARS = 16       # 64 bits of sha256 in each kernel's name
 
 
-@cache
-def sources_stamp() -> str:
-    """A digest of every source file of scratchnorm.fast."""
+def sources_digest(folder: Path = HERE) -> str:
+    """A digest of every source file of scratchnorm.fast (its names and bytes), DIGEST_CHARS hex digits."""
     h = hashlib.sha256()
-    for path in sorted(HERE.glob("*.py")):
+    for path in sorted(folder.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return h.hexdigest()[:DIGEST_CHARS]
 
 
-def _stamped(locator):
-    """numba's ``locator`` for this package's files, with the package's stamp as their source stamp."""
-    class Stamped(locator):
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if Path(py_file).resolve().parent != HERE:
-                return None                   # not ours: numba's own locators take it
-            return super().from_function(py_func, py_file)
+# Taken once, at import, as the package's modules are read (module docstring: the stale case).
+SOURCES = sources_digest()
 
-        def get_source_stamp(self):
-            return sources_stamp()
-
-    Stamped.__name__ = Stamped.__qualname__ = f"Stamped{locator.__name__}"
-    return Stamped
+OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
 
 
-_LOCATORS = getattr(caching.CacheImpl, "_locator_classes", None)
-_MIXIN = getattr(caching, "_SourceFileBackedLocatorMixin", None)
-CAN_CACHE = (isinstance(_LOCATORS, list) and isinstance(_MIXIN, type)
-             and not getattr(config, "CACHE_LOCATOR_CLASSES", None))     # (a user's own locators: no stamp)
-if CAN_CACHE and not any(c.__name__.startswith("Stamped") for c in _LOCATORS):
-    # every locator that checks a source file (the __pycache__ folder, NUMBA_CACHE_DIR, the user-wide
-    # cache numba falls back to when the package folder is read-only, zip files), in numba's order
-    _LOCATORS[:] = [_stamped(c) if issubclass(c, _MIXIN) else c for c in _LOCATORS] + [
-        c for c in _LOCATORS if issubclass(c, _MIXIN)]
+def named_for_sources(fn, suffix: str = ""):
+    """A copy of the Python function ``fn`` whose ``__qualname__`` ends in ``suffix`` and SOURCES, the
+    name numba files its cache entries under (module docstring)."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__dict__.update(fn.__dict__)
+    copy.__module__, copy.__doc__ = fn.__module__, fn.__doc__
+    copy.__qualname__ = f"{fn.__qualname__}{suffix}_{SOURCES}"
+    return copy
 
-OPTIONS = {"cache": CAN_CACHE, "error_model": "numpy", "nogil": True}
 
 NEVER = 1 << 62         # more elements than any array holds
 
@@ -137,33 +126,28 @@ PARALLEL_MIN = parallel_min()
 
 
 def jit(fn):
-    return njit(**OPTIONS)(fn)
+    return njit(**OPTIONS)(named_for_sources(fn))
 
 
 def jit_inline(fn):
     """For the per-row bodies the drivers call: inlined by numba, so that LLVM sees one loop nest (and
     the views of a row need no reference counting where the caller's loop does not branch around
     them; where it does, LayerNorm's and RMSNorm's kernels index the row instead: NOTES.md, session 12)."""
-    return njit(inline="always", **OPTIONS)(fn)
+    return njit(inline="always", **OPTIONS)(named_for_sources(fn))
 
 
 def jit_sum(fn):
-    return njit(fastmath={"reassoc"}, **OPTIONS)(fn)
+    return njit(fastmath={"reassoc"}, **OPTIONS)(named_for_sources(fn))
 
 
 def serial_and_prange(fn):
     """(serial, prange): ``fn`` compiled without and with ``parallel=True``, for ``run_by_size``.
 
     numba's on-disk cache is keyed by the function's qualified name, not by its
-    options, so each is a copy of ``fn`` under a name of its own.
+    options, so each is a copy of ``fn`` under a name of its own. Each compiles on its first call only.
     """
-    pair = []
-    for parallel in (False, True):
-        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-        copy.__qualname__ = f"{fn.__qualname__}_{'parallel' if parallel else 'serial'}"
-        copy.__doc__ = fn.__doc__
-        pair.append(njit(parallel=parallel, **OPTIONS)(copy))
-    return tuple(pair)
+    return tuple(njit(parallel=parallel, **OPTIONS)(named_for_sources(fn, "_parallel" if parallel else "_serial"))
+                 for parallel in (False, True))
 
 
 _POOL = threading.Lock()        # held while a prange kernel runs (module docstring)
