@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import os
 
-from numba import config, njit, prange
+from numba import config, prange
 
 from .._checks import fail
-from ._jit import OPTIONS, jit_inline, serial_and_prange
+from ._jit import jit_inline, serial_and_prange
 from .chunks import n_chunks
 from .float32 import bounded, narrowed, row_fits, split_mean
 from .stats import layer_norm_row_stats, rms_row_stats, rstd_of_row
@@ -272,8 +272,7 @@ def stream_row(dst, src):
         dst[t] = src[t]
 
 
-@njit(parallel=True, **OPTIONS)
-def copy_streamed(dst, src, chunks):
+def copy_streamed_kernel(dst, src, chunks):
     """dst[:] = src[:] for 1-d arrays, in ``chunks`` parallel pieces written with non-temporal
     stores: the benchmark's copy roofline for arrays beyond the cache (a plain copy pays the
     read for ownership that the streamed kernels no longer pay)."""
@@ -282,3 +281,6 @@ def copy_streamed(dst, src, chunks):
         lo, hi = c * n // chunks, (c + 1) * n // chunks
         stream_row(dst[lo:hi], src[lo:hi])
         store_fence()
+
+
+copy_streamed = serial_and_prange(copy_streamed_kernel)[1]      # the prange copy (the serial one never compiles)

@@ -286,7 +286,8 @@ def add_partial(partial, total):
 def add_chunks(parts, total):
     """total = the per-chunk partial sums parts (chunks, n) added in chunk order: the same bits for
     any thread count (the chunks depend on the rows only, chunks.n_chunks)."""
-    total[:] = parts[0]
+    for j in range(total.shape[0]):                 # (a loop: numba spent 1.9 s compiling the error message
+        total[j] = parts[0, j]                      # of a slice assignment's shape check, NOTES.md)
     for c in range(1, parts.shape[0]):
         for j in range(total.shape[0]):
             total[j] += parts[c, j]
