@@ -101,9 +101,11 @@ def test_no_import_cycle_in_the_package():
 
 
 def test_the_numba_backend_imports_no_reference_module():
+    """(scratchnorm.fast.warm, the command that fills the disk cache by training a step through scratchnorm.nn,
+    is a driver of the backend, not part of it: its lazy import of nn is the one exception.)"""
     g = graph()
     for name, deps in g.items():
-        if name.startswith("scratchnorm.fast"):
+        if name.startswith("scratchnorm.fast") and name != "scratchnorm.fast.warm":
             outside = {d for d in deps if not d.startswith("scratchnorm.fast")}
             assert outside <= SHARED, f"{name} imports {sorted(outside - SHARED)}"
 
