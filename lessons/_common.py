@@ -39,14 +39,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, check_interval,  # noqa: E402,F401
                               grading, verdict_of, with_control)
 from lessons._grading import control as _control  # noqa: E402
+from lessons._ledger import write_ledger  # noqa: E402
+from lessons._record import (BUDGET_SECONDS, CODE_LINES, DEFAULT_OUT, HELPER_LINES, LESSONS_DIR,  # noqa: E402,F401
+                             lesson_title, result_of)
 from lessons._sources import cite  # noqa: E402
 from lessons._summary import control_said, shown_value  # noqa: E402
 
-LESSONS_DIR = Path(__file__).resolve().parent
-DEFAULT_OUT = LESSONS_DIR.parent / "figures"
-BUDGET_SECONDS = {True: 10.0, False: 60.0}   # per lesson: quick, full
-CODE_LINES = 200                              # per lesson (code_lines; lessons/__init__.py)
-HELPER_LINES = 400                            # per helper module lessons/_*.py
 
 # Where a claim comes from: the source's own section number, looked up in lessons/_sources.py, which gives the
 # ledger an English name and an anchor of lessons/SOURCES.md. Cite sections, never quote.
@@ -287,8 +285,6 @@ class Lesson:
                 for k, text in enumerate(self.answers, 1):
                     print(f"  answer {k}: {text}")
             return
-        from lessons._ledger import write_ledger
-        from lessons._runner import lesson_title, result_of
         result = result_of(self, title=lesson_title(self.path), seconds=time.perf_counter() - self.started)
         ledger = write_ledger(self.out, [result], replace_all=False)
         print(f"{self.stem}: {len(self.claims)} claims, {len(self.figures)} figures, {result.seconds:.1f} s; "
@@ -303,6 +299,7 @@ def _said(c: Claim) -> str:
 
 DRIVEN: Lesson | None = None     # the runner's Lesson while it runs a lesson file (lessons/_runner.py)
 QUICK_ENV, OUT_ENV = "SCRATCHNORM_QUICK", "SCRATCHNORM_OUT"
+ALONE_FLAG = "--alone"           # python -m lessons --alone PATH [args]: one lesson file run as a script
 
 
 def in_notebook() -> bool:
@@ -323,7 +320,7 @@ def start(name: str, stem: str) -> Lesson:
     """The Lesson this run of ``lessons/<stem>.py`` works in; call it as ``start(__name__, "NN_name")``.
 
     See the module docstring: under the runner, the runner's Lesson; as a script (``name == "__main__"``
-    outside a notebook), the runner runs this file and the process exits with its status; otherwise (a
+    outside a notebook), this process becomes ``python -m lessons --alone <file> [args]``, the runner; otherwise (a
     notebook) a Lesson of its own, sized by SCRATCHNORM_QUICK and writing to SCRATCHNORM_OUT.
     """
     if DRIVEN is not None:
@@ -334,7 +331,9 @@ def start(name: str, stem: str) -> Lesson:
     check(path.is_file(), f"start: expected the stem of a lesson in {LESSONS_DIR} (e.g. '02_geometry'); "
                           f"received {stem!r}. Fix: start(__name__, '<the file name without .py>').")
     if name == "__main__" and not in_notebook():
-        from lessons._runner import run_alone
-        raise SystemExit(run_alone(path))
+        sys.stdout.flush()      # the runner runs the file, in a fresh process (pinned: lessons/__main__.py)
+        root = str(LESSONS_DIR.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        os.execve(sys.executable, [sys.executable, "-m", "lessons", ALONE_FLAG, str(path), *sys.argv[1:]], env)
     out = Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)
     return Lesson(path, quick=quick_from_env(), out=out, verbose=True, notebook=True)
