@@ -119,6 +119,7 @@ class Claim:
     timed: bool                 # the value comes from a timer: recorded and graded, never asserted
     verdict: str
     control: dict | None = None  # an equivalence's placebo, graded on the same bounds (lessons/_grading.py)
+    rejects_if: list | None = None  # a direction claim's smallest effect of interest (lessons/_grading.py)
 
 
 class Lesson:
@@ -169,7 +170,7 @@ class Lesson:
             display(Image(filename=str(path)))
 
     def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
-              interval=None, timed: bool = False, control=None, expect) -> None:
+              interval=None, timed: bool = False, control=None, rejects_if=None, expect) -> None:
         """Grade a claim and record it; fail if the verdict is not ``expect`` (unless the claim is timed).
 
         ``value`` is the measured number; ``holds_if``/``approx_if`` the bounds that grade it (see
@@ -181,7 +182,9 @@ class Lesson:
         ``timed`` claim (its value comes from a timer): a busy or slow machine moves a time, so a timed verdict
         is recorded, shown and graded, and a disagreement with the text is printed, not raised. It returns
         nothing (the ledger and the printout carry the verdict), so that a notebook cell ending in a claim shows
-        no stray value. ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
+        no stray value. ``rejects_if`` (``lessons._grading.rises``/``falls`` write it) is a direction claim's
+        smallest effect of interest: an interval wholly inside it rules the source's effect out.
+        ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
         worse than", "competitive"), is its placebo measured the same way: graded on the same bounds, and a
         control that does not fail them makes the claim inconclusive (``beside_control``).
         """
@@ -189,15 +192,16 @@ class Lesson:
         for v in expect:
             check(v in VERDICTS, f"unknown verdict {v!r}; use one of {VERDICTS}")
         bounds = grading(holds_if, approx_if)
+        rejects_if = grading(holds_if, approx_if, rejects_if).get("rejects_if")     # checked
         value = float(value)
         if interval is not None:
             interval = list(check_interval(value, interval))
-        verdict = verdict_of(value, **bounds, interval=interval)
+        verdict = verdict_of(value, **bounds, interval=interval, rejects_if=rejects_if)
         if control is not None:
             control = _control(control["label"], control["value"], control.get("interval"))     # checked
             verdict, control["verdict"] = with_control(verdict, control, bounds["holds_if"], bounds["approx_if"])
         self.claims.append(Claim(claim, source, measured, value, interval, bounds["holds_if"], bounds["approx_if"],
-                                 bool(timed), verdict, control))
+                                 bool(timed), verdict, control, rejects_if))
         shown = f"value {value:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "")
         if control is not None:
             shown += f"; {control_said(control)}"
