@@ -140,6 +140,7 @@ class Lesson:
         self.claims: list[Claim] = []
         self.answers: list[str] = []
         self.takeaway_lines: list[str] = []
+        self.seed_roles: list[dict] = []                 # knobs chosen by looking: which seeds chose, which grade
         self.started = time.perf_counter()
 
     @property
@@ -152,6 +153,17 @@ class Lesson:
     def seeds_used(self) -> int:
         """For the ledger: the seeds of a training lesson, 0 for a lesson that trains nothing."""
         return self._seeds if self.used_seeds else 0
+
+    def fresh_seeds(self, knob: str, *, chose: range, first: int) -> range:
+        """The seeds to grade on when ``knob`` was chosen by looking at results on the pilot seeds ``chose``:
+        ``self.seeds`` seeds from ``first``, none of them a pilot, so the choice cannot flatter the grade. The
+        ledger records both (claims.json ``seed_roles``, a line of CLAIMS.md)."""
+        graded = range(first, first + self.seeds)
+        check(not set(chose) & set(graded), f"fresh_seeds: the graded seeds {graded} overlap the pilot seeds "
+                                           f"{chose} that chose {knob!r}. Fix: start the graded seeds past them.")
+        self.seed_roles.append({"knob": knob, "chose": [chose.start, chose.stop - 1],
+                                "graded": [graded.start, graded.stop - 1]})
+        return graded
 
     def pick(self, quick_value, full_value):
         return quick_value if self.quick else full_value

@@ -88,6 +88,10 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
         lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}{took}*", ""]
         if e["status"] != "ok":
             lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
+        for role in e.get("seed_roles") or []:
+            lines += [f"*Chosen by looking: {_md_cell(role['knob'])}, on seeds {role['chose'][0]}–{role['chose'][1]}; "
+                      f"graded on fresh seeds {role['graded'][0]}–{role['graded'][1]}, which played no part in "
+                      f"the choice.*", ""]
         if e.get("takeaways"):
             lines += ["**Takeaways:** " + " ".join(_md_cell(t) for t in e["takeaways"]), ""]
         if e["claims"]:

@@ -36,10 +36,11 @@ class Result:
     claims: list[dict] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)   # the inline questions' answers, with this run's numbers
     takeaways: list[str] = field(default_factory=list)  # what to remember, with this run's numbers
+    seed_roles: list[dict] = field(default_factory=list)  # a knob chosen by looking: the seeds that chose, graded
 
 
 def result_of(lesson, *, title: str, seconds: float, status: str = "ok", error: str = "") -> Result:
     """The record of a lesson (a lessons._common.Lesson) that has run."""
     return Result(lesson.number, lesson.stem, title, lesson.quick, seconds, status, error,
                   lesson.seeds_used, [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims],
-                  list(lesson.answers), list(lesson.takeaway_lines))
+                  list(lesson.answers), list(lesson.takeaway_lines), list(lesson.seed_roles))

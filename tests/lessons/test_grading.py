@@ -284,3 +284,20 @@ def test_training_lessons_record_their_seeds(quick_run, tmp_path, python):
     assert ledger["02_geometry"]["seeds"] == 0
     proc = python("-m", "lessons", "02", "--quick", "--seeds", "0", "--out", str(tmp_path))
     assert proc.returncode != 0 and "--seeds" in proc.stderr and "Fix:" in proc.stderr
+
+
+def test_a_knob_chosen_by_looking_is_graded_on_fresh_seeds_and_the_ledger_says_which(tmp_path):
+    """Issue 52, item 3: the pilot seeds that chose a knob grade nothing; claims.json and CLAIMS.md name both."""
+    from lessons._common import Lesson
+    from lessons._ledger import write_ledger
+    from lessons._record import result_of
+    lesson = Lesson(ROOT / "lessons" / "16_questions_answered_by_training.py", quick=False, out=tmp_path, seeds=3)
+    graded = lesson.fresh_seeds("a budget", chose=range(5), first=100)
+    assert list(graded) == [100, 101, 102]
+    with pytest.raises(AssertionError, match="overlap the pilot seeds"):
+        lesson.fresh_seeds("a learning rate", chose=range(5), first=3)
+    write_ledger(tmp_path, [result_of(lesson, title="t", seconds=1.0)], replace_all=True)
+    row = json.loads((tmp_path / "claims.json").read_text())[lesson.stem]
+    assert row["seed_roles"] == [{"knob": "a budget", "chose": [0, 4], "graded": [100, 102]}]
+    assert ("*Chosen by looking: a budget, on seeds 0–4; graded on fresh seeds 100–102, which played no part in the "
+            "choice.*") in (tmp_path / "CLAIMS.md").read_text()
