@@ -61,8 +61,10 @@ class L2Norm(sn.RMSNorm):
 # between norms can show (earlier versions of this lesson, graded only at the end of a longer run, sat on it).
 # So the claims are read at two budgets, both declared here: the end of the run, and `EARLY` = 100 steps, a
 # budget picked (from 100, 150, 200 and 300 steps tried while writing the lesson) as the one at which the
-# placebo, no norm, had clearly not caught up. The controls below measure, at each budget, whether the task
-# can still tell a norm from none; the figure draws the whole curve.
+# placebo, no norm, had clearly not caught up. It was picked on seeds 0–4, so those pilot seeds grade nothing:
+# the claims below are graded on fresh seeds from 100 on (`lesson.fresh_seeds`; the ledger says which seeds
+# chose and which graded). The controls below measure, at each budget, whether the task can still tell a norm
+# from none; the figure draws the whole curve.
 
 # %%
 MODELS = {"rmsnorm": "rmsnorm", "l2norm": lambda d: L2Norm(d, eps=1e-12), "rmsnorm_bias": "rmsnorm_bias",
@@ -105,7 +107,8 @@ def spirals_race(lesson, seed, steps):
 k, steps, EARLY = lesson.seeds, lesson.pick(40, 400), lesson.pick(20, 100)
 every = steps // 20                                                   # EARLY is a multiple: an evaluation falls on it
 with one_blas_thread():
-    races = [spirals_race(lesson, s, steps) for s in range(k)]
+    graded = lesson.fresh_seeds("the 100-step budget EARLY, from 100, 150, 200 and 300", chose=range(5), first=100)
+    races = [spirals_race(lesson, s, steps) for s in graded]
 acc_path = {m: np.array([r[0][m] for r in races]) for m in MODELS}          # (seeds, evaluations)
 at = {n: list(races[0][2]).index(n) for n in (EARLY, steps)}                 # the evaluation at each budget
 acc = {m: a[:, at[steps]] for m, a in acc_path.items()}                      # (seeds,): at the end

@@ -40,7 +40,7 @@ from sklearn.datasets import load_digits
 
 import scratchnorm as sn
 from lessons._common import COMMON, VERDICTS, check, start, work
-from lessons._grading import above, below, within
+from lessons._grading import below, rises, within
 from lessons._stats import mean_interval
 from lessons._style import color
 from lessons._training import interval, one_blas_thread, pm, report, train_step, warm_up
@@ -183,7 +183,9 @@ if not lesson.quick:
 # error against $\log_2 B$ over the five batch sizes, and the error it adds each time the batch is halved (the
 # line's slope, sign reversed), graded on its 95% interval over the seeds. BatchNorm's error rising as the
 # batch shrinks holds at 0.5 points or more per halving (2 points from 32 down to 2 images), approximately at
-# any rise.
+# any rise. The 0.5 points are the smallest effect we take their Figure 1 to report, declared before the run
+# (`rises`, lessons/_grading.py): an interval wholly below them rules that effect out, and the claim does not
+# hold, even where it reaches above 0. The same goes for the two claims of a direction below (2 points, 1 point).
 
 # %%
 k, halvings = lesson.seeds, np.log2(BATCHES)
@@ -201,7 +203,7 @@ lesson.claim("BatchNorm's test error rises as the batch shrinks from 32 to 2 ima
              measured=f"error added per halving of the batch, per seed from the line over the 5 batch sizes: {curve}"
                       f". BatchNorm's error at 2 and at 32: {pm(err['batchnorm'][:, 0])}, "
                       f"{pm(err['batchnorm'][:, -1])} (holds: at least 0.5 points per halving)",
-             value=rise["batchnorm"][0], interval=rise["batchnorm"][1:], **above(0.005, approx=0.0),
+             value=rise["batchnorm"][0], interval=rise["batchnorm"][1:], **rises(0.005),
              expect=VERDICTS)
 
 # %% [markdown]
@@ -234,7 +236,7 @@ lesson.claim("At a batch of 2 images, GroupNorm's test error is lower than Batch
              measured=f"test error at batch 2: BatchNorm {pm(err['batchnorm'][:, 0])}, GroupNorm "
                       f"{pm(err['groupnorm'][:, 0])}; paired, BatchNorm minus GroupNorm {interval(*ahead, n=k)} "
                       "(holds: at least 2 points)",
-             value=ahead[0], interval=ahead[1:], **above(0.02, approx=0.0), expect=VERDICTS)
+             value=ahead[0], interval=ahead[1:], **rises(0.02), expect=VERDICTS)
 gap32 = mean_interval(err["groupnorm"][:, -1] - err["batchnorm"][:, -1])
 none32 = mean_interval(err["none"][:, -1] - err["batchnorm"][:, -1])
 lesson.claim("At a batch of 32 images, GroupNorm's test error is close to BatchNorm's",
@@ -265,7 +267,7 @@ lesson.claim("At a batch of 2, BatchNorm's running statistics give a higher test
                       f" with the statistics of test batches of 2 {pm(batch_stats_err[:, 0])}; paired, running minus "
                       f"batch {interval(*mismatch, n=k)} (at batch 32: {interval(*mismatch32, n=k)}) (holds: at "
                       "least 1 point)",
-             value=mismatch[0], interval=mismatch[1:], **above(0.01, approx=0.0), expect=VERDICTS)
+             value=mismatch[0], interval=mismatch[1:], **rises(0.01), expect=VERDICTS)
 
 # %% [markdown]
 # The figure: left, the test error against the batch size for each norm (mean of the seeds; band: the 95%
@@ -284,7 +286,8 @@ m = np.array([mean_interval(err["batchnorm"][:, b] - batch_stats_err[:, b]) for 
 ax_modes.fill_between(BATCHES, m[:, 1], m[:, 2], color=color("batchnorm"), alpha=0.15, linewidth=0)
 ax_modes.plot(BATCHES, m[:, 0], "o-", color=color("batchnorm"), label="running minus batch statistics")
 ax_modes.axhline(0.0, color="k", lw=0.8)
-ax_modes.axhline(0.01, color="k", lw=0.8, ls="--", label="the claim's bound at batch 2 (holds above)")
+ax_modes.axhline(0.01, color="k", lw=0.8, ls="--",
+                 label="the effect declared at batch 2 (holds above; wholly below: does not hold)")
 for ax in (ax_curve, ax_modes):
     ax.set_xscale("log", base=2)
     ax.set_xticks(BATCHES, [str(B) for B in BATCHES])

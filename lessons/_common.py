@@ -39,14 +39,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, VERDICTS, check_interval,  # noqa: E402,F401
                               grading, verdict_of, with_control)
 from lessons._grading import control as _control  # noqa: E402
+from lessons._ledger import write_ledger  # noqa: E402
+from lessons._record import (BUDGET_SECONDS, CODE_LINES, DEFAULT_OUT, HELPER_LINES, LESSONS_DIR,  # noqa: E402,F401
+                             lesson_title, result_of)
 from lessons._sources import cite  # noqa: E402
 from lessons._summary import control_said, shown_value  # noqa: E402
 
-LESSONS_DIR = Path(__file__).resolve().parent
-DEFAULT_OUT = LESSONS_DIR.parent / "figures"
-BUDGET_SECONDS = {True: 10.0, False: 60.0}   # per lesson: quick, full
-CODE_LINES = 200                              # per lesson (code_lines; lessons/__init__.py)
-HELPER_LINES = 400                            # per helper module lessons/_*.py
 
 # Where a claim comes from: the source's own section number, looked up in lessons/_sources.py, which gives the
 # ledger an English name and an anchor of lessons/SOURCES.md. Cite sections, never quote.
@@ -121,6 +119,7 @@ class Claim:
     timed: bool                 # the value comes from a timer: recorded and graded, never asserted
     verdict: str
     control: dict | None = None  # an equivalence's placebo, graded on the same bounds (lessons/_grading.py)
+    rejects_if: list | None = None  # a direction claim's smallest effect of interest (lessons/_grading.py)
 
 
 class Lesson:
@@ -141,6 +140,7 @@ class Lesson:
         self.claims: list[Claim] = []
         self.answers: list[str] = []
         self.takeaway_lines: list[str] = []
+        self.seed_roles: list[dict] = []                 # knobs chosen by looking: which seeds chose, which grade
         self.started = time.perf_counter()
 
     @property
@@ -153,6 +153,17 @@ class Lesson:
     def seeds_used(self) -> int:
         """For the ledger: the seeds of a training lesson, 0 for a lesson that trains nothing."""
         return self._seeds if self.used_seeds else 0
+
+    def fresh_seeds(self, knob: str, *, chose: range, first: int) -> range:
+        """The seeds to grade on when ``knob`` was chosen by looking at results on the pilot seeds ``chose``:
+        ``self.seeds`` seeds from ``first``, none of them a pilot, so the choice cannot flatter the grade. The
+        ledger records both (claims.json ``seed_roles``, a line of CLAIMS.md)."""
+        graded = range(first, first + self.seeds)
+        check(not set(chose) & set(graded), f"fresh_seeds: the graded seeds {graded} overlap the pilot seeds "
+                                           f"{chose} that chose {knob!r}. Fix: start the graded seeds past them.")
+        self.seed_roles.append({"knob": knob, "chose": [chose.start, chose.stop - 1],
+                                "graded": [graded.start, graded.stop - 1]})
+        return graded
 
     def pick(self, quick_value, full_value):
         return quick_value if self.quick else full_value
@@ -171,7 +182,7 @@ class Lesson:
             display(Image(filename=str(path)))
 
     def claim(self, claim: str, *, source: str, measured: str, value: float, holds_if, approx_if=None,
-              interval=None, timed: bool = False, control=None, expect) -> None:
+              interval=None, timed: bool = False, control=None, rejects_if=None, expect) -> None:
         """Grade a claim and record it; fail if the verdict is not ``expect`` (unless the claim is timed).
 
         ``value`` is the measured number; ``holds_if``/``approx_if`` the bounds that grade it (see
@@ -183,7 +194,9 @@ class Lesson:
         ``timed`` claim (its value comes from a timer): a busy or slow machine moves a time, so a timed verdict
         is recorded, shown and graded, and a disagreement with the text is printed, not raised. It returns
         nothing (the ledger and the printout carry the verdict), so that a notebook cell ending in a claim shows
-        no stray value. ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
+        no stray value. ``rejects_if`` (``lessons._grading.rises``/``falls`` write it) is a direction claim's
+        smallest effect of interest: an interval wholly inside it rules the source's effect out.
+        ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
         worse than", "competitive"), is its placebo measured the same way: graded on the same bounds, and a
         control that does not fail them makes the claim inconclusive (``beside_control``).
         """
@@ -191,15 +204,16 @@ class Lesson:
         for v in expect:
             check(v in VERDICTS, f"unknown verdict {v!r}; use one of {VERDICTS}")
         bounds = grading(holds_if, approx_if)
+        rejects_if = grading(holds_if, approx_if, rejects_if).get("rejects_if")     # checked
         value = float(value)
         if interval is not None:
             interval = list(check_interval(value, interval))
-        verdict = verdict_of(value, **bounds, interval=interval)
+        verdict = verdict_of(value, **bounds, interval=interval, rejects_if=rejects_if)
         if control is not None:
             control = _control(control["label"], control["value"], control.get("interval"))     # checked
             verdict, control["verdict"] = with_control(verdict, control, bounds["holds_if"], bounds["approx_if"])
         self.claims.append(Claim(claim, source, measured, value, interval, bounds["holds_if"], bounds["approx_if"],
-                                 bool(timed), verdict, control))
+                                 bool(timed), verdict, control, rejects_if))
         shown = f"value {value:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "")
         if control is not None:
             shown += f"; {control_said(control)}"
@@ -287,8 +301,6 @@ class Lesson:
                 for k, text in enumerate(self.answers, 1):
                     print(f"  answer {k}: {text}")
             return
-        from lessons._ledger import write_ledger
-        from lessons._runner import lesson_title, result_of
         result = result_of(self, title=lesson_title(self.path), seconds=time.perf_counter() - self.started)
         ledger = write_ledger(self.out, [result], replace_all=False)
         print(f"{self.stem}: {len(self.claims)} claims, {len(self.figures)} figures, {result.seconds:.1f} s; "
@@ -303,6 +315,7 @@ def _said(c: Claim) -> str:
 
 DRIVEN: Lesson | None = None     # the runner's Lesson while it runs a lesson file (lessons/_runner.py)
 QUICK_ENV, OUT_ENV = "SCRATCHNORM_QUICK", "SCRATCHNORM_OUT"
+ALONE_FLAG = "--alone"           # python -m lessons --alone PATH [args]: one lesson file run as a script
 
 
 def in_notebook() -> bool:
@@ -323,7 +336,7 @@ def start(name: str, stem: str) -> Lesson:
     """The Lesson this run of ``lessons/<stem>.py`` works in; call it as ``start(__name__, "NN_name")``.
 
     See the module docstring: under the runner, the runner's Lesson; as a script (``name == "__main__"``
-    outside a notebook), the runner runs this file and the process exits with its status; otherwise (a
+    outside a notebook), this process becomes ``python -m lessons --alone <file> [args]``, the runner; otherwise (a
     notebook) a Lesson of its own, sized by SCRATCHNORM_QUICK and writing to SCRATCHNORM_OUT.
     """
     if DRIVEN is not None:
@@ -334,7 +347,9 @@ def start(name: str, stem: str) -> Lesson:
     check(path.is_file(), f"start: expected the stem of a lesson in {LESSONS_DIR} (e.g. '02_geometry'); "
                           f"received {stem!r}. Fix: start(__name__, '<the file name without .py>').")
     if name == "__main__" and not in_notebook():
-        from lessons._runner import run_alone
-        raise SystemExit(run_alone(path))
+        sys.stdout.flush()      # the runner runs the file, in a fresh process (pinned: lessons/__main__.py)
+        root = str(LESSONS_DIR.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        os.execve(sys.executable, [sys.executable, "-m", "lessons", ALONE_FLAG, str(path), *sys.argv[1:]], env)
     out = Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)
     return Lesson(path, quick=quick_from_env(), out=out, verbose=True, notebook=True)

@@ -20,22 +20,23 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def graded_by(holds_if, approx_if) -> str:
+def graded_by(holds_if, approx_if, rejects_if=None) -> str:
     """'holds if ≤ 1e-12; approximately if ≤ 0.001' for the ledger."""
     def cond(pairs):
         return " and ".join(f"{op.replace('<=', '≤').replace('>=', '≥')} {bound:.3g}" for op, bound in pairs)
-    return f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+    return (f"holds if {cond(holds_if)}" + (f"; approximately if {cond(approx_if)}" if approx_if else "")
+            + (f"; the source's effect ruled out if all {cond(rejects_if)}" if rejects_if else ""))
 
 
-def what_would_decide(c: dict) -> str:
+def what_would_decide(c: dict, seeds: int | None = None) -> str:
     """For an inconclusive claim: the bound its interval straddles and about how many times the seeds would
     narrow the interval clear of it (lessons/_grading.py, ``deciding_factor``)."""
-    found = deciding_factor(c["value"], c["interval"], c["holds_if"], c["approx_if"])
+    found = deciding_factor(c["value"], c["interval"], c["holds_if"], c["approx_if"], c.get("rejects_if"), seeds)
     if found is None:
         return ""
     bound, factor = found
     more = ("no number of seeds: the estimate sits on the bound" if factor == float("inf")
-            else f"about {factor:.3g}× the seeds would narrow it clear of the bound")
+            else f"about {factor:.3g}× the seeds would narrow it clear of the bound, if the estimate stayed put")
     return f"the interval straddles {bound:.3g}; {more}"
 
 
@@ -64,7 +65,9 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
              "or on a 95% *interval* over seeds, against bounds declared beside it in the lesson: it *holds* "
              "when every `holds_if` bound holds (for an interval: at every point of it), *holds only "
              "approximately* when every `approx_if` bound holds, and *does not hold* when no point satisfies "
-             "them. An interval that reaches both sides of the outer bound (`approx_if`'s, or `holds_if`'s) is "
+             "them. A direction claim may also declare the smallest effect its source reports (`rejects_if`): an "
+             "interval wholly below it rules that effect out, and the claim does not hold. An interval that "
+             "reaches both sides of the outer bound (`approx_if`'s, or `holds_if`'s) is "
              "*inconclusive*: the seeds cannot tell, "
              "which is a result, not a refutation; the row says what would decide it "
              "(`lessons/_grading.py`; `claims.json` has the same fields, so every verdict can be recomputed). "
@@ -85,6 +88,10 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
         lines += [f"## {e['number']} {_md_cell(e['title'])}", "", f"*{mode}{seeds}, {e['status']}{took}*", ""]
         if e["status"] != "ok":
             lines += [f"**The lesson failed:** {_md_cell(e['error'])}", ""]
+        for role in e.get("seed_roles") or []:
+            lines += [f"*Chosen by looking: {_md_cell(role['knob'])}, on seeds {role['chose'][0]}–{role['chose'][1]}; "
+                      f"graded on fresh seeds {role['graded'][0]}–{role['graded'][1]}, which played no part in "
+                      f"the choice.*", ""]
         if e.get("takeaways"):
             lines += ["**Takeaways:** " + " ".join(_md_cell(t) for t in e["takeaways"]), ""]
         if e["claims"]:
@@ -92,12 +99,12 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
             for c in e["claims"]:
                 counts[c["verdict"]] += 1
                 verdict = c["verdict"] + (" (timed)" if c.get("timed") else "")
-                if c["verdict"] == INCONCLUSIVE and what_would_decide(c):
-                    verdict += f": {what_would_decide(c)}"
+                if c["verdict"] == INCONCLUSIVE and what_would_decide(c, e.get("seeds") or None):
+                    verdict += f": {what_would_decide(c, e.get('seeds') or None)}"
                 if c.get("control"):
                     verdict += f"; {control_said(c['control'])}"
                 cells = (c["claim"], _linked(c["source"]), c["measured"], shown_value(c, 4),
-                         graded_by(c["holds_if"], c["approx_if"]), verdict)
+                         graded_by(c["holds_if"], c["approx_if"], c.get("rejects_if")), verdict)
                 lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")
             lines.append("")
     lines += ["## Totals", "", ", ".join(f"{n} {v}" for v, n in counts.items()) if entries else "no lessons run", ""]

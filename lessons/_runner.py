@@ -41,25 +41,18 @@ import sys
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from unittest import mock
 
 import matplotlib.pyplot as plt
 
 from lessons import _common, _cores, _numerics, _reproduce
-from lessons._common import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Lesson
+from lessons._common import Lesson
 from lessons._grading import VERDICTS
 from lessons._ledger import write_ledger
+from lessons._record import BUDGET_SECONDS, DEFAULT_OUT, LESSONS_DIR, Result, lesson_title, result_of  # noqa: F401
 
-TITLE = re.compile(r"^# # (.+)$", re.MULTILINE)     # the first markdown heading: "# # The title"
 ALONE = re.compile(r"^RUNS_ALONE = True\b", re.MULTILINE)   # a lesson that times kernels: nothing beside it
-
-
-def lesson_title(path: Path) -> str:
-    """The title of a lesson: the level-1 heading of its first markdown cell."""
-    found = TITLE.search(Path(path).read_text(encoding="utf-8"))
-    return found.group(1).strip() if found else "(no title)"
 
 
 def runs_alone(path: Path) -> bool:
@@ -70,28 +63,6 @@ def runs_alone(path: Path) -> bool:
 def discover(directory: Path = LESSONS_DIR) -> list[Path]:
     """lessons/NN_name.py, in order of NN."""
     return sorted(p for p in directory.glob("[0-9][0-9]_*.py"))
-
-
-@dataclass
-class Result:
-    number: str
-    stem: str
-    title: str
-    quick: bool
-    seconds: float
-    status: str                      # "ok" or "FAILED"
-    error: str = ""
-    seeds: int = 0                   # independent runs of the training lessons
-    figures: list[str] = field(default_factory=list)
-    claims: list[dict] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)   # the inline questions' answers, with this run's numbers
-    takeaways: list[str] = field(default_factory=list)  # what to remember, with this run's numbers
-
-
-def result_of(lesson: Lesson, *, title: str, seconds: float, status: str = "ok", error: str = "") -> Result:
-    return Result(lesson.number, lesson.stem, title, lesson.quick, seconds, status, error,
-                  lesson.seeds_used, [p.name for p in lesson.figures], [asdict(c) for c in lesson.claims],
-                  list(lesson.answers), list(lesson.takeaway_lines))
 
 
 def run_one(path: Path, *, quick: bool, out: Path, verbose: bool = False, seeds: int | None = None) -> Result:
@@ -277,9 +248,8 @@ def main(argv=None) -> int:
 
 
 def run_alone(path, argv=None) -> int:
-    """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner."""
+    """``python lessons/NN_name.py [--quick] [--out DIR]``: one lesson, through the same runner (the script's
+    ``start`` made its process ``python -m lessons --alone PATH [args]``, pinned unless --native)."""
     path = Path(path).resolve()
     args = parse_args(argv, prog=f"python lessons/{path.name}", allow_numbers=False)
-    if not args.native:
-        _numerics.restart_pinned()      # the script has imported NumPy: it starts again, pinned
     return run_lessons([path], quick=args.quick, out=args.out, replace_all=False, verbose=True, seeds=args.seeds)

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from lessons._ledger import graded_by  # noqa: E402
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, OPERATORS, above, below,  # noqa: E402
-                              deciding_factor, exactly, grading, row_verdict, verdict_of, within)
+                              deciding_factor, exactly, falls, grading, rises, row_verdict, verdict_of,
+                              within)
 from lessons._ledger import what_would_decide  # noqa: E402
 from lessons._summary import SUMMARY, entry_of  # noqa: E402
 
@@ -129,7 +130,74 @@ def test_what_would_decide_an_inconclusive_claim():
     assert verdict_of(1.1, **UPPER, interval=(1.0, 1.2)) == INCONCLUSIVE
     assert deciding_factor(1.1, (1.0, 1.2), **UPPER)[0] == 1.0
     row = {"value": 0.95, "interval": [0.85, 1.05], **UPPER}
-    assert what_would_decide(row) == "the interval straddles 1; about 4× the seeds would narrow it clear of the bound"
+    assert what_would_decide(row) == ("the interval straddles 1; about 4× the seeds would narrow it clear of the "
+                                      "bound, if the estimate stayed put")
+
+
+# -- a direction claim can reject a null: the smallest effect its source reports (issue 52, item 2) -------------
+EFFECT = 0.005          # e.g. BatchNorm's error rising by at least 0.005 as the batch shrinks 16x
+
+
+@pytest.mark.parametrize("interval, expected", [
+    ((0.006, 0.02), HOLDS),              # clear above the source's effect
+    ((0.001, 0.02), APPROX),             # the direction, not clearly the size
+    ((0.001, 0.004), APPROX),            # the direction holds; the source's size is ruled out
+    ((-0.003, 0.0027), FAILS),           # lesson 25 at 5 seeds: straddles 0, but rules out 0.005
+    ((-0.003, -0.001), FAILS),           # the wrong direction
+    ((-0.003, 0.006), INCONCLUSIVE),     # reaches below 0 and above the effect: the seeds cannot tell
+    ((0.004, 0.006), APPROX),            # above 0, straddling the effect: the direction only
+])
+def test_a_direction_claim_can_reject_the_effect_its_source_reports(interval, expected):
+    value = sum(interval) / 2
+    assert verdict_of(value, **rises(EFFECT), interval=interval) == expected
+    mirrored = tuple(-v for v in reversed(interval))
+    assert verdict_of(-value, **falls(EFFECT), interval=mirrored) == expected
+    row = {"value": value, "interval": list(interval), **rises(EFFECT)}
+    assert row_verdict(row) == expected                   # the ledger's row recomputes with the field
+
+
+def test_without_the_effect_the_old_scheme_could_not_reject():
+    """The same lesson-25 row graded on holds >= 0.005, approximately >= 0 and no declared effect: inconclusive,
+    which hid that the interval had already ruled out the source's effect."""
+    assert verdict_of(-0.0002, [[">=", EFFECT]], [[">=", 0.0]], interval=(-0.0031, 0.0027)) == INCONCLUSIVE
+    assert verdict_of(-0.0002, [[">=", EFFECT]], [[">=", 0.0]], interval=(-0.0031, 0.0027),
+                      rejects_if=[["<", EFFECT]]) == FAILS
+
+
+def test_a_claim_that_holds_on_its_direction_alone_is_approximate_when_the_size_is_ruled_out():
+    """Holds declared as "above 0" (the direction), the source's effect declared beside it: an interval above 0
+    but wholly below the effect holds only approximately."""
+    direction = {"holds_if": [[">", 0.0]], "rejects_if": [["<", EFFECT]]}
+    assert verdict_of(0.0025, **direction, interval=(0.001, 0.004)) == APPROX
+    assert verdict_of(0.004, **direction, interval=(0.001, 0.007)) == HOLDS
+    assert verdict_of(0.0, **direction, interval=(-0.001, 0.001)) == FAILS
+
+
+def test_a_single_value_below_the_effect_but_in_the_direction_holds_only_approximately():
+    assert verdict_of(0.003, **rises(EFFECT)) == APPROX
+    assert verdict_of(0.006, **rises(EFFECT)) == HOLDS
+    assert verdict_of(-0.001, **rises(EFFECT)) == FAILS
+
+
+@pytest.mark.parametrize("effect", [0.0, -0.01, float("nan")])
+def test_a_direction_needs_a_positive_effect(effect):
+    with pytest.raises(ValueError, match="effect: expected"):
+        rises(effect)
+    with pytest.raises(ValueError, match="effect: expected"):
+        falls(effect)
+
+
+def test_the_forecast_counts_the_effect_bound_and_t_shrinking():
+    # straddles 0 and the effect 0.005: the nearer decision is to clear 0.005 from below (gap 0.004, reach 0.004)
+    bound, factor = deciding_factor(0.001, (-0.003, 0.005 + 1e-9), **rises(EFFECT))
+    assert bound == EFFECT
+    # with the run's seeds, t's quantile shrinks too: 5 seeds, ratio 2 (4x by 1/sqrt(n) alone) takes fewer
+    _, plain = deciding_factor(0.95, (0.85, 1.05), **UPPER)
+    _, with_t = deciding_factor(0.95, (0.85, 1.05), **UPPER, seeds=5)
+    assert plain == pytest.approx(4.0) and 2.0 < with_t < 4.0
+    from lessons._stats import t95
+    m = round(with_t * 5)
+    assert t95(m - 1) / math.sqrt(m) <= t95(4) / math.sqrt(5) / 2 < t95(m - 2) / math.sqrt(m - 1)
 
 
 @pytest.mark.parametrize("value, holds_if, approx_if, match", [
@@ -191,8 +259,8 @@ def test_the_ledger_explains_an_inconclusive_row(tmp_path):
                  replace_all=True)
     table_rows = [ln for ln in (tmp_path / "CLAIMS.md").read_text().splitlines() if "a made-up comparison" in ln]
     assert len(table_rows) == 1
-    assert "| inconclusive: the interval straddles 1; about 4× the seeds would narrow it clear of the bound |" \
-        in table_rows[0]
+    assert ("| inconclusive: the interval straddles 1; about 4× the seeds would narrow it clear of the bound, if the "
+            "estimate stayed put |") in table_rows[0]
 
 
 def test_the_summary_covers_each_source_claim_once(quick_run):
@@ -216,3 +284,20 @@ def test_training_lessons_record_their_seeds(quick_run, tmp_path, python):
     assert ledger["02_geometry"]["seeds"] == 0
     proc = python("-m", "lessons", "02", "--quick", "--seeds", "0", "--out", str(tmp_path))
     assert proc.returncode != 0 and "--seeds" in proc.stderr and "Fix:" in proc.stderr
+
+
+def test_a_knob_chosen_by_looking_is_graded_on_fresh_seeds_and_the_ledger_says_which(tmp_path):
+    """Issue 52, item 3: the pilot seeds that chose a knob grade nothing; claims.json and CLAIMS.md name both."""
+    from lessons._common import Lesson
+    from lessons._ledger import write_ledger
+    from lessons._record import result_of
+    lesson = Lesson(ROOT / "lessons" / "16_questions_answered_by_training.py", quick=False, out=tmp_path, seeds=3)
+    graded = lesson.fresh_seeds("a budget", chose=range(5), first=100)
+    assert list(graded) == [100, 101, 102]
+    with pytest.raises(AssertionError, match="overlap the pilot seeds"):
+        lesson.fresh_seeds("a learning rate", chose=range(5), first=3)
+    write_ledger(tmp_path, [result_of(lesson, title="t", seconds=1.0)], replace_all=True)
+    row = json.loads((tmp_path / "claims.json").read_text())[lesson.stem]
+    assert row["seed_roles"] == [{"knob": "a budget", "chose": [0, 4], "graded": [100, 102]}]
+    assert ("*Chosen by looking: a budget, on seeds 0–4; graded on fresh seeds 100–102, which played no part in the "
+            "choice.*") in (tmp_path / "CLAIMS.md").read_text()
