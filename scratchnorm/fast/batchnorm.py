@@ -53,7 +53,7 @@ def _prepare_forward(x, weight, bias, out, stats, eps, kind):
         run = (bn_forward_slabs, x.size, N * C, xk, w, b, y2, part, stats, eps, S, channel_block(S, C), batch_stats)
     else:
         part = np.empty((n_chunks(N), 2, C * S))               # per-chunk (mean, M2) of each column
-        cols = np.empty((3, C * S))                            # mean, rstd * w, b per column
+        cols = np.empty((4, C * S))                            # mean, 0, rstd * w, b per column
         run = (bn_forward_columns, x.size, column_tasks(N, C * S), xk, w, b, y2, part, stats, cols, eps, S,
                batch_stats)
     cache = {"made_by": MADE_BY[kind], "fast": kind, "x": xk, "stats": stats, "w": w,

@@ -12,8 +12,11 @@ read row after row instead, and keep one number per column:
     backward  tile by tile, the column sums of dy and dy * (x - mean) (column_sum_dy);
               add_pieces adds them in order into dweight, dbias (2, C); then dx.
 
-The per-channel numbers are spread to per-column rows (``spread``: mean, rstd * w,
-b; mean, a, cc, e), so every loop runs over a whole row of the tile. The tiles
+The per-channel numbers are spread to per-column rows (``spread``: hi, lo, scale,
+b; mean, a, cc, e), so every loop runs over a whole row of the tile. For float32 x
+in training mode, y runs in float32 from the scalars batchnorm_slabs.affine_in_x
+rounds once, with the slabs' guards and bound (channel_slabs.py); a channel they
+turn away is redone in float64. dx, eval mode and float64 x stay float64. The tiles
 are the fixed chunks of ``chunks.n_chunks(N)`` rows times blocks of COLUMN_BLOCK
 columns, so the bits do not depend on the thread count.
 """
@@ -24,7 +27,8 @@ from numba import prange
 
 from ._jit import jit, jit_inline, serial_and_prange
 from .chunks import n_chunks
-from .batchnorm_slabs import A, CC, E, GM, GX, add_pieces, channel_moments, dx_coefficients, first_values
+from .batchnorm_slabs import (A, CC, E, GM, GX, add_pieces, affine_in_x, channel_moments, dx_coefficients,
+                              first_values)
 from .channel_slabs import (chunk_rows, dx_overflows, dx_slab_float64, dx_value, normalize_slab_float64,
                             scale_overflows, y_value)
 from .stats import MEAN, RSTD, four_rows, column_sum_dev, column_sum_dy, column_sum_sq_dev
@@ -45,18 +49,19 @@ def spread(cols, values, S):
 
 
 @jit_inline
-def _normalize_tile(x, y, lo, r0, r1, mean, scale, b):
-    """y = (x - mean) * scale + b over the tile, with one mean, scale, b per column (n,)."""
-    n = mean.shape[0]
+def _normalize_tile(x, y, col0, r0, r1, hi, lo, scale, b):
+    """y = ((x - hi) - lo) * scale + b over the tile, with one hi, lo, scale, b per column (n,), in their
+    dtype: float64 (hi the mean, lo = 0), or float32 from the float32 path's scalars (module docstring)."""
+    n = hi.shape[0]
     for i in range(r0, r1, 4):
-        x0, x1, x2, x3 = four_rows(x, i, r1, lo, n)
-        y0, y1, y2, y3 = four_rows(y, i, r1, lo, n)
+        x0, x1, x2, x3 = four_rows(x, i, r1, col0, n)
+        y0, y1, y2, y3 = four_rows(y, i, r1, col0, n)
         for j in range(n):
-            m, sc, bj = mean[j], scale[j], b[j]
-            y0[j] = y_value(np.float64(x0[j]), m, 0.0, sc, bj)
-            y1[j] = y_value(np.float64(x1[j]), m, 0.0, sc, bj)
-            y2[j] = y_value(np.float64(x2[j]), m, 0.0, sc, bj)
-            y3[j] = y_value(np.float64(x3[j]), m, 0.0, sc, bj)
+            h, el, sc, bj = hi[j], lo[j], scale[j], b[j]
+            y0[j] = y_value(x0[j], h, el, sc, bj)
+            y1[j] = y_value(x1[j], h, el, sc, bj)
+            y2[j] = y_value(x2[j], h, el, sc, bj)
+            y3[j] = y_value(x3[j], h, el, sc, bj)
 
 
 @jit_inline
@@ -85,7 +90,7 @@ def _dx_tile(dy, x, dx, lo, r0, r1, mean, a, cc, e, center):
 
 # -- the drivers: x (N, D); in eval mode (batch_stats False) ``stats`` is given ---------------
 def batch_norm_columns_forward_kernel(x, w, b, y, part, stats, cols, eps, S, batch_stats):
-    """part (chunks, 2, D): per-chunk (mean, M2) of each column; stats (3, C); cols (3, D) scratch."""
+    """part (chunks, 2, D): per-chunk (mean, M2) of each column; stats (3, C); cols (4, D) scratch."""
     N, D = x.shape
     C = w.shape[0]
     chunks = part.shape[0]
@@ -103,17 +108,28 @@ def batch_norm_columns_forward_kernel(x, w, b, y, part, stats, cols, eps, S, bat
             mean /= r1 - r0
             column_sum_sq_dev(x, lo, r0, r1, cols[0, lo:hi], mean, m2)
         channel_moments(part, N, S, eps, shift, stats)
-    spread(cols[0], stats[MEAN], S)
-    spread(cols[1], stats[RSTD] * w, S)
-    spread(cols[2], b, S)
+    in_x, x_hi, x_lo, x_scale, x_b = affine_in_x(stats, w, b, N * S, x, batch_stats)
+    narrow = x.itemsize == 4 and batch_stats      # float32 x in training mode: y in float32 (channel_slabs.py)
+    tile = np.empty((4, D if narrow else 0), x.dtype)            # hi, lo, scale, b per column, in x's dtype
+    if narrow:                                    # (zeros in a channel the guards turn away: redone below)
+        for r, v in enumerate((x_hi, x_lo, x_scale, x_b)):
+            spread(tile[r], v, S)
+    else:                                         # in float64: the mean, 0, rstd * w, b per column
+        spread(cols[0], stats[MEAN], S)
+        cols[1] = 0.0
+        spread(cols[2], stats[RSTD] * w, S)
+        spread(cols[3], b, S)
     for t in prange(chunks * blocks):
         k, lo = t // blocks, (t % blocks) * COLUMN_BLOCK
         hi = min(D, lo + COLUMN_BLOCK)
         r0, r1 = chunk_rows(k, N, chunks)
-        _normalize_tile(x, y, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi])
-    for c in range(C):                            # a scale past float64 (channel_slabs.y_unfused): again,
-        if scale_overflows(stats[RSTD, c], w[c]):  # in the reference's order
-            for i in range(N):
+        if narrow:
+            _normalize_tile(x, y, lo, r0, r1, tile[0, lo:hi], tile[1, lo:hi], tile[2, lo:hi], tile[3, lo:hi])
+        else:
+            _normalize_tile(x, y, lo, r0, r1, cols[0, lo:hi], cols[1, lo:hi], cols[2, lo:hi], cols[3, lo:hi])
+    for c in range(C):                            # a channel the float32 guards turned away, or whose scale
+        if (not in_x[c]) if narrow else scale_overflows(stats[RSTD, c], w[c]):    # is past float64: again,
+            for i in range(N):                                                   # in float64
                 s = slice(c * S, (c + 1) * S)
                 normalize_slab_float64(x[i, s], y[i, s], stats[MEAN, c], stats[RSTD, c], w[c], b[c])
 

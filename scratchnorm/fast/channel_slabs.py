@@ -46,9 +46,10 @@ scale, the product, the sum) and b through 2 (its own, the sum):
 subtraction), plus the low part of the mean rounded, u |lo| |scale| (or |cc|;
 |lo| <= u |mean|), and at most 2^-150 for each product that falls below
 float32's normal range (one in y, two in dx). dweight and dbias are float64
-sums, as for float64 x. float64 and float16 input, BatchNorm's eval mode, and
-spatial sizes below SLAB_MIN (the columns layout, GroupNorm's runs) run in
-float64 and round once at the store. tests/fast/test_kernels_batch.py checks
+sums, as for float64 x. BatchNorm's columns layout (spatial sizes below
+SLAB_MIN) computes y the same way, under the same guards per channel, and dx in
+float64. float64 and float16 input, BatchNorm's eval mode, and GroupNorm's runs
+(spatial sizes below SLAB_MIN) run in float64 and round once at the store. tests/fast/test_kernels_batch.py checks
 the bounds element by element against the float64 reference.
 """
 from __future__ import annotations

@@ -26,7 +26,10 @@ depend on the thread count.
 For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
 per channel (C,); a float32 slab runs in float32 where the guards let it
 (channel_slabs.py states the bound; the backward's bound on |a dy| is rstd
-times the largest |w| sqrt(sum dy^2) of the group's slabs). For shorter slabs
+times the largest |w| sqrt(sum dy^2) of the group's slabs). The guards run once a
+(sample, group), not once a slab: what they need of the slabs' w and b is read
+once a call (``group_weights``), and the group goes to float32 or float64 whole.
+For shorter slabs
 the group is one run of columns, in float64, and w, b and the sums are per
 column (D,) (groupnorm.py spreads the weight and bias).
 """
@@ -35,12 +38,12 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import jit, serial_and_prange
+from ._jit import jit, jit_inline, serial_and_prange
 from .batchnorm_slabs import add_pieces
-from .channel_slabs import (SLAB_MIN, affine_fits, cc_underflows, chunk_rows, dx_fits, dx_overflows, dx_scalars,
+from .channel_slabs import (SLAB_MIN, cc_underflows, chunk_rows, dx_fits, dx_overflows, dx_scalars,
                             dx_slab, dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64,
                             scale_overflows, y_unfused, y_value)
-from .float32 import fits, row_fits, split_mean
+from .float32 import fits, largest, quarter_of_largest, row_fits, split_mean
 from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
 from .variants import INSIDE, huge_row_rstd
 
@@ -58,12 +61,47 @@ def group_max_abs(w, G):
     return w_max
 
 
+@jit
+def group_weights(w, b, G, M, like):
+    """Per group (G,), once a call, what the float32 guards need of its slabs' w and b (S >= SLAB_MIN):
+    (w_min, w_max, y_ok): the smallest nonzero and the largest |w| (inf where a w is NaN or does not fit
+    like's dtype), and whether every b fits it within one rounding and every sqrt(M) |w| + |b| is under
+    a quarter of its largest value (channel_slabs.affine_fits, for every slab of the group at once)."""
+    n = w.shape[0] // G
+    w_min, w_max, y_ok = np.full(G, np.inf), np.zeros(G), np.ones(G, np.bool_)
+    for g in range(G):
+        for c in range(g * n, (g + 1) * n):
+            aw = abs(w[c])
+            if not aw <= largest(like):                  # NaN, or beyond like's dtype
+                w_max[g] = np.inf
+            elif aw > 0.0:
+                w_min[g] = min(w_min[g], aw)
+                w_max[g] = max(w_max[g], aw)
+            y_ok[g] = y_ok[g] and fits(b[c], like) and quarter_of_largest(np.sqrt(M) * aw + abs(b[c]), like)
+    return w_min, w_max, y_ok
+
+
+@jit_inline
+def scales_fit(rstd, w_min, w_max, like):
+    """Does every rstd * w of a group, w_min <= |w| <= w_max or w = 0, fit like's dtype within one
+    rounding (float32.fits)? Both ends inside its normal range: rounding is monotone, so every product
+    between them is too. False for NaN."""
+    return rstd * w_max <= largest(like) and (w_min == np.inf or rstd * w_min >= smallest_normal(like))
+
+
+@jit_inline
+def smallest_normal(like):
+    """The smallest positive normal number of like's dtype (float32 or float64)."""
+    return 1.1754943508222875e-38 if like.itemsize == 4 else 2.2250738585072014e-308
+
+
 def group_norm_forward_kernel(x, w, b, y, stats, eps, S):
     """stats (3, N * G): mean, var, rstd of every (sample, group)."""
     N, D = x.shape
     G = stats.shape[1] // N
     m = D // G
     w_max = group_max_abs(w, G)
+    w_lo, w_hi, y_ok = group_weights(w, b, G, m, x)      # (G,) each: read by the slab path
     for t in prange(N * G):
         i, g = t // G, t % G
         j0 = g * m
@@ -77,12 +115,12 @@ def group_norm_forward_kernel(x, w, b, y, stats, eps, S):
         if S >= SLAB_MIN:
             T = x.dtype.type
             hi, lo = split_mean(mean, x)
-            in_x = row_fits(x, m, var, rstd, lo)         # the group's guard, then each slab's (channel_slabs.py)
+            # the group's one guard (channel_slabs.py): row_fits, and affine_fits for every slab at once
+            in_x = y_ok[g] and row_fits(x, m, var, rstd, lo) and scales_fit(rstd, w_lo[g], w_hi[g], x)
             for c in range(j0 // S, (j0 + m) // S):
                 s = slice(c * S, (c + 1) * S)
-                scale = rstd * w[c]
-                if in_x and affine_fits(x, m, scale, w[c], b[c]):
-                    normalize_slab(x[i, s], y[i, s], hi, T(lo), T(scale), T(b[c]))
+                if in_x:
+                    normalize_slab(x[i, s], y[i, s], hi, T(lo), T(rstd * w[c]), T(b[c]))
                 else:
                     normalize_slab_float64(x[i, s], y[i, s], mean, rstd, w[c], b[c])
         else:
@@ -105,6 +143,7 @@ def group_norm_backward_kernel(dy, x, w, stats, dx, part, dwb, S):
     G = stats.shape[1] // N
     m = D // G
     w_max = group_max_abs(w, G)
+    w_lo, w_hi, _ = group_weights(w, w, G, m, x)         # (G,) the slab path's w range (b unused here)
     chunks = part.shape[0]
     for t in prange(chunks * G):
         k, g = t // G, t % G
@@ -130,13 +169,13 @@ def group_norm_backward_kernel(dy, x, w, stats, dx, part, dwb, S):
                 _, cc, e = dx_scalars(rstd, 1.0, gm, gx)
                 T = x.dtype.type
                 hi, lo = split_mean(mean, x)
-                # every |a dy| = rstd |g| <= rstd g_max: the group's guard (channel_slabs.py), then each slab's a
-                in_x = dx_fits(x, m, var, rstd, lo, cc, e, rstd * g_max)
+                # the group's one guard (channel_slabs.py; every |a dy| = rstd |g| <= rstd g_max), and every
+                # slab's a = rstd * w fitting
+                in_x = dx_fits(x, m, var, rstd, lo, cc, e, rstd * g_max) and scales_fit(rstd, w_lo[g], w_hi[g], x)
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
-                    a = rstd * w[c]
-                    if in_x and fits(a, x):
-                        dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(a), T(cc), T(e))
+                    if in_x:
+                        dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(rstd * w[c]), T(cc), T(e))
                     else:
                         dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, rstd, w[c], gm, gx, True)
             else:

@@ -110,3 +110,19 @@ def test_ordinary_slabs_take_the_float32_path(stem, kw):
     wide, _ = run("numba", stem, x.astype(np.float64), dy.astype(np.float64), w, b, kw)
     for key in ("y", "x"):
         assert np.mean(got[key] != wide[key].astype(np.float32)) > 0.1, key
+
+
+def test_batchnorm_columns_take_the_float32_path_for_y():
+    """BatchNorm's columns layout (S < SLAB_MIN) computes y in float32 too (batchnorm_columns.py), within
+    the same allowance (test_kernels_batch.float32_terms); its dx stays float64, one rounding."""
+    rng = np.random.default_rng(33)
+    x = (3.0 + rng.standard_normal((64, 6, 3))).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(6), rng.standard_normal(6)
+    got, _ = run("numba", "batch_norm", x, dy, w, b, {})
+    want, ref_cache = run("numpy", "batch_norm", x, dy, w, b, {})
+    assert_matches(got, want, "columns", case_scales("batch_norm", want, ref_cache, dy, w, None),
+                   float32_terms("batch_norm", x, dy, w, b, ref_cache))
+    wide, _ = run("numba", "batch_norm", x.astype(np.float64), dy.astype(np.float64), w, b, {})
+    assert np.mean(got["y"] != wide["y"].astype(np.float32)) > 0.1
+    np.testing.assert_array_equal(got["x"], wide["x"].astype(np.float32))

@@ -13,8 +13,8 @@ wrong small channel pass):
 * float32 / float16 results: the same plus one unit in the last place of the
   output dtype: each backend rounds a float64 value once, and the two float64
   values differ by round-off only;
-* except y and dx from a float32 x in BatchNorm's training mode and in GroupNorm,
-  on slabs (S >= SLAB_MIN): computed in float32, they may be a further amount
+* except y and dx from a float32 x in BatchNorm's training mode (y in both
+  layouts, dx on slabs) and in GroupNorm on slabs (S >= SLAB_MIN): computed in float32, they may be a further amount
   off, per element: the rounding counts fast/channel_slabs.py states times the
   size of each term (``float32_terms``).
 
@@ -134,15 +134,17 @@ def set_mean(a, stem, G=None):
 
 def float32_terms(stem, x, dy, w, b, ref_cache, G=None):
     """Per element, the further error fast/channel_slabs.py allows y and dx computed in float32 ({} where
-    they are not: float64 or float16 x, eval mode, spatial sizes below SLAB_MIN). With a = rstd w,
-    e = rstd mean(g), (x - mean) cc = x_hat rstd mean(g x_hat) (g = dy w, means over the set):
+    they are not: float64 or float16 x, eval mode, GroupNorm's spatial sizes below SLAB_MIN; y only in
+    BatchNorm's columns layout, whose dx is float64). With a = rstd w, e = rstd mean(g),
+    (x - mean) cc = x_hat rstd mean(g x_hat) (g = dy w, means over the set):
 
         y:  u (5 |x_hat w| + 2 |b|)                            + u^2 |mean| rstd |w|  (the mean's low part)
         dx: u (4 |a dy| + 3 |e| + 5 |(x - mean) cc|)          + u^2 |mean| |cc|
     plus 2^-150 for each product that may fall below float32's normal range (one in y, two in dx). dx
     only where dy is float32 too: a float64 dy makes the kernels compute in float64 (_buffers.py)."""
     shape = x.shape
-    if x.dtype != np.float32 or stem == "batch_norm_eval" or int(np.prod(shape[2:])) < SLAB_MIN:
+    columns = int(np.prod(shape[2:])) < SLAB_MIN
+    if x.dtype != np.float32 or stem == "batch_norm_eval" or (stem == "group_norm" and columns):
         return {}
     per_c = (1, -1) + (1,) * (len(shape) - 2)
     x_hat = ref_cache["x_hat"].reshape(shape)
@@ -158,7 +160,7 @@ def float32_terms(stem, x, dy, w, b, ref_cache, G=None):
     e = rstd * set_mean(g, stem, G)
     cc = rstd * rstd * set_mean(g * x_hat, stem, G)
     y = U32 * (5 * np.abs(x_hat) * aw + 2 * ab) + U32 * U32 * np.abs(mean) * rstd * aw + SUBNORMAL / 2
-    if np.promote_types(x.dtype, dy.dtype) != np.float32:
+    if np.promote_types(x.dtype, dy.dtype) != np.float32 or columns:     # BatchNorm's columns: dx in float64
         return {"y": y}
     dx = (U32 * (4 * np.abs(rstd * g) + 3 * np.abs(e) + 5 * np.abs(x_hat * cc / rstd))
           + U32 * U32 * np.abs(mean) * np.abs(cc) + 2 * SUBNORMAL / 2)
