@@ -1,4 +1,5 @@
-"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--exercise NAME] [--json]``.
+"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--exercise NAME] [--json] [--timeout S]
+[--memory GIB]``.
 
 ``check`` reads the exercise from the file's EXERCISE (a stub of ``new``), from --exercise, or from the
 names of the cache contract's functions it defines (``layernorm_forward``, ...: contract.py)."""
@@ -6,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
-from . import check
+from . import check, child
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
 from .location import described, shown
@@ -19,6 +21,14 @@ from .stubs import stub_text
 
 class UsageError(Exception):
     """A bad command line or file: printed as one message, exit code 2."""
+
+
+EXIT_CODES = """exit codes:
+  0  every output correct
+  1  wrong (or something raised, or is unfinished)
+  2  usage: a bad command line, or a file that does not import (Python 2 included) or names no exercise
+  3  the learner's code timed out, went past the memory limit, or ended the process (sys.exit, os._exit, a
+     signal, a crash)"""
 
 
 def load(path: Path, exercise: str | None = None):
@@ -77,15 +87,34 @@ def cmd_new(args) -> int:
     return 0
 
 
-def cmd_check(args) -> int:
-    path = Path(args.file)
-    module, name, pair = load(path, args.exercise)
+def check_file(path: Path, exercise: str | None = None) -> Report:
+    """Import the learner's file and check it, in this process (child.py runs this in a child)."""
+    module, name, pair = load(path, exercise)
     report: Report = check(name, module, source=shown(path), pair=pair)
     for other in unchecked_pairs(vars(module), pair, name):
         report.notes.append(f"{shown(path)} also defines {CACHE_FUNCTIONS[other].backward}, not checked here: "
                             f"check it with --exercise {other}.")
-    print(report.to_json() if args.json else report)
-    return 0 if report.ok else 1
+    return report
+
+
+def cmd_check(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        load(path, args.exercise)                               # its message
+    two = child.python2(path)
+    if two:
+        raise UsageError(f"{shown(path)} could not be imported: {two}. Fix it and check again.")
+    outcome = child.run(path, args.exercise, args.timeout, args.memory, as_json=args.json)
+    if outcome.verdict == "usage":
+        raise UsageError(outcome.text)
+    if args.json:                                               # the report's JSON, with "verdict"
+        print(outcome.text if outcome.report else
+              json.dumps({"ok": False, "verdict": outcome.verdict, "error": outcome.text}))
+        if outcome.output_size:
+            print(outcome.shown()[len(outcome.text):].strip(), file=sys.stderr)
+    else:
+        print(outcome.shown())
+    return outcome.exit_code
 
 
 def main(argv=None) -> int:
@@ -103,6 +132,13 @@ def main(argv=None) -> int:
     chk.add_argument("--exercise", metavar="NAME", help="the exercise, when the file does not say "
                      "(a CS231n layers.py defines several); spatial_batchnorm: BatchNorm's 4-D pair")
     chk.add_argument("--json", action="store_true", help="print one JSON object on one line")
+    chk.add_argument("--timeout", type=float, default=child.TIMEOUT, metavar="SECONDS",
+                     help=f"stop the learner's code after SECONDS (default {child.TIMEOUT:g}; slow but correct "
+                     "Python loops take a few seconds)")
+    chk.add_argument("--memory", type=float, default=child.MEMORY, metavar="GIB",
+                     help=f"the learner's code may use GIB of memory (default {child.MEMORY:g})")
+    chk.epilog = EXIT_CODES
+    chk.formatter_class = argparse.RawDescriptionHelpFormatter
     chk.set_defaults(run=cmd_check)
     args = ap.parse_args(argv)
     try:
