@@ -105,6 +105,9 @@ def _child(conn, path, exercise, timeout, memory, out_path, trace_path, as_json)
     except MemoryError:
         conn.send(("memory", "", {}))
         return
+    except Exception as exc:            # the checker's own failure, outside the learner's functions: a usage error
+        conn.send(("usage", f"{path} could not be checked: {type(exc).__name__}: {exc}", {}))
+        return
     faulthandler.cancel_dump_traceback_later()
     memory_hit = any("MemoryError" in e for e in report.errors.values())
     conn.send(("memory" if memory_hit else "correct" if report.ok else "wrong",
@@ -136,10 +139,19 @@ def _with(line: str, verdict: str, said: str = "") -> str:
     return json.dumps(d, separators=(",", ":"))
 
 
+def forkserver():
+    """A "forkserver" context whose server has imported numpy and the checker once: each child is forked from it,
+    clean of the parent's state and without importing them again (grade: one child per file)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["scratchnorm.exercises.cli"])
+    return ctx
+
+
 def run(path: Path, exercise: str | None = None, timeout: float = TIMEOUT, memory: float = MEMORY,
-        as_json: bool = False) -> Outcome:
-    """Check the learner's file ``path`` in a child process; see the module docstring."""
-    ctx = multiprocessing.get_context("spawn")
+        as_json: bool = False, context=None) -> Outcome:
+    """Check the learner's file ``path`` in a child process (``context``: multiprocessing's, "spawn" by
+    default); see the module docstring."""
+    ctx = context or multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="scratchnorm-check-") as tmp:
         out_path, trace_path = os.path.join(tmp, "output"), os.path.join(tmp, "trace")
         parent, child = ctx.Pipe(duplex=False)
