@@ -1,4 +1,5 @@
-"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--exercise NAME] [--json]``.
+"""``python -m scratchnorm.exercises list | new NAME [DIR] | check FILE [--exercise NAME] [--json] [--timeout S]
+[--memory GIB]``.
 
 ``check`` reads the exercise from the file's EXERCISE (a stub of ``new``), from --exercise, or from the
 names of the cache contract's functions it defines (``layernorm_forward``, ...: contract.py)."""
@@ -6,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
-from . import check
+from . import check, child
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
 from .location import described, shown
@@ -19,6 +21,30 @@ from .stubs import stub_text
 
 class UsageError(Exception):
     """A bad command line or file: printed as one message, exit code 2."""
+
+
+EXIT_CODES = """exit codes:
+  0  every output correct
+  1  wrong (or something raised, or is unfinished)
+  2  usage: a bad command line, or a file that does not import (Python 2 included) or names no exercise
+  3  the learner's code timed out, went past the memory limit, or ended the process (sys.exit, os._exit, a
+     signal, a crash)"""
+
+
+GRADE_EXIT_CODES = """exit codes:
+  0  every file correct
+  1  some file wrong, raising, or not importable (the results say which)
+  2  usage: a bad command line, DIR with no .py file, OUT not writable
+  3  some file timed out, went past the memory limit, or ended its process"""
+
+
+def limits(parser):
+    """--timeout and --memory, for check and grade."""
+    parser.add_argument("--timeout", type=float, default=child.TIMEOUT, metavar="SECONDS",
+                        help=f"stop the learner's code after SECONDS (default {child.TIMEOUT:g}; Python loops over "
+                        "every element check in about 1 s)")
+    parser.add_argument("--memory", type=float, default=child.MEMORY, metavar="GIB",
+                        help=f"the learner's code may use GIB of address space (default {child.MEMORY:g})")
 
 
 def load(path: Path, exercise: str | None = None):
@@ -77,15 +103,70 @@ def cmd_new(args) -> int:
     return 0
 
 
-def cmd_check(args) -> int:
-    path = Path(args.file)
-    module, name, pair = load(path, args.exercise)
-    report: Report = check(name, module, source=shown(path), pair=pair)
+def check_file(path: Path, exercise: str | None = None) -> Report:
+    """Import the learner's file and check it, in this process (child.py runs this in a child)."""
+    module, name, pair = load(path, exercise)
+    try:
+        report: Report = check(name, module, source=shown(path), pair=pair)
+    except ValueError as exc:           # check's own message: the file defines none of the exercise's functions
+        if str(exc).startswith("module_or_functions:"):
+            raise UsageError(f"{shown(path)} was checked as {name}; {exc}") from None
+        raise
     for other in unchecked_pairs(vars(module), pair, name):
         report.notes.append(f"{shown(path)} also defines {CACHE_FUNCTIONS[other].backward}, not checked here: "
                             f"check it with --exercise {other}.")
-    print(report.to_json() if args.json else report)
-    return 0 if report.ok else 1
+    return report
+
+
+def cmd_check(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        load(path, args.exercise)                               # its message
+    two = child.python2(path)
+    if two:
+        raise UsageError(f"{shown(path)} could not be imported: {two}. Fix it and check again.")
+    outcome = child.run(path, args.exercise, args.timeout, args.memory, as_json=args.json)
+    if outcome.verdict == "usage":
+        raise UsageError(outcome.text)
+    if args.json:                                               # the report's JSON, with "verdict"
+        print(outcome.text if outcome.report else
+              json.dumps({"ok": False, "verdict": outcome.verdict, "error": outcome.text}))
+        if outcome.output_size:
+            print(outcome.shown()[len(outcome.text):].strip(), file=sys.stderr)
+    else:
+        print(outcome.shown())
+    return outcome.exit_code
+
+
+def cmd_grade(args) -> int:
+    from .grade import files_in, grade
+    folder, out = Path(args.dir), Path(args.out)
+    if not folder.is_dir():
+        raise UsageError(f"DIR: expected a folder of learners' .py files; received {str(folder)!r}, which is not a "
+                         "folder. Fix: pass the folder that holds the class's files.")
+    if not files_in(folder):
+        raise UsageError(f"DIR: expected .py files under {str(folder)!r}; it holds none. Fix: pass the folder that "
+                         "holds the class's files (they are searched for in its subfolders too).")
+    if args.exercise is not None and args.exercise not in EXERCISES and args.exercise not in CACHE_FUNCTIONS:
+        load(Path(__file__), args.exercise)                     # its message for a bad --exercise
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs: expected a number of processes >= 1; received {args.jobs}. Fix: omit it for one "
+                         "per core.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".scratchnorm-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out: expected a folder that can be written; {str(out)!r} cannot ({exc.strerror}). "
+                         "Fix: pass a folder of yours.") from None
+    rows = grade(folder, out, args.exercise, args.jobs, args.timeout, args.memory)
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("correct", "wrong", "timeout", "error")}
+    print(f"graded {len(rows)} files: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
+          f"; wrote {out / 'index.html'}, results.json, results.csv")
+    if any(r["outcome"] in ("timeout", "memory", "ended") for r in rows):
+        return 3
+    return 0 if counts["correct"] == len(rows) else 1
 
 
 def main(argv=None) -> int:
@@ -103,7 +184,19 @@ def main(argv=None) -> int:
     chk.add_argument("--exercise", metavar="NAME", help="the exercise, when the file does not say "
                      "(a CS231n layers.py defines several); spatial_batchnorm: BatchNorm's 4-D pair")
     chk.add_argument("--json", action="store_true", help="print one JSON object on one line")
+    limits(chk)
+    chk.epilog = EXIT_CODES
+    chk.formatter_class = argparse.RawDescriptionHelpFormatter
     chk.set_defaults(run=cmd_check)
+    grd = sub.add_parser("grade", help="check every .py file under DIR, each in its own process; write OUT/"
+                         "index.html, results.json, results.csv", epilog=GRADE_EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    grd.add_argument("dir", metavar="DIR")
+    grd.add_argument("--out", metavar="OUT", required=True, help="the folder the results are written to")
+    grd.add_argument("--exercise", metavar="NAME", help="the exercise of every file (default: read from each)")
+    grd.add_argument("--jobs", type=int, metavar="N", help="files checked at once (default: the cores)")
+    limits(grd)
+    grd.set_defaults(run=cmd_grade)
     args = ap.parse_args(argv)
     try:
         return args.run(args)

@@ -1,0 +1,5 @@
+"""Defines nothing of any exercise."""
+
+
+def helper(x):
+    return x
