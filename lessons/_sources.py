@@ -31,6 +31,7 @@ SOURCES = {
                   "santurkar"),
     "mnist1d": ("MNIST-1D paper (Greydanus 2020, Scaling down Deep Learning)", "mnist1d"),
     "groupnorm": ("GroupNorm paper (Wu & He 2018, Group Normalization)", "groupnorm"),
+    "threads": ("the thread runtimes' documentation and reports (libgomp, numba, OpenBLAS)", "threads"),
     "common": ("common wisdom", "common-wisdom"),
 }
 
@@ -104,6 +105,14 @@ CITATIONS = {
                                 "GroupNorm normalizes", "groupnorm-figure-2"),
     ("groupnorm", "GroupNorm's two ends"): ("GroupNorm with one group is LayerNorm over (C, H, W), with C groups "
                                             "InstanceNorm over (H, W)", "groupnorm-ends"),
+    ("threads", "libgomp OMP_WAIT_POLICY"): ("libgomp's manual, OMP_WAIT_POLICY: waiting threads spin a while, "
+                                             "then sleep", "threads-omp-wait-policy"),
+    ("threads", "libgomp GOMP_SPINCOUNT"): ("libgomp's manual, GOMP_SPINCOUNT: how long a waiting thread spins",
+                                            "threads-gomp-spincount"),
+    ("threads", "numba threading layers"): ("numba's manual, The Threading Layers: what runs parallel=True",
+                                            "threads-numba-layers"),
+    ("threads", "OpenBLAS #731"): ("OpenBLAS issue 731: threads slow a program of many small BLAS calls",
+                                   "threads-openblas-731"),
     ("common", ""): ("", "common-wisdom"),
 }
 

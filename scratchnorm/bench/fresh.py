@@ -131,13 +131,15 @@ def child(config: dict) -> dict:
             "thread_settings": thread_settings()}
 
 
-def run_child(model: Model, backend: str, steps: int, budget_s: float, seed: int = SEED, env=None) -> dict:
-    """One process of one (model, backend): a new interpreter, the environment as it is (or ``env``). Adds
-    ``process_s``: the process's wall time as its parent sees it, start-up and imports included."""
+def run_child(model: Model, backend: str, steps: int, budget_s: float, seed: int = SEED, env=None,
+              timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+    """One process of one (model, backend): a new interpreter, the environment as it is (or ``env``), killed
+    after ``timeout_s`` seconds. Adds ``process_s``: the process's wall time as its parent sees it, start-up
+    and imports included."""
     config = {"model": asdict(model), "backend": backend, "steps": steps, "budget_s": budget_s, "seed": seed}
     cmd = [sys.executable, "-m", "scratchnorm.bench.fresh", "--child", json.dumps(config)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     process_s = time.perf_counter() - t0
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

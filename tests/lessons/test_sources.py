@@ -33,7 +33,14 @@ RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangG
                  # MNIST-1D: the paper's arXiv page and the repository, as the repository's README gives them
                  "https://arxiv.org/abs/2011.14439", "https://github.com/greydanus/mnist1d",
                  # GroupNorm (Wu & He 2018): the arXiv number the project's reference notes give
-                 "https://arxiv.org/abs/1803.08494"}
+                 "https://arxiv.org/abs/1803.08494",
+                 # the thread runtimes (lesson 26): the manuals' pages and the issues, as the search tool found them
+                 "https://gcc.gnu.org/onlinedocs/libgomp/OMP_005fWAIT_005fPOLICY.html",
+                 "https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html",
+                 "https://numba.readthedocs.io/en/0.62.0/user/threading-layer.html",
+                 "https://github.com/OpenMathLib/OpenBLAS/issues/731",
+                 "https://github.com/OpenMathLib/OpenBLAS/issues/1614",
+                 "https://github.com/OpenMathLib/OpenBLAS/issues/5171"}
 
 
 def lesson_citations():
