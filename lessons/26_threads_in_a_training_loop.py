@@ -215,11 +215,11 @@ for name, cited in (("prange, OMP_WAIT_POLICY=passive", work("threads", "libgomp
 
 # %% [markdown]
 # The figure: on the left, the kernel alone on two threads, its time over its time on one (log scale: below the
-# dashed line two threads were faster); on the right, the training step's median (the bar) and 90th percentile
+# dashed line two threads were faster); on the right, the training step's median (the dot) and 90th percentile
 # (the tick) in each setting, the in-process pair and the fresh processes, on a log scale.
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1, 2], "wspace": 0.8})
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 2], "wspace": 1.0})
 ratio = np.array([alone[s][TWO] / alone[s][1] for s in shapes])            # 2-thread time over 1-thread time
 ax1.plot(range(len(shapes)), ratio, "o", color="C1", markersize=10, label=f"{TWO} threads")
 ax1.axhline(1, color="C0", ls="--", label="1 thread")
@@ -229,8 +229,10 @@ ax1.set(yscale="log", xlim=(-0.5, len(shapes) - 0.5), ylim=(min(0.3, ratio.min()
 ax1.legend(loc="upper right")
 bars = {f"in process: {k}": (v[0], np.percentile([s for s, _ in steps[k]], 90)) for k, v in p50.items()}
 bars |= {f"fresh: {k}": (fresh_p50[k], fresh_p90[k]) for k in PROCESSES}
-ax2.barh(list(bars), [v[0] * 1e3 for v in bars.values()], color=["C3", "C2", "C3", "C1", "C2", "C0"])
+ax2.scatter([v[0] * 1e3 for v in bars.values()], list(bars), s=90, color=["C3", "C2", "C3", "C1", "C2", "C0"],
+            zorder=3, label="median")
 ax2.plot([v[1] * 1e3 for v in bars.values()], list(bars), "k|", markersize=14, label="90th percentile")
+ax2.grid(axis="x", which="both", alpha=0.3)
 ax2.set(xscale="log", xlabel="training step, ms (median)", title=f"The MLP's step ({load()})")
 ax2.invert_yaxis()
 ax2.legend(loc="lower right")
