@@ -94,7 +94,7 @@ def _child(conn, path, exercise, timeout, memory, out_path, trace_path, as_json)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     trace = open(trace_path, "w")
     faulthandler.enable(trace)                                  # a crash: where
-    from .cli import UsageError, check_file                     # numpy and the checker, before the limits
+    from .learner_file import UsageError, check_file                     # numpy and the checker, before the limits
     faulthandler.dump_traceback_later(timeout, exit=True, file=trace)
     _limit_memory(memory)
     try:

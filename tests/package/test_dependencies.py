@@ -34,10 +34,11 @@ def test_the_core_is_numpy_and_numba_only():
 
 def test_the_extras_are_named_for_their_users():
     extras = project()["optional-dependencies"]
-    assert set(extras) == {"lessons", "test", "compare", "book"}
+    assert set(extras) == {"lessons", "test", "compare", "book", "grade"}
     assert {parse(r)[0] for r in extras["lessons"]} == {"matplotlib", "ml_dtypes", "mnist1d", "scikit-learn",
                                                         "threadpoolctl"}
     assert {parse(r)[0] for r in extras["test"]} == {"pytest", "hypothesis", "ruff"}
+    assert {parse(r)[0] for r in extras["grade"]} == {"tqdm"}        # the class grader's progress bar
     assert {parse(r)[0] for r in extras["compare"]} >= {"torch", "jax"}
     assert all(parse(r)[1] == "==" for r in extras["compare"]), "compare pins the versions tested here"
     assert {parse(r)[0] for r in extras["book"]} == {"sphinx", "myst-nb", "furo", "sphinx-mathjax-offline",
