@@ -13,7 +13,7 @@ from pathlib import Path
 from . import child
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS
-from .learner_file import UsageError, check_file, load  # noqa: F401  (check_file: this module's name too)
+from .learner_file import UsageError, load
 from .location import shown
 from .report import Report
 from .stubs import stub_text
