@@ -229,7 +229,8 @@ def test_no_lesson_passes_a_verdict():
     assert not offenders, f"lesson.claim without a value, or with a verdict, at {offenders}"
 
 
-FIELDS = {"claim", "source", "measured", "value", "interval", "holds_if", "approx_if", "timed", "verdict", "control"}
+FIELDS = {"claim", "source", "measured", "value", "interval", "holds_if", "approx_if", "rejects_if", "timed", "verdict",
+          "control"}
 
 
 def test_every_verdict_in_the_ledger_recomputes(quick_run):
