@@ -16,6 +16,7 @@ from .._results import store
 from .._checks import check_cache, check_dy
 from ..dtypes import as_float_array
 from ._jit import jit
+from .float32 import narrowed
 
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 FLOAT32, FLOAT64 = KERNEL_DTYPES
@@ -146,21 +147,20 @@ def _identity(d: int, value: float, dtype) -> np.ndarray:
 
 
 @jit
-def _narrow_into(wide, narrow) -> bool:
-    """narrow[:] = wide rounded to narrow's dtype, in one pass (a quarter of the time of NumPy's cast
-    with an overflow check, per call with float64 parameters); False where a finite value overflowed."""
-    for j in range(wide.shape[0]):
-        v = wide[j]
-        if np.isfinite(v) and abs(v) > 3.4028234663852886e38:   # beyond float32 (checked before the cast,
-            return False                                         # which would warn without the JIT)
-        narrow[j] = v
-    return True
+def _narrowed(wide, like):
+    """float32.narrowed called from Python: (wide in like's dtype, whether it fits there), by the one rule
+    the kernels of LayerNorm and RMSNorm apply inside (sum |wide| within like's largest value)."""
+    return narrowed(wide, like)
+
+
+_FLOAT32_LIKE = np.empty(0, FLOAT32)      # the dtype to narrow to, as ``narrowed`` takes it
 
 
 def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
     """A weight or bias as a C-contiguous (d,) vector of ``dtype`` (float64 or the kernel dtype of x);
     None gives ``identity`` (1.0 or -0.0). Never copies a vector that already is one. A vector
-    that float32 cannot hold (|w| > 3.4e38) stays float64: the kernel then computes in float64."""
+    that float32 cannot hold stays float64, by float32.narrowed's rule (sum |w| past 3.4e38, a NaN or an
+    inf): the kernel then computes in float64."""
     if param is None:
         return _identity(d, identity, dtype)
     param = param if isinstance(param, np.ndarray) else np.asarray(param)
@@ -168,8 +168,8 @@ def affine_vector(param, d: int, identity: float, dtype=FLOAT64) -> np.ndarray:
         return param
     if dtype == FLOAT32 and param.dtype == FLOAT64:                # narrowing: it may overflow
         wide = np.ascontiguousarray(param).reshape(d)
-        narrow = np.empty(d, FLOAT32)
-        return narrow if _narrow_into(wide, narrow) else wide
+        narrow, fits = _narrowed(wide, _FLOAT32_LIKE)
+        return narrow if fits else wide
     return param.astype(dtype).reshape(d)          # astype: half the time of ascontiguousarray
 
 
