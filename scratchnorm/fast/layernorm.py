@@ -155,10 +155,12 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
         if x.size == 0:                                               # no kernel to run (variants.py)
             return general_forward(x, weight, bias, eps=eps, out=out, stream=stream)
         xk, y, y_new = forward_rows(x, out, x.size // d)              # (N, d)
-    else:
+        w, b = kernel_vector(weight, d, 1.0), kernel_vector(bias, d, -0.0)  # (d,) float32 or float64
+    else:                                                             # (plain_rows checked them)
         d, y_new = xk.shape[1], out is None
+        w = kernel_vector(None, d, 1.0) if weight is None else weight
+        b = kernel_vector(None, d, -0.0) if bias is None else bias
     stats = np.empty((3, xk.shape[0]))                                # (3, N): MEAN, VAR, RSTD
-    w, b = kernel_vector(weight, d, 1.0), kernel_vector(bias, d, -0.0)  # (d,) float32 or float64
     if decide(stream):
         run_by_size(FORWARD_STREAMED, xk.size, n_chunks(xk.shape[0]), xk, w, b, eps, y, stats, True)
     else:

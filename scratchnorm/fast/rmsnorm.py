@@ -146,9 +146,10 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
         if x.size == 0 or not (eps_mode == "inside" and k == d and bias is None):
             return _variants_forward(x, weight, bias, eps, eps_mode, k, out, stream)
         xk, y, y_new = forward_rows(x, out, x.size // d)            # (N, d)
-    else:
+        w = kernel_vector(weight, d, 1.0)                            # (d,) float32 or float64
+    else:                                                            # (plain_rows checked the weight)
         d, y_new = xk.shape[1], out is None
-    w = kernel_vector(weight, d, 1.0)                                # (d,) float32 or float64
+        w = kernel_vector(None, d, 1.0) if weight is None else weight
     stats = np.empty((3, xk.shape[0]))                               # (3, N): MEAN (0), VAR (ms), RSTD
     if decide(stream):
         run_by_size(FORWARD_STREAMED, xk.size, n_chunks(xk.shape[0]), xk, w, kernel_vector(None, d, -0.0), eps, y,
