@@ -302,7 +302,7 @@ def time_ratio(a, b, axis):
     mean over seeds and its 95% interval (mean, low, high); and the losses."""
     start = min(c.loss[0] for n in (a, b) for c in curves[n])          # no run starts below a target
     worst = max(min(c.loss) for n in (a, b) for c in curves[n])        # the worse best loss of the two
-    targets = np.geomspace(0.9 * start, max(1.05 * worst, 0.3 * start), 4)
+    targets = np.geomspace(0.9 * start, min(max(1.05 * worst, 0.3 * start), 0.9 * start), 4)   # none above 0.9 start
     times = {n: np.array([[time_to(c, t, axis) for t in targets] for c in curves[n]]) for n in (a, b)}
     return np.array(geometric_interval(np.median(times[a] / times[b], axis=1))), targets
 

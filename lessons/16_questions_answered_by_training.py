@@ -309,6 +309,8 @@ lesson.answer(f"Far from it, since Adam divides each step by the gradient's own 
 # come out like one with the other?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
+undecided = "; ".join(f"'{c.claim}' needs {seeds_to_decide(c, k, per_seed)}" for c in lesson.claims
+                      if seeds_to_decide(c, k, per_seed))
 lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtracts each row's own mean, which "
               f"varies from row to row, and divides by the row's standard deviation rather than its RMS: the best "
               f"bias still leaves a relative difference of {resid:.2f}. In a network the layers around the norm train "
@@ -323,8 +325,6 @@ lesson.answer(f"A bias adds the same vector to every row, but LayerNorm subtract
 # ## Takeaways
 
 # %% tags=["remove-input"]
-undecided = "; ".join(f"'{c.claim}' needs {seeds_to_decide(c, k, per_seed)}" for c in lesson.claims
-                      if seeds_to_decide(c, k, per_seed))
 lesson.takeaways(
     "'The Euclidean norm in place of the RMS does not work': " + lesson.results("Euclidean norm") + ". 'RMSNorm "
     "with a bias is close to LayerNorm': " + lesson.results("RMSNorm with a bias") + ", each beside its control, "
