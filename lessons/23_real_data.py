@@ -142,8 +142,9 @@ for n in BASELINES:
 # seeds; graded on fresh seeds 100–104 its control no longer failed the bound, the choice had flattered it.
 # The learning rate was chosen again on seeds 0–4, with a margin, and seeds 100–104, which saw the first
 # choice graded, play no part in this one. At this rate the seeds disagree more: at 5 seeds every comparison
-# below straddled its bound, and the seeds the ledger's forecast asked for fit in the lesson's minute, so the
-# race trains 20 (`--seeds N` overrides; the baselines above keep 5).
+# below straddled its bound, and the seeds the ledger's forecast asked for fit in the lesson's minute (every
+# layer and Adam on the numba backend, the library's default, faster than NumPy's inside a training step), so
+# the race trains 20 (`--seeds N` overrides; the baselines above keep 5).
 #
 # The model: `nn.mlp([64, 512, 64, 10], norm=...)`, [Linear → Norm → ReLU] twice, then a Linear; Adam at
 # $5 \cdot 10^{-2}$, batches of 64, 100 steps (32 passes over the training set). pRMSNorm estimates the RMS of
