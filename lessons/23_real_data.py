@@ -31,7 +31,8 @@ from sklearn.datasets import load_digits
 from lessons._common import APPROX, COMMON, FAILS, HOLDS, VERDICTS, check, paper, start, work
 from lessons._grading import above, below, control, within
 from lessons._stats import mean_interval
-from lessons._training import expect, interval, one_blas_thread, paired, pm, race, report, warm_up
+from lessons._training import (expect, interval, one_blas_thread, paired, pm, race, report, seeds_to_decide,
+                               warm_up)
 from lessons._training_plots import STYLE, plot_per_seed
 from scratchnorm import Linear, PartialRMSNorm, RMSNorm, nn
 
@@ -63,7 +64,10 @@ report(lesson, f"  MNIST-1D made in {made:.2f} s: {len(xtr)} training, {len(xte)
 # trained with Adam at learning rate $10^{-2}$ on batches of 100, as the repository trains them. The repository
 # trains for 8000 steps; this lesson trains the MLP for half as many, 100 passes over the training set (its test
 # accuracy still creeps up, slowly, while it fits the training set ever more closely), and logistic regression,
-# which has long stopped improving by then, for 500. Accuracy is the share of test signals whose largest logit
+# which has long stopped improving by then, for 500. The 4000 steps were set while writing the lesson, by
+# looking at the MLP's accuracy on seeds 0–4 (at 2000 its interval reached below the band), so those pilot
+# seeds grade nothing: the baselines train fresh seeds from 300 on (`lesson.fresh_seeds`; the ledger says which
+# seeds chose and which graded). Accuracy is the share of test signals whose largest logit
 # is their class, over `--seeds` initializations and batch orders (default 5); the training loop is `race`, in
 # `lessons/_training.py`.
 
@@ -97,9 +101,11 @@ def train(builders, x, y, steps, batch, lr, seed):
 BASELINES = {"logistic regression": logistic, "MLP": paper_mlp}
 PAPER_SAYS = {"logistic regression": 0.32, "MLP": 0.68}
 base_steps = {"logistic regression": lesson.pick(100, 500), "MLP": lesson.pick(300, 4000)}
+k_base = lesson.seeds                                                     # the baselines: 5 seeds
 with one_blas_thread():
     warm_up([b(99) for b in BASELINES.values()], xtr[:100], ytr[:100])
-    runs = {n: [train({n: b}, xtr, ytr, base_steps[n], 100, 1e-2, seed)[n] for seed in range(lesson.seeds)]
+    base_seeds = lesson.fresh_seeds("the MLP baseline's 4000 steps, from 2000 and 4000", chose=range(5), first=300)
+    runs = {n: [train({n: b}, xtr, ytr, base_steps[n], 100, 1e-2, seed)[n] for seed in base_seeds]
             for n, b in BASELINES.items()}
 base_acc = {n: np.array([accuracy(m, xte, yte) for m in runs[n]]) for n in BASELINES}
 base_train = {n: np.array([accuracy(m, xtr, ytr) for m in runs[n]]) for n in BASELINES}
@@ -118,7 +124,7 @@ for n in BASELINES:
     lesson.claim(f"On MNIST-1D, {n} reaches about {PAPER_SAYS[n]:.0%} test accuracy",
                  source=work("mnist1d", "benchmarks"),
                  measured=f"{base_steps[n]} steps of Adam (lr 1e-2, batches of 100): test accuracy "
-                          f"{interval(*m, n=lesson.seeds)}, training accuracy {pm(base_train[n])} (holds: within "
+                          f"{interval(*m, n=k_base)}, training accuracy {pm(base_train[n])} (holds: within "
                           "5 points of the paper's number)",
                  value=m[0], interval=m[1:], **within(PAPER_SAYS[n] - 0.05, PAPER_SAYS[n] + 0.05,
                                                       approx=(PAPER_SAYS[n] - 0.1, PAPER_SAYS[n] + 0.1)),
@@ -132,8 +138,21 @@ for n in BASELINES:
 # other 1597 the test set (the cell after the race checks that the best model stays below 98.5% and the model
 # without a norm below the best).
 #
+# The image count, the step count and the learning rate below are knobs chosen by looking: they were set, on
+# seeds 0–4, so that the task stays off its ceiling and the model without a norm falls clearly behind (question
+# 2 says why). Those pilot seeds grade nothing: the digits race trains fresh seeds from 200 on
+# (`lesson.fresh_seeds`; the ledger says which seeds chose and which graded). An earlier choice, 200 images and
+# 100 steps at $3 \cdot 10^{-2}$, had put no norm clearly behind LayerNorm on the pilot seeds; graded on fresh
+# seeds 100–104, its control no longer failed the bound: the choice had flattered it. The learning rate was
+# chosen again on seeds 0–4, from $10^{-2}$, $3 \cdot 10^{-2}$, $5 \cdot 10^{-2}$, $7 \cdot 10^{-2}$ and
+# $10^{-1}$ (and 50 steps or 100 images at $3 \cdot 10^{-2}$), for a margin, and seeds 100–104, which saw
+# the first choice graded, play no part in this one. At this rate the seeds disagree more: at 5 seeds every
+# comparison below straddled its bound, and the seeds the ledger's forecast asked for fit in the lesson's minute
+# (every layer and Adam on the numba backend, the library's default, faster than NumPy's inside a training
+# step), so the race trains 20 (`--seeds N` overrides; the baselines above keep 5).
+#
 # The model: `nn.mlp([64, 512, 64, 10], norm=...)`, [Linear → Norm → ReLU] twice, then a Linear; Adam at
-# $3 \cdot 10^{-2}$, batches of 64, 100 steps (32 passes over the training set). pRMSNorm estimates the RMS of
+# $5 \cdot 10^{-2}$, batches of 64, 100 steps (32 passes over the training set). pRMSNorm estimates the RMS of
 # the 512-wide layer from its first $k = 32$ features; the 64-wide layer keeps RMSNorm, whose $k$ would be 4, so
 # that the pRMSNorm row tests $k = 32$ alone. A sixth model is pRMSNorm's placebo: the same layer with
 # $k = 1$, an RMS "estimated" from a single feature.
@@ -143,7 +162,7 @@ images, labels = load_digits(return_X_y=True)              # (1797, 64), pixel v
 order = np.random.default_rng(23).permutation(len(labels))
 dtr, dte = order[:200], order[200:]
 NORMS = ("none", "batchnorm", "layernorm", "rmsnorm", "prmsnorm", "prmsnorm_k1")
-WIDE, NARROW, DIGIT_LR = 512, 64, 3e-2
+WIDE, NARROW, DIGIT_LR = 512, 64, 5e-2
 K = int(np.ceil(WIDE * 0.0625))
 LABEL = {**{n: STYLE[n][1] for n in NORMS[:-1]}, "prmsnorm": f"pRMSNorm (k = {K})", "prmsnorm_k1": "pRMSNorm (k = 1)"}
 
@@ -159,16 +178,21 @@ def digits_mlp(norm):
 
 
 digit_steps = lesson.pick(40, 100)
+k = lesson.seeds_for(20)                                                  # the digits race: 20 (see below)
 builders = {norm: digits_mlp(norm) for norm in NORMS}
 t0 = time.perf_counter()
 with one_blas_thread():
     warm_up([b(99) for b in builders.values()], images[dtr[:64]], labels[dtr[:64]])
-    runs = [train(builders, images[dtr], labels[dtr], digit_steps, 64, DIGIT_LR, seed) for seed in range(lesson.seeds)]
+    graded = lesson.fresh_seeds(f"the digits' {len(dtr)} training images, {digit_steps} steps and learning "
+                                f"rate {DIGIT_LR:g}",
+                                chose=range(5), first=200)
+    runs = [train(builders, images[dtr], labels[dtr], digit_steps, 64, DIGIT_LR, seed) for seed in graded]
 acc = {n: np.array([accuracy(r[n], images[dte], labels[dte]) for r in runs]) for n in NORMS}
 for n in NORMS:
     report(lesson, f"  {LABEL[n]:<22} digits test accuracy {pm(acc[n])} (seeds: "
                    f"{', '.join(f'{a:.3f}' for a in acc[n])})")
-report(lesson, f"  digits: {len(NORMS)} models x {lesson.seeds} seeds in {time.perf_counter() - t0:.1f} s")
+per_seed = (time.perf_counter() - t0) / k                                # seconds of one seed's race (and warm-up)
+report(lesson, f"  digits: {len(NORMS)} models x {k} seeds in {time.perf_counter() - t0:.1f} s")
 best = max(NORMS, key=lambda n: acc[n].mean())
 check(next(b for b in builders["prmsnorm_k1"](0).children.values() if isinstance(b, PartialRMSNorm)).k == 1,
       "the placebo's wide layer estimates its RMS from one feature")
@@ -192,7 +216,7 @@ if not lesson.quick:
 # no norm, seed by seed.
 
 # %%
-normed, k = ("batchnorm", "layernorm", "rmsnorm"), lesson.seeds
+normed = ("batchnorm", "layernorm", "rmsnorm")
 gain = mean_interval([min(acc[n][s] for n in normed) - acc["none"][s] for s in range(k)])
 lesson.claim("On the digits an MLP trains better with a normalization than without", source=COMMON,
              measured=f"test accuracy after {digit_steps} steps: no norm {pm(acc['none'])}; "
@@ -207,7 +231,7 @@ lesson.claim("On the digits an MLP trains better with a normalization than witho
 # one feature does not). The value is the test accuracy lost by switching, paired per seed.
 
 # %%
-placebo_of = {}                                                        # each control's verdict, for the takeaways
+placebo_of, decide_of = {}, {}                           # each control's verdict; what would decide the claim
 for claim, source, norm, ref, placebo in [
         ("RMSNorm matches LayerNorm's test accuracy (digits, an MLP with a 512-wide layer)", paper("abstract, §1"),
          "rmsnorm", "layernorm", "none"),
@@ -223,6 +247,7 @@ for claim, source, norm, ref, placebo in [
                  expect=VERDICTS)
 
     placebo_of[LABEL[ref]] = f"{lesson.claims[-1].control['verdict']} ({interval(*short_placebo)})"
+    decide_of[LABEL[ref]] = seeds_to_decide(lesson.claims[-1], k, per_seed)      # "" once decided
 
 # %% [markdown]
 # The figure: a few MNIST-1D signals; the two baselines' test accuracy per seed against the paper's numbers
@@ -249,7 +274,8 @@ ax_base.legend(loc="upper left")
 plot_per_seed(ax_dig, acc, NORMS, [STYLE[n][0] for n in NORMS[:-1]] + ["plum"])     # plum: the placebo
 ax_dig.set_xticks(range(len(NORMS)), [LABEL[n] for n in NORMS], rotation=25, ha="right")
 ax_dig.set(ylabel="test accuracy", title=f"Digits ({len(dtr)} training images), MLP 64-{WIDE}-{NARROW}-10, "
-                                         f"{digit_steps} steps, lr {DIGIT_LR:g}")
+                                         f"{digit_steps} steps, lr {DIGIT_LR:g}, seeds {graded.start}-{graded.stop - 1}"
+           .replace(", seeds", ",\nseeds"))
 lesson.save(fig, "accuracy")
 
 # %% [markdown]
@@ -265,7 +291,7 @@ lesson.answer(f"Training accuracy is {pm(base_train['MLP'])} against a test accu
               "here is graded on the test set.")
 
 # %% [markdown]
-# **2.** Why does the lesson keep only 200 of the 1797 digits for training, and train at a learning rate three
+# **2.** Why does the lesson keep only 200 of the 1797 digits for training, and train at a learning rate a hundred
 # times lesson 10's?
 
 # %% tags=["remove-input"] jupyter={"source_hidden": true, "outputs_hidden": true}
@@ -303,7 +329,8 @@ lesson.takeaways(
     + "; the worst norm against none: " + lesson.result("trains better with") + ".",
     "pRMSNorm at k = 32 against RMSNorm: " + lesson.result("matches RMSNorm's") + "; its placebo, k = 1: "
     f"{placebo_of['RMSNorm']}" + ("" if placebo_of["RMSNorm"].startswith(FAILS) else "; a model in which one "
-                                  "feature does as well cannot tell a representative k from one feature") + ".")
+                                  "feature does as well cannot tell a representative k from one feature")
+    + "".join(f"; 'matches {ref}' would be decided by {text}" for ref, text in decide_of.items() if text) + ".")
 
 # %%
 lesson.finish()

@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lessons._common import VERDICTS
+from lessons._common import FAILS, INCONCLUSIVE, VERDICTS
+from lessons._grading import deciding_factor, verdict_of
 from lessons._stats import mean_interval
 from scratchnorm import nn
 
@@ -90,6 +91,30 @@ def interval(m, lo, hi, fmt="{:.3f}", n=None) -> str:
     if lo == hi:
         return fmt.format(m) + " (1 seed: no interval)"
     return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]" + (f", {n} seeds" if n else "")
+
+
+def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
+    """What would settle an inconclusive claim (a ``lessons._common.Claim`` of this run), for the prose: 'about 16
+    seeds (3.2× these 5), some 0.9 minutes of training at this run's pace', from the ledger's forecast
+    (``deciding_factor``, if the estimate stayed put). A claim that holds while its control does not fail is
+    forecast by its control (the control must fail for the claim to count). "" for a decided claim; for one the
+    forecast cannot settle (an estimate on the bound, or a control that passes outright), why."""
+    if claim.verdict != INCONCLUSIVE:
+        return ""
+    c, ctrl = claim, claim.control
+    if ctrl is not None and ctrl["verdict"] not in (FAILS, INCONCLUSIVE):
+        return "no number of seeds: its control passes the bound outright, so the design cannot tell"
+    rows = [(c.value, c.interval)] if verdict_of(c.value, c.holds_if, c.approx_if, c.interval,
+                                                   c.rejects_if) == INCONCLUSIVE else []
+    if ctrl is not None and ctrl["verdict"] == INCONCLUSIVE:
+        rows.append((ctrl["value"], ctrl["interval"]))                # both must settle: the larger forecast
+    found = [deciding_factor(*row, c.holds_if, c.approx_if, c.rejects_if, seeds) for row in rows]
+    if not found or any(f is None or f[1] == float("inf") for f in found):
+        return "no number of seeds: the estimate sits on the bound"
+    found = max(found, key=lambda f: f[1])
+    need = int(np.ceil(found[1] * seeds))
+    return (f"about {need} seeds ({found[1]:.2g}× these {seeds}), some {need * seconds_per_seed / 60:.1f} minutes "
+            f"of training at this run's pace")
 
 
 def report(lesson, line: str) -> None:

@@ -81,8 +81,9 @@ def plot_costs(lesson, names, step_t, update_t, layer_t, depth, shape):
     lesson.save(fig, "cost")
 
 
-def plot_regions(lesson, models, acc, x, y):
-    """The decision regions of each model on the plane, with test points; ``acc``: the accuracy per model."""
+def plot_regions(lesson, models, acc, x, y, seed=0):
+    """The decision regions of each model on the plane, with test points; ``acc``: the accuracy per model;
+    ``seed``: the seed that trained them, for the title."""
     grid = np.linspace(-2.3, 2.3, lesson.pick(60, 160))
     points = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2)
     fig, axes = plt.subplots(2, 3, figsize=(12, 8.2), constrained_layout=True)
@@ -95,7 +96,7 @@ def plot_regions(lesson, models, acc, x, y):
                   vmin=0, vmax=8, interpolation="nearest")
         ax.scatter(*x[:600].T, c=y[:600], cmap="Set1", vmin=0, vmax=8, s=3)
         ax.set(title=f"{STYLE[name][1]}: {acc[name]:.1%}", aspect="equal", xticks=[], yticks=[])
-    fig.suptitle("Decision regions after training (seed 0; test accuracy in the titles)")
+    fig.suptitle(f"Decision regions after training (seed {seed}; test accuracy in the titles)")
     lesson.save(fig, "regions")
 
 

@@ -302,3 +302,38 @@ def test_a_knob_chosen_by_looking_is_graded_on_fresh_seeds_and_the_ledger_says_w
     assert row["seed_roles"] == [{"knob": "a budget", "chose": [0, 4], "graded": [100, 102]}]
     assert ("*Chosen by looking: a budget, on seeds 0–4; graded on fresh seeds 100–102, which played no part in the "
             "choice.*") in (tmp_path / "CLAIMS.md").read_text()
+
+
+def test_a_lesson_that_affords_more_seeds_runs_them_unless_told_and_the_ledger_records_them(tmp_path):
+    """Issue 52, item 4: ``seeds_for(n)``: n seeds in a full run; --seeds N wins; 1 with --quick."""
+    from lessons._common import Lesson
+    from lessons._record import result_of
+    path = ROOT / "lessons" / "16_questions_answered_by_training.py"
+    full, told, quick = (Lesson(path, quick=q, out=tmp_path, seeds=s) for q, s in ((False, None), (False, 3),
+                                                                                   (True, None)))
+    assert (full.seeds_for(16), told.seeds_for(16), quick.seeds_for(16)) == (16, 3, 1)
+    assert list(full.fresh_seeds("a budget", chose=range(5), first=100)) == list(range(100, 116))
+    assert result_of(full, title="t", seconds=1.0).seeds == 16
+
+
+def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control():
+    """``seeds_to_decide``: the ledger's forecast in seeds and minutes; a claim that holds beside an inconclusive
+    control is forecast by the control; one whose control passes outright cannot be settled by seeds."""
+    from lessons._common import Claim
+    from lessons._training import seeds_to_decide
+    bounds = dict(holds_if=[[">=", 0.05]], approx_if=[[">=", 0.02]])
+    own = Claim("c", "s", "m", 0.0079, [-0.0198, 0.0356], **bounds, timed=False, verdict=INCONCLUSIVE)
+    factor = deciding_factor(own.value, own.interval, own.holds_if, own.approx_if, seeds=5)[1]
+    need = math.ceil(factor * 5)
+    assert seeds_to_decide(own, 5, 3.0) == (f"about {need} seeds ({factor:.2g}× these 5), some "
+                                            f"{need * 3.0 / 60:.1f} minutes of training at this run's pace")
+    eq = dict(holds_if=[["<=", 0.01]], approx_if=[["<=", 0.02]])
+    ctrl = {"label": "no norm", "value": 0.036, "interval": [-0.013, 0.086], "verdict": INCONCLUSIVE}
+    held = Claim("c", "s", "m", -0.03, [-0.0677, 0.0077], **eq, timed=False, verdict=INCONCLUSIVE, control=ctrl)
+    by_control = deciding_factor(0.036, [-0.013, 0.086], eq["holds_if"], eq["approx_if"], seeds=5)[1]
+    assert f"({by_control:.2g}× these 5)" in seeds_to_decide(held, 5, 1.0)
+    passing = Claim("c", "s", "m", 0.0, [-0.01, 0.01], **eq, timed=False, verdict=INCONCLUSIVE,
+                    control={**ctrl, "value": 0.0, "interval": [-0.01, 0.01], "verdict": HOLDS})
+    assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds: its control passes")
+    decided = Claim("c", "s", "m", 0.1, [0.08, 0.12], **bounds, timed=False, verdict=HOLDS)
+    assert seeds_to_decide(decided, 5, 1.0) == ""
