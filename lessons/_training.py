@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lessons._common import VERDICTS
+from lessons._common import FAILS, INCONCLUSIVE, VERDICTS
+from lessons._grading import deciding_factor
 from lessons._stats import mean_interval
 from scratchnorm import nn
 
@@ -90,6 +91,26 @@ def interval(m, lo, hi, fmt="{:.3f}", n=None) -> str:
     if lo == hi:
         return fmt.format(m) + " (1 seed: no interval)"
     return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]" + (f", {n} seeds" if n else "")
+
+
+def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
+    """What would decide an inconclusive claim (a lessons._common.Claim of this run, graded on ``seeds``), from
+    its interval (``deciding_factor``, t's shrinking included) and the seconds one seed took in this run: 'about
+    34 seeds (6.8× this run's 5) would narrow it clear of 0.5 ..., about 2.1 minutes at ...'. A claim whose
+    control does not fail its bounds: no number of seeds decides it. '' for a claim that is not inconclusive."""
+    if claim.verdict != INCONCLUSIVE:
+        return ""
+    if claim.control is not None and claim.control["verdict"] != FAILS:
+        return (f"no number of seeds while its control ({claim.control['label']}) {claim.control['verdict']} on the "
+                "same bounds: only a control that fails them lets the row be decided")
+    found = deciding_factor(claim.value, claim.interval, claim.holds_if, claim.approx_if, claim.rejects_if, seeds)
+    if found is None or not np.isfinite(found[1]):
+        return "no number of seeds: the estimate sits on the bound"
+    need = int(np.ceil(found[1] * seeds))
+    seconds = need * seconds_per_seed
+    return (f"about {need} seeds ({found[1]:.3g}× this run's {seeds}) would narrow it clear of {found[0]:.3g} if the "
+            f"estimate stayed put: about {f'{seconds / 60:.0f} minutes' if seconds >= 120 else f'{seconds:.0f} s'} "
+            f"at this run's {seconds_per_seed:.2g} s a seed")
 
 
 def report(lesson, line: str) -> None:

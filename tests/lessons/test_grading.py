@@ -302,3 +302,26 @@ def test_a_knob_chosen_by_looking_is_graded_on_fresh_seeds_and_the_ledger_says_w
     assert row["seed_roles"] == [{"knob": "a budget", "chose": [0, 4], "graded": [100, 102]}]
     assert ("*Chosen by looking: a budget, on seeds 0–4; graded on fresh seeds 100–102, which played no part in the "
             "choice.*") in (tmp_path / "CLAIMS.md").read_text()
+
+
+def test_a_lesson_says_how_many_seeds_and_seconds_would_decide_an_open_row(tmp_path):
+    """Issue 52, item 4: an inconclusive row's prose is computed from its interval and the run's seconds a seed."""
+    from lessons._common import Lesson
+    from lessons._grading import control
+    from lessons._training import seeds_to_decide
+    lesson = Lesson(ROOT / "lessons" / "20_where_the_norm_goes.py", quick=False, out=tmp_path, seeds=5)
+    lesson.claim("open", source="s", measured="m", value=0.95, interval=(0.85, 1.05), **UPPER, expect=INCONCLUSIVE)
+    factor = deciding_factor(0.95, (0.85, 1.05), **UPPER, seeds=5)[1]
+    need = math.ceil(factor * 5)
+    said = seeds_to_decide(lesson.claims[-1], 5, 30.0)
+    assert f"about {need} seeds" in said and "clear of 1 " in said and f"about {need * 30 / 60:.0f} minutes" in said
+    assert f"about {need * 2:.0f} s at this run's 2 s a seed" in seeds_to_decide(lesson.claims[-1], 5, 2.0)
+    lesson.claim("decided", source="s", measured="m", value=0.5, interval=(0.4, 0.6), **UPPER, expect=HOLDS)
+    assert seeds_to_decide(lesson.claims[-1], 5, 30.0) == ""
+    lesson.claim("matches", source="s", measured="m", value=0.0, interval=(-0.1, 0.1), **below(0.02, approx=0.05),
+                 control=control("placebo", 0.01, (0.0, 0.02)), expect=INCONCLUSIVE)
+    assert seeds_to_decide(lesson.claims[-1], 5, 30.0).startswith("no number of seeds while its control (placebo) "
+                                                                  "holds")
+    lesson.claim("on the bound", source="s", measured="m", value=1.0, interval=(0.9, 1.1), **UPPER,
+                 expect=INCONCLUSIVE)
+    assert "sits on the bound" in seeds_to_decide(lesson.claims[-1], 5, 30.0)
