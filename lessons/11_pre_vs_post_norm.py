@@ -15,6 +15,8 @@
 
 # %%
 import _path  # noqa: F401  (the repository on sys.path, however the lesson is started)
+import time
+
 import numpy as np
 
 from lessons._common import COMMON, FAILS, VERDICTS, check, explainer, start
@@ -22,7 +24,7 @@ from lessons._grading import above, below, within
 from lessons._stats import mean_interval, geometric_interval
 from lessons._corpus import char_data
 from lessons._placement_plots import plot_gradients, plot_sweep
-from lessons._training import interval, one_blas_thread, race, report, warm_up
+from lessons._training import interval, one_blas_thread, race, report, seeds_to_decide, warm_up
 from lessons._training_plots import STYLE
 from scratchnorm import nn
 
@@ -35,15 +37,24 @@ lesson = start(__name__, "11_pre_vs_post_norm")
 # reading contexts of 16 characters of Python's docstrings (`lessons/_corpus.py`; one batch of 16 windows,
 # seeded), one forward and backward of the next-character cross-entropy, and the norm of the gradient of each
 # block's two feed-forward weight matrices, $\sqrt{\lVert \partial L/\partial W_1\rVert^2 +
-# \lVert \partial L/\partial W_2\rVert^2}$, block 1 at the input, for each of several initializations
-# (`--seeds`: initialization $s$ is `seed=s`). The profile's shape is summed up by one ratio, the mean gradient
-# norm of the top quarter of the blocks over that of the bottom quarter, measured at several depths; its
-# geometric mean over the initializations comes with a 95% interval.
+# \lVert \partial L/\partial W_2\rVert^2}$, block 1 at the input, for many initializations (initialization
+# $s$ is `seed=s`). The profile's shape is summed up by one ratio, the mean gradient norm of the top quarter of
+# the blocks over that of the bottom quarter, measured at several depths; its geometric mean over the
+# initializations comes with a 95% interval.
+#
+# No training happens here, so initializations are cheap, and they get counts of their own, apart from the
+# training seeds (`--seeds`) of the runs below. At 5 initializations all graded rows but one were inconclusive;
+# a pilot of 40 (initializations 0–39) decided the 8- and 16-block rows and left the shallow ones straddling a
+# bound, where a block costs least. So every depth gets the same work, `INIT_BLOCKS` = 640 blocks built: 640 / L
+# initializations of L blocks (320 at 2 blocks, 40 at 16) for LayerNorm, whose rows are graded; RMSNorm's
+# profiles, drawn only, keep the training seeds' count. The pilot chose those counts, so it grades nothing: the
+# graded initializations are fresh, from 100 on (the ledger records which chose and which graded).
 
 # %%
 NORMS, PLACEMENTS = ("layernorm", "rmsnorm"), ("pre", "post")
 D, HEADS, T, BATCH = 32, 2, 16, 16
 LEFT_PLATEAU = 0.05     # nats below the unigram baseline: a run that ends less far below is on its plateau
+INIT_BLOCKS, FIRST_INIT = 640, 100    # at init: LayerNorm's blocks built per depth; the first fresh initialization
 SIGNED = "{:+.3f}"
 XIONG = COMMON + " (Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, arXiv 2002.04745)"
 
@@ -69,12 +80,19 @@ def top_over_bottom(g):
 
 data, rng = char_data(), np.random.default_rng(11)
 unigram, batch = data.unigram_loss(), data.windows("train", BATCH, T + 1, rng)
-depths, inits = lesson.pick((2, 4), (2, 4, 8, 16)), range(lesson.seeds)
+depths = lesson.pick((2, 4), (2, 4, 8, 16))
+inits = {(n, L): range(FIRST_INIT, FIRST_INIT + (lesson.pick(lesson.seeds, INIT_BLOCKS // L) if n == "layernorm"
+                                                   else lesson.seeds)) for n in NORMS for L in depths}
+lesson.seed_roles.append({"knob": f"the initializations per depth at init, {INIT_BLOCKS} / L (a pilot of 40 at "
+                                  "every depth left the 2- and 4-block rows inconclusive)", "chose": [0, 39],
+                          "graded": [FIRST_INIT, FIRST_INIT + max(len(r) for r in inits.values()) - 1]})
 depth = depths[-1]                                                  # the left panel's profile
 with one_blas_thread():
     warm_up([transformer(n, "pre", 1, 0) for n in NORMS], batch[:, :-1], batch[:, 1:])
-    per_init = {(n, p, L): [ffn_gradients(transformer(n, p, L, s), batch) for s in inits]
+    t0 = time.perf_counter()
+    per_init = {(n, p, L): [ffn_gradients(transformer(n, p, L, s), batch) for s in inits[n, L]]
                 for n in NORMS for p in PLACEMENTS for L in depths}
+    at_init_seconds = time.perf_counter() - t0
 profiles = {(n, p): np.mean(per_init[n, p, depth], axis=0) for n in NORMS for p in PLACEMENTS}
 # top quarter over bottom quarter: geometric mean over the initializations and its 95% interval
 spreads = {key: geometric_interval([top_over_bottom(g) for g in gs]) for key, gs in per_init.items()}
@@ -109,34 +127,48 @@ def stream_off_unit_std(model, ids):
     return worst
 
 
-off = {p: [stream_off_unit_std(transformer("layernorm", p, depth, s), batch[:, :-1]) for s in inits]
+off = {p: [stream_off_unit_std(transformer("layernorm", p, depth, s), batch[:, :-1]) for s in range(lesson.seeds)]
        for p in PLACEMENTS}
 check(max(off["post"]) < 0.01, "the real Post-LN, LN(x + F(x)), normalizes the stream after every block")
 lesson.claim("x = x + Sublayer(LayerNorm(x)) is Post-Norm (and x = x + LayerNorm(Sublayer(x)) is Pre-Norm)",
              source=explainer("003", "Transformer 中的归一化位置"),
              measured=f"Post-Norm normalizes the stream after every block: at init, {depth} blocks, the largest "
                       f"|std - 1| of a token's row of the stream after any block is {max(off['pre']):.3f} with "
-                      f"x + F(LN(x)) (the value, the largest over {len(inits)} initializations; holds if at most "
+                      f"x + F(LN(x)) (the value, the largest over {len(off['pre'])} initializations; holds if at most "
                       f"0.01) and {max(off['post']):.1e} with LN(x + F(x)), the original Transformer's block",
              value=max(off["pre"]), **below(0.01), expect=FAILS)
+graded_at_init = []                                                 # (depth, claim)
 for L in depths:
-    g = {p: spreads["layernorm", p, L] for p in PLACEMENTS}
+    g, n_L = {p: spreads["layernorm", p, L] for p in PLACEMENTS}, len(inits["layernorm", L])
     lesson.claim(f"At initialization Post-LN's gradient norm grows toward the output layer ({L} blocks)",
                  source=XIONG, measured=f"{L} blocks, top quarter / bottom quarter of the FFN gradient norms, "
-                 f"geometric mean over initializations: {interval(*g['post'], n=len(inits))} (holds: at least 1.2)",
+                 f"geometric mean over initializations: {interval(*g['post'], n=n_L)} (holds: at least 1.2)",
                  value=g["post"][0], interval=tuple(g["post"][1:]), **above(1.2, approx=1.0), expect=VERDICTS)
+    graded_at_init.append((L, lesson.claims[-1]))
     lesson.claim(f"At initialization Pre-LN's gradient norm is about the same in every layer ({L} blocks)",
                  source=XIONG, measured=f"{L} blocks, top quarter / bottom quarter, geometric mean over "
-                 f"initializations: {interval(*g['pre'], n=len(inits))} (holds within a factor 1.5)",
+                 f"initializations: {interval(*g['pre'], n=n_L)} (holds within a factor 1.5)",
                  value=g["pre"][0], interval=tuple(g["pre"][1:]), **within(1 / 1.5, 1.5, approx=(0.5, 2.0)),
                  expect=VERDICTS)
+    graded_at_init.append((L, lesson.claims[-1]))
+blocks_built = sum(len(inits[n, L]) * L * len(PLACEMENTS) for n in NORMS for L in depths)
+open_at_init = [f"{c.claim.removeprefix('At initialization ')}: {decide}" for L, c in graded_at_init
+                if (decide := seeds_to_decide(c, len(inits["layernorm", L]), at_init_seconds * L / blocks_built))]
 
 # %% [markdown]
+# A row whose estimate sits close to a bound can stay inconclusive at hundreds of initializations. The takeaways
+# say how many a next set would need, but that forecast assumes the estimate stays where it is, and from the
+# pilot to the fresh initializations the shallow rows' estimates moved by more than their distance from the
+# bound (lessons/NOTES.md). Adding initializations after looking at these would make them a pilot again: a new
+# count is graded on a new fresh set.
+#
 # The figure: on the left the gradient norm per block at initialization; on the right the ratio of the top
 # blocks' gradient to the bottom blocks' against depth.
 
 # %%
-plot_gradients(lesson, profiles, spreads, depths)
+counts = " / ".join(str(len(inits["layernorm", L])) for L in depths)
+plot_gradients(lesson, profiles, spreads, depths, f"LayerNorm {counts} at {' / '.join(map(str, depths))} blocks, "
+                                                 f"RMSNorm {lesson.seeds}")
 
 # %% [markdown]
 # ## Short runs against the learning rate
@@ -146,6 +178,10 @@ plot_gradients(lesson, profiles, spreads, depths)
 # and an 8-block model of each placement at the smallest rate, repeated for every seed (`--seeds N`, default
 # 5: seed $s$ initializes the models with `seed=s` and draws the batches and 128 validation windows from
 # `default_rng(110 + s)`). What is recorded is the validation loss at the end.
+#
+# The models train on the library's default backend, numba's kernels, at least as fast as NumPy's inside a
+# training step (`scratchnorm/fast/NOTES.md`); a step of these small models is bound by the toolkit's Python,
+# so no backend buys the many more seeds some rows would need (the takeaways compute how many, and the minutes).
 #
 # What 80 steps can measure is how fast a model leaves the plateau of the unigram baseline (below), not
 # stability: instability shows as divergence or loss spikes over a long run at a high rate, which would take
@@ -179,7 +215,9 @@ def sweep(seed):
 
 
 with one_blas_thread():
+    t0 = time.perf_counter()
     final = [sweep(seed) for seed in range(lesson.seeds)]          # one {key: loss} per seed
+    per_seed = (time.perf_counter() - t0) / len(final)             # seconds of one seed's sweep, this run
 for (norm, placement, layers, lr, warmup) in final[0]:
     report(lesson, f"  sweep {placement:>4}-{STYLE[norm][1]:<10} {layers:2d} blocks, lr {lr:<6g} "
                    f"{'warm-up' if warmup else 'no warm-up':<10} final validation loss per seed "
@@ -250,6 +288,7 @@ lesson.claim("RMSNorm's advantage over LayerNorm shows more in Pre-Norm", source
                       f"{interval(*more, SIGNED, k)} (holds: at least 0.03 nats). Post-Norm with warm-up at lr "
                       f"{lrs[1]:g}: {warm.mean():+.3f}",
              value=more[0], interval=more[1:], **above(0.03, approx=0.0), expect=VERDICTS)
+open_row = seeds_to_decide(lesson.claims[-1], k, per_seed)        # '' once decided
 
 # %% [markdown]
 # The figure: the final validation loss (mean over seeds) against the learning rate, with and without
@@ -306,9 +345,12 @@ lesson.takeaways(
     "wrong, whatever a gradient profile shows.",
     "A proof about Post-LN's gradient at initialization is a claim to measure, not a law; measured over several "
     "initializations of these small models, its rise toward the output, by depth: "
-    + lesson.results("Post-LN's gradient norm grows") + ".",
+    + lesson.results("Post-LN's gradient norm grows") + f" (at {INIT_BLOCKS} / L initializations, "
+    f"{at_init_seconds:.0f} s for all of them)." + (" Still open: " + "; ".join(open_at_init) + "."
+                                                    if open_at_init else ""),
     "Without warm-up, compare placements at several learning rates: the gap between them depends on the rate ("
-    + lesson.results("Pre-Norm ends further below") + ").")
+    + lesson.results("Pre-Norm ends further below") + "). 'RMSNorm's advantage shows more in Pre-Norm': "
+    + lesson.result("shows more in Pre-Norm") + (f"; {open_row}" if open_row else "") + ".")
 
 # %%
 lesson.finish()

@@ -16,10 +16,10 @@ PLACEMENT_STYLE = {p: {"color": c, "ls": ls} for p, c, ls in zip(
 
 
 # -- lesson 11 --
-def plot_gradients(lesson, profiles: dict, spreads: dict, depths) -> None:
+def plot_gradients(lesson, profiles: dict, spreads: dict, depths, inits_said: str) -> None:
     """Left: the gradient norm per block at initialization, {(norm, placement): profile}; right: the top quarter
-    over the bottom quarter against depth with 95% intervals, {(norm, placement, blocks): (mean, low, high)}."""
-    n_inits = lesson.seeds
+    over the bottom quarter against depth with 95% intervals, {(norm, placement, blocks): (mean, low, high)};
+    ``inits_said``: how many initializations (e.g. "LayerNorm 320 to 40, RMSNorm 5")."""
     ratios = {(n, p): [spreads[n, p, L][0] for L in depths] for n, p in profiles}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     for (norm, placement), prof in profiles.items():
@@ -36,7 +36,7 @@ def plot_gradients(lesson, profiles: dict, spreads: dict, depths) -> None:
     ax1.legend(fontsize=8)
     ax2.axhline(1, color="k", lw=0.8)
     ax2.set(xscale="log", yscale="log", xlabel="number of blocks", ylabel="top quarter / bottom quarter",
-            title=f"How uneven the profile gets with depth (95% intervals, {n_inits} initializations)")
+            title=f"How uneven the profile gets with depth\n(95% intervals; initializations: {inits_said})")
     ticks_at(ax2, depths)
     for ax, values in ((ax1, list(profiles.values())), (ax2, [v[1:] for v in spreads.values()])):
         lo, hi = min(np.min(v) for v in values), max(np.max(v) for v in values)
@@ -81,7 +81,8 @@ def plot_sweep(lesson, final: list, lrs, norms, layers: int, deep: int, unigram:
 
 
 # -- lesson 20 --
-def plot_depth(lesson, deep_variances: dict, sweep_variances: dict, grads: dict, steps: int, lr: float) -> None:
+def plot_depth(lesson, deep_variances: dict, sweep_variances: dict, grads: dict, steps: int, lr: float,
+               n_inits: int) -> None:
     """The variance of the residual stream per block, {placement: (seeds, blocks + 1)} of the deep models and
     {placement: (blocks + 1,)} of the sweep's; the gradient norm per block at initialization, {placement: (blocks,)}."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
@@ -95,7 +96,7 @@ def plot_depth(lesson, deep_variances: dict, sweep_variances: dict, grads: dict,
                 title=f"after {steps} steps at lr {lr:g}")
     axes[1].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
                 title=f"{sweep} blocks, every placement, lr {lr:g}")
-    axes[2].set(xlabel="block (1: at the input)", ylabel=f"FFN gradient norm (mean of {lesson.seeds} inits)",
+    axes[2].set(xlabel="block (1: at the input)", ylabel=f"FFN gradient norm (mean of {n_inits} inits)",
                 title="gradient norms at initialization", yscale="log")
     for ax, last_block in zip(axes, (deep, sweep, deep)):
         ax.set_xticks(range(0 if ax is not axes[2] else 1, last_block + 1))

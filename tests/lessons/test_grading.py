@@ -325,15 +325,39 @@ def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control
     own = Claim("c", "s", "m", 0.0079, [-0.0198, 0.0356], **bounds, timed=False, verdict=INCONCLUSIVE)
     factor = deciding_factor(own.value, own.interval, own.holds_if, own.approx_if, seeds=5)[1]
     need = math.ceil(factor * 5)
-    assert seeds_to_decide(own, 5, 3.0) == (f"about {need} seeds ({factor:.2g}× these 5), some "
-                                            f"{need * 3.0 / 60:.1f} minutes of training at this run's pace")
+    assert seeds_to_decide(own, 5, 3.0) == (f"about {need} seeds ({factor:.3g}× this run's 5) would narrow it clear "
+                                            f"of 0.02 if the estimate stayed put: about {need * 3.0:.0f} s at this "
+                                            f"run's 3 s a seed")
     eq = dict(holds_if=[["<=", 0.01]], approx_if=[["<=", 0.02]])
     ctrl = {"label": "no norm", "value": 0.036, "interval": [-0.013, 0.086], "verdict": INCONCLUSIVE}
     held = Claim("c", "s", "m", -0.03, [-0.0677, 0.0077], **eq, timed=False, verdict=INCONCLUSIVE, control=ctrl)
     by_control = deciding_factor(0.036, [-0.013, 0.086], eq["holds_if"], eq["approx_if"], seeds=5)[1]
-    assert f"({by_control:.2g}× these 5)" in seeds_to_decide(held, 5, 1.0)
+    assert f"({by_control:.3g}× this run's 5)" in seeds_to_decide(held, 5, 1.0)
     passing = Claim("c", "s", "m", 0.0, [-0.01, 0.01], **eq, timed=False, verdict=INCONCLUSIVE,
                     control={**ctrl, "value": 0.0, "interval": [-0.01, 0.01], "verdict": HOLDS})
-    assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds: its control passes")
+    assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds while its control (no norm) holds")
     decided = Claim("c", "s", "m", 0.1, [0.08, 0.12], **bounds, timed=False, verdict=HOLDS)
     assert seeds_to_decide(decided, 5, 1.0) == ""
+
+
+def test_a_lesson_says_how_many_seeds_and_seconds_would_decide_an_open_row(tmp_path):
+    """Issue 52, item 4: an inconclusive row's prose is computed from its interval and the run's seconds a seed."""
+    from lessons._common import Lesson
+    from lessons._grading import control
+    from lessons._training import seeds_to_decide
+    lesson = Lesson(ROOT / "lessons" / "20_where_the_norm_goes.py", quick=False, out=tmp_path, seeds=5)
+    lesson.claim("open", source="s", measured="m", value=0.95, interval=(0.85, 1.05), **UPPER, expect=INCONCLUSIVE)
+    factor = deciding_factor(0.95, (0.85, 1.05), **UPPER, seeds=5)[1]
+    need = math.ceil(factor * 5)
+    said = seeds_to_decide(lesson.claims[-1], 5, 30.0)
+    assert f"about {need} seeds" in said and "clear of 1 " in said and f"about {need * 30 / 60:.0f} minutes" in said
+    assert f"about {need * 2:.0f} s at this run's 2 s a seed" in seeds_to_decide(lesson.claims[-1], 5, 2.0)
+    lesson.claim("decided", source="s", measured="m", value=0.5, interval=(0.4, 0.6), **UPPER, expect=HOLDS)
+    assert seeds_to_decide(lesson.claims[-1], 5, 30.0) == ""
+    lesson.claim("matches", source="s", measured="m", value=0.0, interval=(-0.1, 0.1), **below(0.02, approx=0.05),
+                 control=control("placebo", 0.01, (0.0, 0.02)), expect=INCONCLUSIVE)
+    assert seeds_to_decide(lesson.claims[-1], 5, 30.0).startswith("no number of seeds while its control (placebo) "
+                                                                  "holds")
+    lesson.claim("on the bound", source="s", measured="m", value=1.0, interval=(0.9, 1.1), **UPPER,
+                 expect=INCONCLUSIVE)
+    assert "sits on the bound" in seeds_to_decide(lesson.claims[-1], 5, 30.0)
