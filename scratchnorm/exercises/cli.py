@@ -23,15 +23,18 @@ EXIT_CODES = """exit codes:
   0  every output correct
   1  wrong (or something raised, or is unfinished)
   2  usage: a bad command line, or a file that does not import (Python 2 included) or names no exercise
-  3  the learner's code timed out, went past the memory limit, or ended the process (sys.exit, os._exit, a
-     signal, a crash)"""
+  3  the learner's code timed out, went past the memory limit, ended the process (sys.exit, os._exit, a
+     signal, a crash), or sent back a message the checker does not send (it reached the checker's pipe)
+
+0 is the parent's verdict: the learner's outputs on inputs it drew, compared with the answer it computed itself."""
 
 
 GRADE_EXIT_CODES = """exit codes:
   0  every file correct
   1  some file wrong, raising, or not importable (the results say which)
   2  usage: a bad command line, DIR with no .py file, OUT not writable
-  3  some file timed out, went past the memory limit, or ended its process"""
+  3  some file timed out, went past the memory limit, ended its process or sent back a message the checker
+     does not send"""
 
 
 def limits(parser):
@@ -111,7 +114,7 @@ def cmd_grade(args) -> int:
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("correct", "wrong", "timeout", "error")}
     print(f"graded {len(rows)} files: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f"; wrote {out / 'index.html'}, results.json, results.csv")
-    if any(r["outcome"] in ("timeout", "memory", "ended") for r in rows):
+    if any(r["outcome"] in ("timeout", "memory", "ended", "malformed") for r in rows):
         return 3
     return 0 if counts["correct"] == len(rows) else 1
 

@@ -5,7 +5,8 @@ at a time, with a progress bar when tqdm is installed (the ``grade`` extra). A f
 not import, is empty or is Python 2 is recorded and the grading goes on. OUT gets:
 
 - results.json: one object per file: file, verdict (correct, wrong, timeout, error), outcome (child.py's:
-  correct, wrong, timeout, memory, ended, usage), codes, the report's text, what the file printed (cut short);
+  correct, wrong, timeout, memory, ended, malformed, usage), codes (``outputs_wrong`` when the report said
+  correct and the parent's comparison did not), the report's text, what the file printed (cut short);
 - results.csv: one row per file, for a gradebook;
 - index.html: a static page (no script at all, nothing fetched): the verdict counts, the class's mistakes
   ranked by how many learners made them, each with its share, the lesson section that derives the step and
@@ -43,16 +44,19 @@ def grade_one(path: Path, root: Path, exercise, timeout, memory, context) -> dic
         outcome = child.run(path, exercise, timeout, memory, context=context)
     report = outcome.report
     codes = list(report.get("diagnoses", [])) if report else []
+    if outcome.refuted:                 # the child's "correct" is not the parent's verdict (child.py)
+        codes = [c for c in codes if c != "correct"] + ["outputs_wrong"]
     if outcome.verdict == "correct":
         verdict = "correct"
     elif outcome.verdict == "timeout":
         verdict = "timeout"
-    elif outcome.verdict == "wrong" and any(not g["ok"] for g in report.get("gradients", {}).values()):
+    elif outcome.verdict == "wrong" and (outcome.refuted or
+                                         any(not g["ok"] for g in report.get("gradients", {}).values())):
         verdict = "wrong"
     else:
         verdict = "error"
     codes += {"usage": ["not_checked"], "ended": ["process_ended"], "memory": ["memory_limit"],
-              "timeout": ["timeout"]}.get(outcome.verdict, [])
+              "timeout": ["timeout"], "malformed": ["malformed_message"]}.get(outcome.verdict, [])
     return {"file": str(path.relative_to(root)), "verdict": verdict, "outcome": outcome.verdict,
             "exercise": report.get("exercise", "") if report else "", "codes": codes, "report": outcome.text,
             "output": outcome.output, "output_bytes": outcome.output_size}

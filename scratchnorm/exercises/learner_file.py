@@ -1,5 +1,6 @@
-"""A learner's file: imported (``load``) and checked (``check_file``) in the process that runs them, which the
-command line makes a child (child.py); ``UsageError``, a bad command line or file (exit code 2)."""
+"""A learner's file: imported (``load``) and checked (``check_file``; ``check_loaded`` once imported) in the process
+that runs them, which the command line makes a child (child.py); ``UsageError``, a bad command line or file (exit
+code 2)."""
 from __future__ import annotations
 
 import importlib.util
@@ -53,7 +54,11 @@ def load(path: Path, exercise: str | None = None):
 
 def check_file(path: Path, exercise: str | None = None) -> Report:
     """Import the learner's file and check it, in this process (child.py runs this in a child)."""
-    module, name, pair = load(path, exercise)
+    return check_loaded(path, *load(path, exercise))
+
+
+def check_loaded(path: Path, module, name: str, pair: str | None) -> Report:
+    """Check the learner's ``module``, imported from ``path`` by ``load`` as exercise ``name`` (and ``pair``)."""
     try:
         report: Report = check(name, module, source=shown(path), pair=pair)
     except ValueError as exc:           # check's own message: the file defines none of the exercise's functions

@@ -113,3 +113,21 @@ def test_the_page_in_a_browser(graded):
         assert page.locator("script").count() == 0
         browser.close()
     assert requests == [url] and not errors
+
+
+def test_files_that_forge_the_message_or_patch_the_checker_get_the_verdicts_check_gives(tmp_path):
+    """The parent's verdict in grade too (forkserver children): a forged pickle is an error (malformed_message),
+    a report that says correct over wrong outputs is wrong (outputs_wrong), never correct; a right file still is."""
+    (tmp_path / "c").mkdir()
+    expected = {"correct.py": ("correct", "correct", "correct"),
+                "forges_pipe.py": ("error", "malformed", "malformed_message"),
+                "patches_checker.py": ("wrong", "wrong", "outputs_wrong"),
+                "forges_outputs.py": ("wrong", "wrong", "outputs_wrong")}
+    for name in expected:
+        shutil.copy(DOOR / name, tmp_path / "c" / name)
+    proc = grade(tmp_path / "c", "--out", tmp_path / "o", "--exercise", "layernorm", "--jobs", 2, cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr                # a malformed message: exit 3, as check gives
+    rows = {r["file"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())}
+    for name, (verdict, outcome, code) in expected.items():
+        assert (rows[name]["verdict"], rows[name]["outcome"]) == (verdict, outcome), rows[name]
+        assert code in rows[name]["codes"] and ("correct" in rows[name]["codes"]) == (verdict == "correct")
