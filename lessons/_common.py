@@ -129,6 +129,7 @@ class Lesson:
                  notebook: bool = False):
         self.path = Path(path)
         self._seeds = seeds or (1 if quick else 5)         # training lessons: independent runs, paired
+        self._seeds_given = seeds is not None              # --seeds N: every training lesson runs N
         self.used_seeds = False
         self.verbose = verbose
         self.notebook = notebook                         # show figures and answers in the notebook
@@ -148,6 +149,14 @@ class Lesson:
         """How many independent seeds a training lesson runs (``--seeds``; 5, or 1 with --quick)."""
         self.used_seeds = True
         return self._seeds
+
+    def seeds_for(self, full: int) -> int:
+        """For a lesson whose budget affords more than the default 5 seeds: ``full`` seeds in a full run, unless
+        ``--seeds`` says how many (1 with --quick). From then on ``self.seeds`` is that count, and the ledger
+        records it."""
+        if not (self._seeds_given or self.quick):
+            self._seeds = full
+        return self.seeds
 
     @property
     def seeds_used(self) -> int:
