@@ -64,7 +64,7 @@ def plot_groupnorm(lesson, groups, to_in, to_ln, C, L):
     lesson.save(fig, "groupnorm")
 
 
-def _band(ax, sizes, per_seed, style, colour, label):
+def plot_band(ax, sizes, per_seed, style, colour, label):
     """The mean over seeds of ``per_seed`` (seeds, sizes) and its 95% interval as a band."""
     m = np.array([mean_interval(per_seed[:, b]) for b in range(len(sizes))])          # (sizes, 3): mean, lo, hi
     ax.fill_between(sizes, m[:, 1], m[:, 2], color=colour, alpha=0.15, linewidth=0)
@@ -80,11 +80,11 @@ def plot_batch_and_ghost(lesson, sizes, sweep, per_image, bn, modes, title):
     other = {"cnn": ("GroupNorm", "groupnorm"), "mlp": ("LayerNorm", "layernorm")}
     shades = {"running": color("BatchNorm"), "batch": "tab:olive", "population": "tab:blue"}
     for net, (name, style) in names.items():
-        _band(axes[0], sizes, sweep[net, "batch", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
-        _band(axes[0], sizes, per_image[net], style, color(other[net][1]), f"{name}, {other[net][0]}")
-        _band(axes[1], sizes, bn[net, "ghost", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
+        plot_band(axes[0], sizes, sweep[net, "batch", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
+        plot_band(axes[0], sizes, per_image[net], style, color(other[net][1]), f"{name}, {other[net][0]}")
+        plot_band(axes[1], sizes, bn[net, "ghost", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
         for mode in modes:
-            _band(axes[2], sizes, sweep[net, "batch", mode], style, shades[mode], f"{name}, {mode} statistics")
+            plot_band(axes[2], sizes, sweep[net, "batch", mode], style, shades[mode], f"{name}, {mode} statistics")
     labels = ("batch size (images), equal epochs", "ghost batch (images), trained at batch 32",
               "batch size (images)")
     titles = ("Test error against the batch", "The statistics alone: ghost batches",
