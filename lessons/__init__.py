@@ -126,7 +126,8 @@ is written in the lesson's cells; only plotting and plumbing (figures, printing,
 timing, interval arithmetic, the seed loop) go in a helper module
 named for what it holds (``_speed.py``, ``_past_the_cache.py``, ``_training.py``,
 ``_placement_plots.py``, ``_backward_plots.py``, ``_batch_plots.py``, ``_precision.py``, ``_stats.py``, ``_style.py``,
-``_corpus.py``, ``_training_plots.py``; the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
+``_corpus.py``, ``_training_plots.py``; a layer a lesson needs that the library lacks: ``_ghost_batchnorm.py``;
+the ledger's own: ``_grading.py``, ``_summary.py``, ``_sources.py``,
 ``_ledger.py``; the runner's: ``_runner.py``, ``_path.py``),
 never in a lesson; a helper module stays under
 400 lines. An appendix lesson takes what its main lesson cannot hold

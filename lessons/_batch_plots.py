@@ -1,4 +1,5 @@
-"""The figures of lesson 07 (batch statistics): a fixed example in random batches, and the GroupNorm spectrum.
+"""The figures of lesson 07 (batch statistics): a fixed example in random batches, and the GroupNorm spectrum;
+and of lesson 25 (batch size and the norms): the test error against the batch, the ghost batch, three scorings.
 
 Plotting only: the lesson computes every number it hands these functions.
 """
@@ -8,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lessons._common import ticks_at
+from lessons._stats import mean_interval
 from lessons._style import color
 
 
@@ -60,3 +62,42 @@ def plot_groupnorm(lesson, groups, to_in, to_ln, C, L):
     ax_r.set_xticks(range(2), list(ends), fontsize=9)
     ax_r.set(ylabel="RMS difference / float64 epsilon (2⁻⁵²)", title="the zeros on the left: round-off")
     lesson.save(fig, "groupnorm")
+
+
+def plot_band(ax, sizes, per_seed, style, colour, label):
+    """The mean over seeds of ``per_seed`` (seeds, sizes) and its 95% interval as a band."""
+    m = np.array([mean_interval(per_seed[:, b]) for b in range(len(sizes))])          # (sizes, 3): mean, lo, hi
+    ax.fill_between(sizes, m[:, 1], m[:, 2], color=colour, alpha=0.15, linewidth=0)
+    ax.plot(sizes, m[:, 0], style, color=colour, label=label)
+
+
+def plot_batch_and_ghost(lesson, sizes, sweep, per_image, bn, modes, title):
+    """Lesson 25. Left: test error against the batch size (equal epochs), BatchNorm and each network's per-image
+    norm. Middle: BatchNorm trained at batch 32 against its ghost batch. Right: BatchNorm scored with running,
+    batch and population statistics against the batch size. Solid: the CNN; dashed: the MLP."""
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5), layout="constrained", sharey=True)
+    names = {"cnn": ("CNN", "o-"), "mlp": ("MLP", "s--")}
+    other = {"cnn": ("GroupNorm", "groupnorm"), "mlp": ("LayerNorm", "layernorm")}
+    shades = {"running": color("BatchNorm"), "batch": "tab:olive", "population": "tab:blue"}
+    for net, (name, style) in names.items():
+        plot_band(axes[0], sizes, sweep[net, "batch", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
+        plot_band(axes[0], sizes, per_image[net], style, color(other[net][1]), f"{name}, {other[net][0]}")
+        plot_band(axes[1], sizes, bn[net, "ghost", "running"], style, color("BatchNorm"), f"{name}, BatchNorm")
+        for mode in modes:
+            plot_band(axes[2], sizes, sweep[net, "batch", mode], style, shades[mode], f"{name}, {mode} statistics")
+    labels = ("batch size (images), equal epochs", "ghost batch (images), trained at batch 32",
+              "batch size (images)")
+    titles = ("Test error against the batch", "The statistics alone: ghost batches",
+              "BatchNorm scored three ways")
+    for ax, xlabel, t in zip(axes, labels, titles):
+        ax.set_xscale("log", base=2)
+        ticks_at(ax, sizes)
+        ax.set_yscale("log")
+        ax.set(xlabel=xlabel, title=t)
+        ax.legend(loc="upper right", fontsize=8)
+    levels = [0.05, 0.1, 0.2, 0.4, 0.8]
+    axes[0].set_yticks(levels, [f"{v:g}" for v in levels])
+    axes[0].yaxis.set_minor_formatter(plt.NullFormatter())
+    axes[0].set(ylabel="test error (log scale)")
+    fig.suptitle(title)
+    lesson.save(fig, "batch_size")

@@ -31,6 +31,7 @@ SOURCES = {
                   "santurkar"),
     "mnist1d": ("MNIST-1D paper (Greydanus 2020, Scaling down Deep Learning)", "mnist1d"),
     "groupnorm": ("GroupNorm paper (Wu & He 2018, Group Normalization)", "groupnorm"),
+    "wu-johnson": ('Wu & Johnson 2021, Rethinking "Batch" in BatchNorm', "wu-johnson"),
     "threads": ("the thread runtimes' documentation and reports (libgomp, numba, OpenBLAS)", "threads"),
     "common": ("common wisdom", "common-wisdom"),
 }
@@ -105,6 +106,8 @@ CITATIONS = {
                                 "GroupNorm normalizes", "groupnorm-figure-2"),
     ("groupnorm", "GroupNorm's two ends"): ("GroupNorm with one group is LayerNorm over (C, H, W), with C groups "
                                             "InstanceNorm over (H, W)", "groupnorm-ends"),
+    ("wu-johnson", "§3"): ("§3 (population statistics): the running average lags the weights; PreciseBN "
+                           "recomputes the statistics after training, the weights fixed", "wu-johnson-s3"),
     ("threads", "libgomp OMP_WAIT_POLICY"): ("libgomp's manual, OMP_WAIT_POLICY: waiting threads spin a while, "
                                              "then sleep", "threads-omp-wait-policy"),
     ("threads", "libgomp GOMP_SPINCOUNT"): ("libgomp's manual, GOMP_SPINCOUNT: how long a waiting thread spins",

@@ -1,4 +1,4 @@
-"""Issue 27's "experiments on the page" for the real-data lessons 23 and 24 (issue 34): the data, the models, the
+"""Issue 27's "experiments on the page" for the real-data lessons 23, 24 and 25 (issue 34): the data, the models, the
 measured quantity and the seeds are written in the lessons' cells, and the data is made offline.
 
 Read as source (ast), nothing runs; the helper modules' own rules are checked by test_on_the_page_b.py.
@@ -20,6 +20,9 @@ ON_THE_PAGE = {
     "24_convolution_and_batchnorm": ({"cnn", "accuracy", "train"},
                                      {"make_dataset", "Conv1d", "OverChannels", "gradcheck", "Adam", "default_rng",
                                       "race"}, {24}),
+    "25_batch_size_and_the_norms": ({"cnn", "mlp", "error", "scores", "batches", "train"},
+                                    {"load_digits", "Conv2d", "OverChannels", "gradcheck", "SGD", "default_rng"},
+                                    {25}),
 }
 #: what would download data, or read it from anywhere but a package's own files
 DOWNLOADS = {"get_dataset", "urlopen", "urlretrieve", "fetch_openml", "load_dataset", "get"}

@@ -34,6 +34,8 @@ RECORDED_URLS = {"https://arxiv.org/abs/1910.07467", "https://github.com/bzhangG
                  "https://arxiv.org/abs/2011.14439", "https://github.com/greydanus/mnist1d",
                  # GroupNorm (Wu & He 2018): the arXiv number the project's reference notes give
                  "https://arxiv.org/abs/1803.08494",
+                 # Wu & Johnson 2021: the arXiv number its fvcore issue reply and its arXiv listing give
+                 "https://arxiv.org/abs/2105.07576",
                  # the thread runtimes (lesson 26): the manuals' pages and the issues, as the search tool found them
                  "https://gcc.gnu.org/onlinedocs/libgomp/OMP_005fWAIT_005fPOLICY.html",
                  "https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html",
