@@ -24,11 +24,11 @@ from .catalogue import EXERCISES
 from .compound import search
 from .consistency import reconcile
 from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
-from .fixes import COMMON, advise, read
+from .fixes import COMMON, advise
 from .contract import ContractError, Library
-from .intermediates import STEP, first_divergence, forward_slip_at, reference_steps, traced
+from .intermediates import first_divergence, reference_steps
 from .judge import CORRECT, ZERO, judge, rel_err, reproduces
-from .location import described, shown
+from .lines import STEP, described, forward_slip_at, read, shown, traced
 from .mutants import TERMS, backward, forward, partial_sums
 from .report import Report, Result
 from .slips import THROUGH, mutants, through_forms
@@ -131,7 +131,7 @@ def _advise(report, ex, contract, case, cache):
 
 def _forward_spots(report, ex, contract, kw):
     """{(code, detail): "`name` (line N)"} for the slips the forward's y was named for: where the learner's
-    forward first holds the slip's statistic (intermediates.forward_slip_at), read off one more run of it."""
+    forward first holds the slip's statistic (lines.forward_slip_at), read off one more run of it."""
     slips = _forward_slips(report)
     if not slips or "forward" in report.errors:
         return {}
