@@ -13,6 +13,7 @@ forward's order, which overrides the names of every output that swap explains).
     combinations  two or three slips together (compound.py)
     own_diagonal  the learner's own diagonal, when no combination names it (dout_probe.py)
     mutated_dy    a backward that writes into dout
+    forward_fixed a backward said right on the forward's statistics, re-checked with the forward's fix applied
     the_line      the first of the learner's intermediates that goes wrong (intermediates.py, terms.py)
     cache_order   the cache's items read in another order than the forward wrote them (cache_order.py)
 """
@@ -28,10 +29,10 @@ from .compound import search
 from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
 from .intermediates import STEP, first_divergence, reference_steps
 from .judge import CORRECT, ZERO, judge, rel_err, reproduces
-from .lines import traced
+from .lines import held, traced
 from .mutants import TERMS, backward, forward
 from .report import Result
-from .slips import THROUGH
+from .slips import FIXES_IT, NOT_ENOUGH, THROUGH
 from .terms import describe, named
 
 
@@ -232,6 +233,80 @@ def the_line(s: Seen) -> None:
             ": the first line whose value is wrong is the term's, below"
 
 
+def _holds(a, v) -> bool:
+    """``a`` holds ``v``'s numbers in order: the same size, or fewer that broadcast to ``v`` (a statistic)."""
+    a, v = np.asarray(a, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    if a.size == v.size:
+        return rel_err(a.ravel(), v.ravel())[0] <= CORRECT
+    try:
+        return a.size < v.size and rel_err(np.broadcast_to(a, v.shape), v)[0] <= CORRECT
+    except ValueError:                              # it does not broadcast: another array
+        return False
+
+
+def _as(a, v):
+    """``v``'s values at ``a``'s shape (``a`` holds some statistic that broadcasts to v's shape)."""
+    if a.size == v.size:
+        return np.reshape(v, a.shape).copy()
+    lead = (1,) * (v.ndim - a.ndim) + a.shape
+    index = tuple(slice(0, 1) if n == 1 else slice(None) for n in lead)
+    return np.reshape(v[index], a.shape).copy()
+
+
+def _fixed_cache(cache, wrong, right, inputs):
+    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics ``wrong`` (and
+    none of the right ones) replaced by the right one ``right``, as the fixed forward would cache it; None when an
+    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked)."""
+    if isinstance(cache, (tuple, list)):
+        items = [_fixed_cache(c, wrong, right, inputs) for c in cache]
+        return None if any(i is None and c is not None for i, c in zip(items, cache)) else type(cache)(items)
+    if isinstance(cache, dict):
+        items = {k: _fixed_cache(v, wrong, right, inputs) for k, v in cache.items()}
+        return None if any(items[k] is None and cache[k] is not None for k in cache) else items
+    if not (isinstance(cache, (np.ndarray, np.floating)) and np.asarray(cache).dtype.kind == "f"):
+        return cache                                # (eps, momentum: Python floats, as the param dict holds them)
+    cache = np.asarray(cache)
+    if any(_holds(cache, v) for v in [*right, *inputs]):
+        return cache
+    for w, r in zip(wrong, right):
+        if _holds(cache, w):                        # a statistic over other axes has another shape: not fixed so
+            fixed = _as(cache, r) if np.shape(w) == np.shape(r) else None
+            return fixed if fixed is not None and _holds(fixed, r) else None     # r varies where w did not: no
+    return None
+
+
+def forward_fixed(s: Seen) -> None:
+    """Advise only a fix seen to work: a backward said right in itself on the forward's statistics ("fixing the
+    forward fixes it", slips.through_forms) is run once more on every draw with the forward's fix applied to its
+    cache (each cached statistic the slip changed replaced by the right one); if a gradient is still wrong, the
+    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise)."""
+    said = [g for g in s.got if FIXES_IT in s.report.results[g].detail]
+    if not said or not s.caches:
+        return
+    still = {}
+    for n, (kw, dy) in enumerate(s.cases):
+        slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
+        if slip is None:
+            return
+        right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
+        wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
+        inputs = [kw["x"], kw["weight"], kw.get("bias")]
+        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None])
+        if cache is None:
+            return
+        try:
+            out = as_grads(s.contract.backward(kw, dy.copy(), cache), s.ex)
+        except Exception:  # the learner's code on a fixed cache: no claim either way
+            return
+        for g in said:
+            err = rel_err(np.asarray(out.get(g), dtype=np.float64), s.refs[g][n])[0]
+            if err > CORRECT:
+                still[g] = max(still.get(g, 0.0), err)
+    for g, err in still.items():
+        r = s.report.results[g]
+        r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=err))
+
+
 def cache_order(s: Seen) -> None:
     """Wrong outputs that the cache's items, read in the forward's order, make right (cache_order.py); unless one
     output is wrong and one item used where another belongs (x for x_hat) names it: the catalogue's slip."""
@@ -251,5 +326,5 @@ def cache_order(s: Seen) -> None:
 
 
 FORWARD = (judged, combinations, large_mean)
-BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, the_line,
-            cache_order)
+BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
+            the_line, cache_order)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 
 from .lines import Theirs, trail_line
+from .slips import NOT_ENOUGH, listed
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,11 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         if "groups swapped" in detail:
             return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
                     "groups of G")
-        if "whole normalization" in detail:
-            return f"take every mean and sum of the forward and the backward with {axes}"
+        if "whole normalization" in detail:      # dweight's and dbias's sums are not the statistic's: they stay
+            dw, db = ("dgamma", "dbeta") if cache_contract else ("dweight", "dbias")
+            return (f"{in_forward}, take the mean and the variance with {axes}, and so every sum of dx's terms in "
+                    f"your backward, dividing by {COUNT.get(exercise, 'n')}; the sums of {dw} and {db} stay over "
+                    f"the batch axes: {paxes}")
         if "forward" in detail:
             which = "variance" if "variance" in detail or "np.var" in detail else "mean"
             return f"{in_forward}, take the {which} with {axes}"
@@ -181,6 +185,7 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
     ``forward_spots`` {(code, detail): "`name` (line N)"}: where the forward first holds a forward slip's value."""
     cache_contract = report.labels.get("weight") == "dgamma"
     said = set()                                    # each code once: at the first output that has it
+    more = [report.labels[r.name] for r in report.results.values() if NOT_ENOUGH[:30] in r.detail]
     for r in report.results.values():
         label = report.labels[r.name]
         parts = r.parts or [(r.code, r.detail, 1.0)]
@@ -190,8 +195,10 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
             said.add(code)
             spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else "" if r.parts else trail_line(r)
             found = f"{label}: " + (detail or r.headline or FOUND[code]) + (f"; in your code, {spot}" if spot else "")
-            r.advice[code] = (found, fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label,
-                                         spot), str(section(code, exercise)))
+            advised = fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label, spot)
+            if r.name == "y" and more:
+                advised += f"; that alone is not enough: re-checked with the forward right, {listed(more)} still wrong"
+            r.advice[code] = (found, advised, str(section(code, exercise)))
 
 
 # what was found, when the code's variant says nothing more

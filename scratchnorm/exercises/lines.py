@@ -148,14 +148,18 @@ def traced(call, record=None):
     return list(bound.values())
 
 
+def held(x, eps, layout, knobs) -> list:
+    """The statistics a forward of (layout, knobs) may bind: its mean, x - mean, variance, std, 1 / rstd, rstd and
+    x_hat, in the view's shape."""
+    xv, _, xm, _, _, rstd, x_hat, s = statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
+    return [xv - xm, xm, s * s, s, 1.0 / rstd, rstd, x_hat]
+
+
 def forward_slip_at(record, x, eps, right, slip):
     """(name, file, line) of the first array the learner's forward bound (``record``: traced's, of one forward
     call) that holds the slip's mean, x - mean, variance, std, rstd or x_hat and none of the right ones: the
     line where the forward's slip first shows; None if no binding does. ``right`` and ``slip``: (layout,
     knobs) of the right computation and of the slip's."""
-    def held(layout, knobs):
-        xv, _, xm, _, _, rstd, x_hat, s = statistics(x, eps, layout, knobs, x.shape[1] if x.ndim > 1 else 1)
-        return [xv - xm, xm, s * s, s, 1.0 / rstd, rstd, x_hat]
     def holds(value, v):                            # the same numbers, or a statistic that broadcasts to them
         if same_numbers(value, v):
             return True
@@ -163,7 +167,7 @@ def forward_slip_at(record, x, eps, right, slip):
             return np.size(value) < np.size(v) and same_numbers(np.broadcast_to(value, np.shape(v)), v)
         except ValueError:                          # it does not broadcast: another statistic
             return False
-    ours, theirs_ = held(*right), held(*slip)
+    ours, theirs_ = held(x, eps, *right), held(x, eps, *slip)
     for name, file, line, value in record.get("timeline", []):
         if any(holds(value, v) for v in theirs_) and not any(holds(value, v) for v in ours):
             return name, file, line
