@@ -22,13 +22,15 @@ is true of it all the same (judge.py). From Python::
 from __future__ import annotations
 
 from .._checks import fail
+from .bridge_calls import cache_backward, cache_forward, learner_backward, learner_forward
 from .catalogue import EXERCISES, MISTAKES
-from .contract import CACHE_FUNCTIONS, contract_for
+from .contract import CACHE_FUNCTIONS, Cache, contract_for
 from .diagnose import check_functions
 from .report import Report
 from .solutions import library_solution
 
-__all__ = ["EXERCISES", "MISTAKES", "Report", "check", "library_solution"]
+__all__ = ["CACHE_FUNCTIONS", "EXERCISES", "MISTAKES", "Cache", "Report", "UsageError", "cache_backward",
+           "cache_forward", "check", "contract_for", "learner_backward", "learner_forward", "library_solution", "load"]
 
 
 def check(name: str, module_or_functions, source: str = "", pair: str | None = None) -> Report:
@@ -51,3 +53,6 @@ def check(name: str, module_or_functions, source: str = "", pair: str | None = N
              f"define {' and/or '.join(EXERCISES[name].functions)} with the parameters of the stub "
              f"(`python -m scratchnorm.exercises new {name}`).")
     return check_functions(name, None, source, contract)
+
+
+from .learner_file import UsageError, load  # noqa: E402 (learner_file checks with ``check``, above)

@@ -14,7 +14,7 @@ from . import child
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS
 from .learner_file import UsageError, load
-from .location import shown
+from .lines import shown
 from .report import Report
 from .stubs import stub_text
 

@@ -10,7 +10,8 @@ forward adds eps, but the backward leaves it out"). The forward decides which is
   forward's, eps_missing, and fixing it fixes the backward's numbers too.
 
 An eps of its own (eps_hard_coded) is placed the same way: in the forward when y has it, in the backward
-when y is right (the backward takes its own root of the cached variance with an eps written in).
+when y is right (the backward takes its own root of the cached variance with an eps written in) or when there
+is no forward of the learner's to check (a backward alone, in scratchnorm's contract).
 """
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ IN_FORWARD, IN_BACKWARD = " in your forward, not the ", " in your backward, not 
 def reconcile(report) -> None:
     """Rewrite the codes of ``report.results`` so that eps_missing and eps_dropped_in_backward never both apply."""
     y = report.results.get("y")
-    if y is None:
+    if y is None:                                   # no forward checked: an eps of its own is the backward's
+        for r in report.results.values():
+            r.detail = _in_backward(r.detail, alone=True) if r.code == "eps_hard_coded" else r.detail
+            r.parts = [(c, _in_backward(d, alone=True) if c == "eps_hard_coded" else d, share)
+                       for c, d, share in r.parts]
         return
     for r in report.results.values():
         if y.ok and r.name != "y":
@@ -38,8 +43,11 @@ def reconcile(report) -> None:
                                                "takes a root itself it adds eps")
 
 
-def _in_backward(detail: str) -> str:
-    """An eps_hard_coded variant's words, placed in the backward (its forward is right)."""
+def _in_backward(detail: str, alone: bool = False) -> str:
+    """An eps_hard_coded variant's words, placed in the backward: its forward is right, or (``alone``) there is no
+    forward of the learner's, and the eps is the one the backward was given."""
     value, _, given = detail.partition(IN_FORWARD)
+    if given and alone:
+        return f"{value}{IN_BACKWARD}{given}"
     return f"{value}{IN_BACKWARD}{given.removesuffix(' it was given')} your forward was given and uses" if given \
         else detail

@@ -12,22 +12,18 @@ learners and kinds they name, then by how many checks (student, exercise, contra
 
 (next: running_stats_in_training 3, 1 (3 checks), missing_mean_term 3, 0, weight_out_of_sum 2, 2.)
 
-The learner's names are read off their backward as it ran on the first draw (intermediates.traced): the names
+The learner's names are read off their backward as it ran on the first draw (lines.traced, lines.read): the names
 they bound to the course's steps (dxhat, dvar, dmean, ...) with their lines, the expressions of the gradients
 they return (``return dx, dgamma, dout.sum(axis=1)``), the line that unpacks their cache, and their names for
 dout and gamma. Where the code does not show a name, the contract's is used.
 """
 from __future__ import annotations
 
-import ast
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 
-from .intermediates import STEP
-from .judge import same_numbers
-from .location import shown
+from .lines import Theirs, trail_line
+from .slips import NOT_ENOUGH, listed
 
 
 @dataclass(frozen=True)
@@ -66,87 +62,6 @@ COMMON = tuple(DERIVED)
 
 def section(code, exercise) -> Section:
     return DERIVED[code].get(exercise, DERIVED[code]["*"])
-
-
-@dataclass
-class Theirs:
-    """The learner's names, as far as their backward shows them (module docstring)."""
-
-    file: str = ""
-    returned: dict = field(default_factory=dict)    # "x" / "weight" / "bias" -> the expression they return
-    return_line: int = 0
-    lines: dict = field(default_factory=dict)       # a name they bound -> its (last) line in ``file``
-    steps: dict = field(default_factory=dict)       # the course's step (dxhat, dvar, ...) -> their name
-    dout: str = "dout"
-    gamma: str = "gamma"
-    cache: str = ""                                 # the line that unpacks the cache, and its number
-    cache_line: int = 0
-
-    def at(self, name) -> str:
-        """`name` (line N), or `name` when its line is not known."""
-        return f"`{name}`" + (f" (line {self.lines[name]})" if name in self.lines else "")
-
-    def grad(self, g, label) -> str:
-        """The gradient ``g`` as they return it: `dbeta` (line N), or `dout.sum(axis=1)` (returned on line N)."""
-        expr = self.returned.get(g)
-        if expr is None:
-            return label
-        if expr in self.lines:
-            return f"{label} (`{expr}`, line {self.lines[expr]})"
-        return f"{label} (`{expr}`, returned on line {self.return_line})"
-
-
-def read(record, bindings, grads, weight, labels) -> Theirs:
-    """Theirs, from traced's ``record`` and ``bindings`` of one run of the backward, its gradients ``grads``
-    {"x": dx, ...}, the weight it was given and the contract's ``labels``."""
-    theirs = Theirs(gamma="gamma" if labels.get("weight") == "dgamma" else "weight",
-                    dout="dout" if labels.get("weight") == "dgamma" else "dy")
-    dx = grads.get("x")
-    ret = next(((f, line) for f, line, value in record.get("returns", []) if dx is not None and isinstance(
-        value, (tuple, list, dict)) and any(isinstance(v, np.ndarray) and same_numbers(v, dx) for v in (
-            value.values() if isinstance(value, dict) else value))), None)
-    if ret is None:
-        return theirs
-    theirs.file, theirs.return_line = ret
-    try:
-        src = open(theirs.file, encoding="utf-8").read()
-        tree = ast.parse(src)
-    except (OSError, SyntaxError, ValueError):
-        return theirs
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno <= ret[1] <= n.end_lineno
-               and not any(isinstance(m, ast.FunctionDef) and m is not n and n.lineno < m.lineno <= ret[1] <=
-                           m.end_lineno for m in ast.walk(n))), None)
-    if fn is None:
-        return theirs
-    names = [a.arg for a in fn.args.args]
-    if names:
-        theirs.dout = names[0]
-    node = next((n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno <= ret[1] <= n.end_lineno), None)
-    value = getattr(node, "value", None)
-    order = list(grads)
-    if isinstance(value, (ast.Tuple, ast.List)):
-        theirs.returned = {g: ast.get_source_segment(src, e) for g, e in zip(order, value.elts)}
-    elif isinstance(value, ast.Dict):
-        theirs.returned = {k.value: ast.get_source_segment(src, v) for k, v in zip(value.keys, value.values)
-                           if isinstance(k, ast.Constant)}
-    for name, f, line, _ in record.get("timeline", []):
-        if f == theirs.file and fn.lineno <= line <= fn.end_lineno:
-            theirs.lines[name] = line
-    for name, f, line, _, _ in bindings:
-        if f == theirs.file and fn.lineno <= line <= fn.end_lineno:
-            theirs.steps.setdefault(STEP[name], name)
-            theirs.lines.setdefault(name, line)
-    for name, f, _, value in record.get("timeline", []):
-        if f == theirs.file and name != theirs.dout and same_numbers(value, weight):
-            theirs.gamma = name
-            break
-    cache = names[1] if len(names) >= 2 else None
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == cache:
-            theirs.cache, theirs.cache_line = ast.get_source_segment(src, n), n.lineno
-            break
-    theirs.file = shown(theirs.file)
-    return theirs
 
 
 def stat_axes(exercise, ndim, cache_contract) -> str:
@@ -217,8 +132,11 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         if "groups swapped" in detail:
             return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
                     "groups of G")
-        if "whole normalization" in detail:
-            return f"take every mean and sum of the forward and the backward with {axes}"
+        if "whole normalization" in detail:      # dweight's and dbias's sums are not the statistic's: they stay
+            dw, db = ("dgamma", "dbeta") if cache_contract else ("dweight", "dbias")
+            return (f"{in_forward}, take the mean and the variance with {axes}, and so every sum of dx's terms in "
+                    f"your backward, dividing by {COUNT.get(exercise, 'n')}; the sums of {dw} and {db} stay over "
+                    f"the batch axes: {paxes}")
         if "forward" in detail:
             which = "variance" if "variance" in detail or "np.var" in detail else "mean"
             return f"{in_forward}, take the {which} with {axes}"
@@ -267,6 +185,7 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
     ``forward_spots`` {(code, detail): "`name` (line N)"}: where the forward first holds a forward slip's value."""
     cache_contract = report.labels.get("weight") == "dgamma"
     said = set()                                    # each code once: at the first output that has it
+    more = [report.labels[r.name] for r in report.results.values() if NOT_ENOUGH[:30] in r.detail]
     for r in report.results.values():
         label = report.labels[r.name]
         parts = r.parts or [(r.code, r.detail, 1.0)]
@@ -274,17 +193,12 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
             if code not in DERIVED or code in said:
                 continue
             said.add(code)
-            spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else "" if r.parts else _spot(r)
+            spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else "" if r.parts else trail_line(r)
             found = f"{label}: " + (detail or r.headline or FOUND[code]) + (f"; in your code, {spot}" if spot else "")
-            r.advice[code] = (found, fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label,
-                                         spot), str(section(code, exercise)))
-
-
-def _spot(r) -> str:
-    """Where the trail or the terms (intermediates.py, terms.py) found the slip: `name` (line N), or ""."""
-    m = re.search(r"computed in (\w+) \([^)]*line (\d+)\)", r.terms) or \
-        re.search(r"(\w+) \((?:[^)]*, )?line (\d+)\) is the first that differs", r.trail)
-    return f"`{m.group(1)}` (line {m.group(2)})" if m else ""
+            advised = fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label, spot)
+            if r.name == "y" and more:
+                advised += f"; that alone is not enough: re-checked with the forward right, {listed(more)} still wrong"
+            r.advice[code] = (found, advised, str(section(code, exercise)))
 
 
 # what was found, when the code's variant says nothing more

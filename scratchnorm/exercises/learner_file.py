@@ -10,7 +10,7 @@ from pathlib import Path
 from . import check
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
-from .location import described, shown
+from .lines import described, shown
 from .report import Report
 
 

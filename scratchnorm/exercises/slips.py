@@ -31,7 +31,12 @@ WRITTEN_AS = "written as "                      # before a form's words, in a de
 
 # a forward's slip seen through the learner's backward (through_forms): the words before the form, which the
 # report lists with every other form that gives the same numbers (diagnose.py: several often do)
-THROUGH = "your backward is right in itself, on this forward's statistics (fixing the forward fixes it), " + WRITTEN_AS
+FIXES_IT = "(fixing the forward fixes it)"
+THROUGH = f"your backward is right in itself, on this forward's statistics {FIXES_IT}, " + WRITTEN_AS
+# said in place of FIXES_IT when the forward's fix, applied and re-checked (detectors.forward_fixed), leaves the
+# gradient wrong
+NOT_ENOUGH = ("(but fixing the forward is not enough: with the forward's statistics right, your backward still "
+              "gives a wrong {label}, max rel err {err:.1e}: more is wrong in it)")
 
 def listed(items) -> str:
     """"a", "a and b", "a, b and c"."""

@@ -11,16 +11,14 @@ divided by n (n times), multiplied by std where rstd belongs (a coefficient that
 group to the next). So the checker fits the learner's dx, group by group, as a combination of the three, and
 when the fit is exact (to round-off) on every draw it reads the coefficients: each term's coefficient over the
 right one, constant, or varying like a power of rstd. The line: the first of the learner's bindings
-(intermediates.traced) that holds that term as they computed it, or else the line that holds their dx.
+(lines.traced, lines.where_computed) that holds that term as they computed it, or else the line that holds their dx.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .mutants import statistics
-from .intermediates import holds_dx
-from .judge import same_numbers
-from .location import shown
+from .lines import where_computed
 
 NAMES = ("the direct term rstd * g", "the mean term -rstd * mean(g)", "the x_hat term -rstd * x_hat * mean(g * x_hat)")
 FIT = 1e-7                      # the fit's residual, relative: above it, dx is not a combination of the terms
@@ -120,20 +118,6 @@ def split(cases, gots, layouts):
         if how:
             off.append((t, how, sizes[t] / max(sizes.sum(), 1e-300)))
     return off or None
-
-
-def where_computed(record, term, dx):
-    """Where the learner computes ``term`` (their version of it, in x's shape): "computed in NAME (file, line N)"
-    for the first of their bindings that holds it, else "dx is computed in ..." (or "returned on ...") for the
-    one that holds their dx; "" when neither is found."""
-    for name, f, line, value in record.get("timeline", []):
-        if any(same_numbers(value, t) for t in term):
-            return f"computed in {name} ({shown(f)}, line {line})"
-    held = holds_dx(record, dx, None)
-    if held:
-        return f"dx is computed in {held[0]} ({shown(held[1])}, line {held[2]})" if held[0] else \
-            f"dx is returned on {shown(held[1])}, line {held[2]}"
-    return ""
 
 
 def describe(cases, gots, layouts, record=None, dx0=None):

@@ -24,7 +24,7 @@ or float64 (NumPy has no torch.bfloat16: an error says to run the module in floa
 the learner's.
 
 A learner's file is read in the contract the exercise checker reads it in (``learner_contract``:
-scratchnorm.exercises' cli.load and contract.contract_for), and ``learner_norm(contract, norm)`` builds the
+scratchnorm.exercises' load and contract_for), and ``learner_norm(contract, norm)`` builds the
 module that takes the place of a torch norm, with its weights, eps and running averages:
 
 * scratchnorm's contract (the stubs of ``python -m scratchnorm.exercises new``): ``ExerciseNorm``;
@@ -58,10 +58,8 @@ import numpy as np
 import torch
 
 from .._checks import fail
-from ..exercises import EXERCISES, check, library_solution
-from ..exercises.bridge_calls import cache_backward, cache_forward, learner_backward, learner_forward
-from ..exercises.cli import UsageError, load
-from ..exercises.contract import CACHE_FUNCTIONS, Cache, contract_for
+from ..exercises import (CACHE_FUNCTIONS, EXERCISES, Cache, UsageError, cache_backward, cache_forward, check,
+                         contract_for, learner_backward, learner_forward, library_solution, load)
 from ..layer import Layer
 from ..rmsnorm import rms_norm_forward
 

@@ -102,3 +102,51 @@ def test_a_forward_statistic_over_the_wrong_axis_is_fixed_at_its_own_line(name, 
     advice = report.results["y"].advice["reduced_over_wrong_axis"]
     at = f"`mean` (line {line_of('forward_mean_axis', 'mean = x.mean(')})"
     assert f"in your forward, at {at}, take the mean with {axis}" in flat(advice[1]), str(report)
+
+
+RECOMPUTED = "eps_outside_sqrt_recomputed"
+FORWARD_FIX = ("    std = np.sqrt(var) + eps\n    xhat = (x - mu) / std\n    return xhat, (x, mu, var, eps, axis)",
+               "    std = np.sqrt(var + eps)\n    xhat = (x - mu) / std\n    return xhat, (x, mu, var, eps, axis)")
+CACHED_STD = [("return xhat, (x, mu, var, eps, axis)", "return xhat, (x, mu, std, eps, axis)"),
+              ("    x, mu, var, eps, axis = c\n", "    x, mu, std, eps, axis = c\n"),
+              ("    std = np.sqrt(var) + eps\n    xhat = (x - mu) / std\n    return (n",
+               "    xhat = (x - mu) / std\n    return (n")]
+
+
+def _written(tmp_path, name, text):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+def test_fixing_the_forward_is_advised_only_when_re_checked_to_work(name, tmp_path):
+    """Issue 51, item 4: a backward right on the forward's slipped statistics is told "fixing the forward fixes it"
+    only when the checker, applying that fix to the cache, sees the backward right. This student's backward
+    recomputes std = sqrt(var) + eps from the cached var: fixing the forward leaves dx wrong, and the report says
+    more is wrong. The same student caching std is told the forward's fix, and that fix, applied to its file,
+    makes it right; applied to the first student's, it does not."""
+    source = (STUDENTS / f"{RECOMPUTED}.py").read_text()
+    report = flat(str(check(name, load(STUDENTS / f"{RECOMPUTED}.py", name)[0])))
+    assert "fixing the forward fixes it" not in report, report
+    assert "fixing the forward is not enough" in report and "a wrong dx" in report, report
+    assert not check(name, load(_written(tmp_path, "forward_fixed", source.replace(*FORWARD_FIX)), name)[0]).ok
+    cached = source
+    for old, new in CACHED_STD:
+        assert old in cached
+        cached = cached.replace(old, new)
+    report = flat(str(check(name, load(_written(tmp_path, "cached", cached), name)[0])))
+    assert "fixing the forward fixes it" in report and "not enough" not in report, report
+    fixed = cached.replace("std = np.sqrt(var) + eps", "std = np.sqrt(var + eps)")
+    assert check(name, load(_written(tmp_path, "cached_fixed", fixed), name)[0]).ok
+
+
+def test_a_layernorm_written_as_batchnorm_keeps_dgamma_and_dbeta_over_the_batch():
+    """Issue 51, item 4: the fix for a LayerNorm normalized over the batch named "every mean and sum ... with
+    axis=1", which would also sum dgamma and dbeta over the features; it points at the forward's mean, where the
+    slip was made, and keeps the parameter gradients' sums over the batch."""
+    report = check("layernorm", load(STUDENTS / "ln_over_the_batch.py", "layernorm")[0])
+    advice = flat(report.results["y"].advice["reduced_over_wrong_axis"][1])
+    at = f"`mean` (line {line_of('ln_over_the_batch', 'mean = np.mean(')})"
+    assert advice.startswith(f"in your forward, at {at}, take the mean and the variance with axis=1"), advice
+    assert "every mean and sum" not in advice and "dgamma and dbeta stay over the batch axes: axis=0" in advice

@@ -41,7 +41,7 @@ TABLE = {
     "weight_out_of_sum": ("weight_out_of_sum", ("layernorm", "groupnorm")),
     "dgamma_no_dout": ("dout_missing", ALL), "dgamma_xmu": ("dweight_wrong_array", ALL),
     "dbeta_wrong_axis": ("reduced_over_wrong_axis", ("batchnorm", "layernorm")),
-    "eps_hard_coded_in_backward": ("eps_hard_coded", ("batchnorm", "layernorm")),
+    "eps_hard_coded_in_backward": ("eps_hard_coded", ALL),
     "ln_batch_count_closed": ("wrong_count", ("layernorm",)), "bn_feature_count": ("wrong_count", ("batchnorm",)),
     "dvar_of_x": ("x_not_centred", ALL),
 }
@@ -225,3 +225,15 @@ def test_eps_dropped_from_dgamma_alone_says_so_and_not_every_rstd(name):
     report = check(name, load(STUDENTS / "eps_dropped_in_dgamma.py", name)[0])
     assert report.results["x"].ok and report.results["weight"].code == "eps_dropped_in_backward", str(report)
     assert report.results["weight"].detail == "eps left out of the x_hat of dweight", str(report)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_an_eps_hard_coded_in_the_backward_is_placed_in_the_backward(name):
+    """Issue 51, item 4: a backward with eps = 1e-5 written into its own root is told so, in the backward, whether
+    the learner's forward is checked beside it or not (a backward alone was told "eps = 1e-05 in your forward")."""
+    functions = as_library(student("eps_hard_coded_in_backward"), name)
+    for given in (functions, {"backward": functions["backward"]}):
+        report = check(name, given)
+        assert report.diagnoses == ["eps_hard_coded"], str(report)
+        for g in ("x", "weight"):
+            assert report.results[g].detail.startswith("eps = 1e-05 in your backward, not the 0.05 "), str(report)

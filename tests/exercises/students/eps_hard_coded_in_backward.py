@@ -39,3 +39,26 @@ def layernorm_backward(dout, cache):
     g = dout * gamma
     dx = inv / D * (D * g - g.sum(axis=1, keepdims=True) - x_hat * (g * x_hat).sum(axis=1, keepdims=True))
     return dx, (dout * x_hat).sum(axis=0), dout.sum(axis=0)
+
+
+def spatial_groupnorm_forward(x, gamma, beta, G, gn_param):
+    eps = gn_param.get("eps", 1e-5)
+    N, C, H, W = x.shape
+    xg = x.reshape(N, G, C // G, H, W)
+    mu = xg.mean(axis=(2, 3, 4), keepdims=True)
+    var = xg.var(axis=(2, 3, 4), keepdims=True)
+    x_hat = ((xg - mu) / np.sqrt(var + eps)).reshape(x.shape)
+    return gamma * x_hat + beta, (xg, mu, var, gamma, G)
+
+
+def spatial_groupnorm_backward(dout, cache):
+    xg, mu, var, gamma, G = cache
+    N, C, H, W = dout.shape
+    M = C // G * H * W
+    inv = 1.0 / np.sqrt(var + 1e-5)
+    x_hat = (xg - mu) * inv
+    g = (dout * gamma).reshape(xg.shape)
+    dx = inv / M * (M * g - g.sum(axis=(2, 3, 4), keepdims=True)
+                    - x_hat * (g * x_hat).sum(axis=(2, 3, 4), keepdims=True))
+    return dx.reshape(dout.shape), np.sum(dout * x_hat.reshape(dout.shape), axis=(0, 2, 3), keepdims=True), \
+        np.sum(dout, axis=(0, 2, 3), keepdims=True)

@@ -1,0 +1,330 @@
+r"""The detectors: each looks at what a check has seen (``Seen``) and names, or says more of, a wrong output of the
+report. One signature, ``detector(seen) -> None``, and two lists run in order (diagnose.py): ``FORWARD`` on the
+forward's y, ``BACKWARD`` on the backward's gradients. Each reads the results the ones before it wrote, and most
+look only at an output still ``unrecognized``: a later detector never overrides an earlier one's name, but the
+last two, the line (which says where) and the cache order (a backward right once its cache is read in the
+forward's order, which overrides the names of every output that swap explains).
+
+    judged        every output against the reference and against every slip of the catalogue (judge.py)
+    every_form    a forward's slip seen through the backward, said with each backward form that gives it
+    large_mean    one_pass_variance, by its error's slope over large means (forward only)
+    dout_probe    a dx that does not move with dout, or moves with it on the diagonal only (dout_probe.py)
+    by_terms      a closed-form dx whose three terms have the catalogue's coefficients (terms.py)
+    combinations  two or three slips together (compound.py)
+    own_diagonal  the learner's own diagonal, when no combination names it (dout_probe.py)
+    mutated_dy    a backward that writes into dout
+    forward_fixed a backward said right on the forward's statistics, re-checked with the forward's fix applied
+    the_line      the first of the learner's intermediates that goes wrong (intermediates.py, terms.py)
+    cache_order   the cache's items read in another order than the forward wrote them (cache_order.py)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .cache_order import one_item_misused, swapped_items
+from .compound import search
+from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
+from .intermediates import STEP, first_divergence, reference_steps
+from .judge import CORRECT, ZERO, judge, rel_err, reproduces
+from .lines import held, traced
+from .mutants import TERMS, backward, forward
+from .report import Result
+from .slips import FIXES_IT, NOT_ENOUGH, THROUGH
+from .terms import describe, named
+
+
+@dataclass
+class Seen:
+    """What the detectors read: the report so far (they write to it), the exercise, the learner's contract and
+    the draws [(kw, dy)]; per output, the learner's values, the reference's and every applicable slip's, per draw
+    (``variants``: {(code, detail): (detail, [per draw])}); the slips per draw; ``compute(n, layout, knobs)``, the
+    outputs of draw n under a slip's layout and knobs; ``applies(mutant)``, whether a slip may explain these
+    outputs; ``required``, slips a combination must include (the forward's)."""
+
+    report: object
+    ex: object
+    contract: object
+    cases: list
+    got: dict
+    refs: dict
+    variants: dict
+    slips: list
+    compute: Callable
+    applies: Callable
+    caches: list | None = None
+    required: frozenset = frozenset()
+    partials: dict = field(default_factory=dict)        # a parameter gradient -> per draw, its partial sums
+    groups: list | None = None                          # per draw, diagnose.groupings (dx only)
+    wholes: dict = field(default_factory=dict)          # a parameter gradient -> per draw, the array it sums
+    mutated: bool = False                               # the backward wrote into dy
+    own_diagonal: tuple | None = None                   # dout_probe's finding, for own_diagonal
+
+    @property
+    def layouts(self):
+        return [(self.ex.layout_for(kw), self.ex.knobs_for(kw)) for kw, _ in self.cases]
+
+    def call_backward(self, n, dy):
+        """The learner's gradients {"x": dx, ...} of draw n with upstream gradient ``dy`` (a copy is passed)."""
+        return as_grads(self.contract.backward(self.cases[n][0], dy.copy(), self.caches[n] if self.caches else None),
+                        self.ex)
+
+
+def as_grads(out, ex):
+    if isinstance(out, dict):
+        return out
+    if isinstance(out, (tuple, list)):
+        return dict(zip(ex.grads, out))
+    return {"x": out}
+
+
+def _looked_into(r, y=None):
+    """An unrecognized output with finite numbers, from a right forward (or none): what the probes ask about."""
+    return r.code == "unrecognized" and not r.headline and ZERO not in r.detail and (y is None or y.ok)
+
+
+def judged(s: Seen) -> None:
+    """Every output against the reference and every applicable slip (judge.py); a missing gradient: wrong_shape."""
+    for g, got in s.got.items():
+        if any(v is None for v in got):
+            s.report.results[g] = Result(g, False, float("inf"), "", "wrong_shape",
+                                         headline=f"backward returned no {g!r} gradient")
+            continue
+        judge(s.report, g, [np.asarray(v) for v in got], s.refs[g], s.variants.get(g, {}), s.partials.get(g),
+              s.groups if g == "x" else None, s.wholes.get(g))
+
+
+def every_form(s: Seen) -> None:
+    """A forward's slip seen through the learner's backward (slips.through_forms) is said with every backward form
+    that gives their numbers: the first in the catalogue's order need not be the one they wrote."""
+    for g, got in s.got.items():
+        r = s.report.results[g]
+        if THROUGH not in r.detail:
+            continue
+        got = [np.asarray(v) for v in got]
+        head = r.detail[:r.detail.index(THROUGH) + len(THROUGH)]
+        forms = [d[len(head):] for (code, d), (_, outs) in s.variants[g].items() if code == r.code and
+                 d.startswith(head) and len(outs) == len(got) and
+                 all(reproduces(a, o, ref) for a, o, ref in zip(got, outs, s.refs[g]))]
+        r.detail = head + " or ".join(forms)
+
+
+MEANS = (1e4, 1e5, 1e6, 1e7)        # the large-mean probe's means, in units of the spread
+
+
+def large_mean(s: Seen) -> None:
+    """one_pass_variance, by its signature: the error grows like the mean squared, a slope of 2 on a log-log plot
+    over the means MEANS where it is above round-off and below saturation (float32 arithmetic: a slope of 1). A
+    slope over four decades, not a ratio over one: a single draw's round-off moves one error by a factor of a few
+    (1. / N * x.sum() against np.mean), and the ratio of two errors with it."""
+    report, ex, kw = s.report, s.ex, s.cases[0][0]
+    if not report.results["y"].ok or "one_pass_variance" not in ex.codes:
+        return
+    errs = []
+    for m in MEANS:
+        big = dict(kw)
+        C = kw["x"].shape[1] if kw["x"].ndim > 1 else 1
+        L = ex.layout_for(kw)
+        xv = L.view(kw["x"], C)
+        axes = L.axes(xv.ndim)
+        z = xv - xv.mean(axis=axes, keepdims=True)          # the draw's spreads (0.4 to 2.5), its mean moved to m
+        big["x"] = (z + m * xv.std(axis=axes, keepdims=True)).reshape(kw["x"].shape)
+        bias = kw["bias"] if "bias" in ex.functions.get("forward", ()) else None
+        ref = forward(big["x"], kw["weight"], bias, kw["eps"], L, ex.knobs_for(kw))
+        errs.append(rel_err(np.asarray(s.contract.forward(big)[0]), ref)[0])
+    y = report.results["y"]
+    at = dict(zip(MEANS, errs))
+    seen = [(np.log10(m), np.log10(e)) for m, e in at.items() if 1e-13 < e < 0.1]
+    slope = np.polyfit(*zip(*seen), 1)[0] if len(seen) >= 2 else 0.0
+    if at[1e6] > CORRECT:
+        if slope > 1.5:
+            y.worst = f"{at[1e5]:.1e} at 1e5 times, {y.max_rel_err:.1e} at moderate inputs"
+            y.code, y.ok, y.max_rel_err = "one_pass_variance", False, at[1e6]
+            y.headline = f"max rel err {at[1e6]:.1e} at inputs with a mean of 1e6 times their spread"
+        else:
+            report.notes.append(f"y: right at moderate inputs, but {at[1e6]:.1e} off for inputs with a mean of 1e6 "
+                                f"times their spread ({at[1e5]:.1e} at 1e5): an error growing like the mean, as "
+                                "float32 arithmetic gives")
+
+
+def dout_probe(s: Seen) -> None:
+    """An unrecognized dx from a right forward (or none) asked what it does with dout (dout_probe.py): not in it,
+    or only on the diagonal. After a wrong forward, a backward may be right for that forward: not asked. A
+    diagonal of the learner's own is kept, not named: own_diagonal names it if no combination of slips does."""
+    if not _looked_into(s.report.results["x"], s.report.results.get("y")):
+        return
+    rng, seconds = np.random.default_rng(45), []
+    for n, (_, dy) in enumerate(s.cases):
+        dy2 = rng.standard_normal(dy.shape)
+        try:
+            seconds.append((dy2, np.asarray(s.call_backward(n, dy2).get("x"), dtype=np.float64)))
+        except Exception:  # the learner's code, run once more: what it raised was reported the first time
+            return
+    layouts, cases = s.layouts, s.cases
+    found = probe(cases, [np.asarray(v) for v in s.got["x"]], seconds, layouts, lambda n: backward(
+        cases[n][1], cases[n][0]["x"], cases[n][0]["weight"], cases[n][0]["eps"], *layouts[n][:1],
+        layouts[n][1].with_(dy_missing_in=TERMS))["x"].reshape(cases[n][0]["x"].shape))
+    if found and found[1].startswith(WRONG_DIAGONAL):
+        s.own_diagonal = found
+    elif found:
+        x = s.report.results["x"]
+        x.code, x.detail, x.parts = found
+
+
+def by_terms(s: Seen) -> None:
+    """An unrecognized dx from a right forward that is the three terms with coefficients the catalogue names
+    (terms.py): a term left out, n times, of the wrong sign, multiplied by std, without eps."""
+    x = s.report.results["x"]
+    if not _looked_into(x, s.report.results.get("y")):
+        return
+    parts = named(s.cases, [np.asarray(v) for v in s.got["x"]], s.layouts)
+    if parts:
+        x.code, x.detail, x.parts = parts[0][0], (parts[0][1] if len(parts) == 1 else ""), \
+            (parts if len(parts) > 1 else [])
+
+
+def combinations(s: Seen) -> None:
+    """Name the unrecognized outputs (with finite numbers) that two or three slips reproduce."""
+    got = {g: [np.asarray(v) for v in vs] for g, vs in s.got.items() if _looked_into(s.report.results[g])}
+    if not got:
+        return
+    for g, parts in search(s.compute, s.layouts, s.slips, got, s.applies, s.required).items():
+        r = s.report.results[g]
+        r.code, r.detail, r.parts = parts[0][0], "", parts
+
+
+def own_diagonal(s: Seen) -> None:
+    """The learner's own diagonal (dout_probe), when no combination of slips named their dx."""
+    x = s.report.results["x"]
+    if s.own_diagonal and x.code == "unrecognized":
+        x.code, x.detail, x.parts = s.own_diagonal
+
+
+def mutated_dy(s: Seen) -> None:
+    if s.mutated:
+        s.report.extra_codes.append("mutates_dy")
+
+
+def the_line(s: Seen) -> None:
+    """A wrong dx from a right forward (or none): which named intermediate of the learner's first goes wrong
+    (intermediates.py), and which term is off, computed on which line (terms.py); from the first draw, run once
+    more under the tracer."""
+    report, ex = s.report, s.ex
+    x, y = report.results.get("x"), report.results.get("y")
+    if x is None or x.ok or x.headline or (y is not None and not y.ok):
+        return
+    kw, dy = s.cases[0]
+    record, out = {}, []
+    bindings = traced(lambda: out.append(s.call_backward(0, dy)), record)
+    dx = out[0].get("x") if out else None
+    if x.code == "unrecognized" and ZERO in x.detail and ex.name == "batchnorm" and \
+            dxhat_is_weight(bindings, kw["weight"], STEP):
+        x.code, x.detail = "dout_missing", ("from dx: dxhat = gamma, not dout * gamma, and with g = gamma "
+                                            "BatchNorm's dx is zero (each channel's g is one constant, which the "
+                                            "mean term takes away)")
+    x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
+                                                         ex.knobs_for(kw)), record, dx)
+    x.terms = describe(s.cases, [np.asarray(v) for v in s.got["x"]], s.layouts,
+                       *((record, dx) if "is the first that differs" not in x.trail else (None, None)))
+    if "; computed in " in x.terms and "already holds your dx" in x.trail:     # a term's own line comes first
+        x.trail = x.trail[:x.trail.index("; the first line whose value is wrong")] + \
+            ": the first line whose value is wrong is the term's, below"
+
+
+def _holds(a, v) -> bool:
+    """``a`` holds ``v``'s numbers in order: the same size, or fewer that broadcast to ``v`` (a statistic)."""
+    a, v = np.asarray(a, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    if a.size == v.size:
+        return rel_err(a.ravel(), v.ravel())[0] <= CORRECT
+    try:
+        return a.size < v.size and rel_err(np.broadcast_to(a, v.shape), v)[0] <= CORRECT
+    except ValueError:                              # it does not broadcast: another array
+        return False
+
+
+def _as(a, v):
+    """``v``'s values at ``a``'s shape (``a`` holds some statistic that broadcasts to v's shape)."""
+    if a.size == v.size:
+        return np.reshape(v, a.shape).copy()
+    lead = (1,) * (v.ndim - a.ndim) + a.shape
+    index = tuple(slice(0, 1) if n == 1 else slice(None) for n in lead)
+    return np.reshape(v[index], a.shape).copy()
+
+
+def _fixed_cache(cache, wrong, right, inputs):
+    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics ``wrong`` (and
+    none of the right ones) replaced by the right one ``right``, as the fixed forward would cache it; None when an
+    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked)."""
+    if isinstance(cache, (tuple, list)):
+        items = [_fixed_cache(c, wrong, right, inputs) for c in cache]
+        return None if any(i is None and c is not None for i, c in zip(items, cache)) else type(cache)(items)
+    if isinstance(cache, dict):
+        items = {k: _fixed_cache(v, wrong, right, inputs) for k, v in cache.items()}
+        return None if any(items[k] is None and cache[k] is not None for k in cache) else items
+    if not (isinstance(cache, (np.ndarray, np.floating)) and np.asarray(cache).dtype.kind == "f"):
+        return cache                                # (eps, momentum: Python floats, as the param dict holds them)
+    cache = np.asarray(cache)
+    if any(_holds(cache, v) for v in [*right, *inputs]):
+        return cache
+    for w, r in zip(wrong, right):
+        if _holds(cache, w):                        # a statistic over other axes has another shape: not fixed so
+            fixed = _as(cache, r) if np.shape(w) == np.shape(r) else None
+            return fixed if fixed is not None and _holds(fixed, r) else None     # r varies where w did not: no
+    return None
+
+
+def forward_fixed(s: Seen) -> None:
+    """Advise only a fix seen to work: a backward said right in itself on the forward's statistics ("fixing the
+    forward fixes it", slips.through_forms) is run once more on every draw with the forward's fix applied to its
+    cache (each cached statistic the slip changed replaced by the right one); if a gradient is still wrong, the
+    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise)."""
+    said = [g for g in s.got if FIXES_IT in s.report.results[g].detail]
+    if not said or not s.caches:
+        return
+    still = {}
+    for n, (kw, dy) in enumerate(s.cases):
+        slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
+        if slip is None:
+            return
+        right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
+        wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
+        inputs = [kw["x"], kw["weight"], kw.get("bias")]
+        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None])
+        if cache is None:
+            return
+        try:
+            out = as_grads(s.contract.backward(kw, dy.copy(), cache), s.ex)
+        except Exception:  # the learner's code on a fixed cache: no claim either way
+            return
+        for g in said:
+            err = rel_err(np.asarray(out.get(g), dtype=np.float64), s.refs[g][n])[0]
+            if err > CORRECT:
+                still[g] = max(still.get(g, 0.0), err)
+    for g, err in still.items():
+        r = s.report.results[g]
+        r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=err))
+
+
+def cache_order(s: Seen) -> None:
+    """Wrong outputs that the cache's items, read in the forward's order, make right (cache_order.py); unless one
+    output is wrong and one item used where another belongs (x for x_hat) names it: the catalogue's slip."""
+    report, grads = s.report, s.ex.grads
+    wrong = [report.results[g] for g in grads if not report.results[g].ok]
+    found = swapped_items(s.contract.backward, s.caches, s.cases, s.refs, grads) if s.caches and wrong else None
+    order, items = found or ("", ())
+    if order and len(wrong) == 1 and wrong[0].code not in ("unrecognized", "cache_unpacked_in_another_order") and \
+            not wrong[0].parts and one_item_misused(s.contract.backward, s.caches, s.cases, s.refs, grads, items):
+        order = ""          # one item used where another belongs (x for x_hat): the one slip of the catalogue
+        #                     that names the one wrong output says it; two outputs one swap explains are the swap's
+    if order:
+        for g in (g for g in grads if not report.results[g].ok):
+            r = report.results[g]
+            r.code, r.parts, r.trail = "cache_unpacked_in_another_order", [], ""
+            r.detail = f"{order}: read in the forward's order, your backward is right"
+
+
+FORWARD = (judged, combinations, large_mean)
+BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
+            the_line, cache_order)
