@@ -16,9 +16,10 @@ the group; since w varies along the group, mean(g) and mean(g * x_hat) are sums 
 g itself, not dbias and dweight times w. In the channel_slabs.py form:
 a = rstd * w, e = rstd * mean(g), cc = rstd^2 * mean(g * x_hat).
 
-The forward is one task per (sample, group): the mean of x - K (K the group's
-first value, so a constant group has x_hat = 0 exactly), the variance about it,
-the store; stats (3, N * G) gets column n * G + g. The backward's tasks are
+The forward is one task per (sample, group): the mean (``group_moments``: a
+plain float64 sum for float32 x, of x - K for float64 x, K the group's first
+value; either way a constant group has x_hat = 0 exactly), the variance about
+it, the store; stats (3, N * G) gets column n * G + g. The backward's tasks are
 (chunk of samples, group): dx of the group, and the chunk's dweight, dbias
 partial sums, added in chunk order at the end (``add_pieces``): the bits do not
 depend on the thread count.
@@ -44,7 +45,7 @@ from .channel_slabs import (SLAB_MIN, cc_underflows, chunk_rows, dx_fits, dx_ove
                             dx_slab, dx_slab_float64, dx_unfused, dx_value, normalize_slab, normalize_slab_float64,
                             scale_overflows, y_unfused, y_value)
 from .float32 import fits, largest, quarter_of_largest, row_fits, split_mean
-from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_sq_dev
+from .stats import MEAN, RSTD, VAR, sum_dev, sum_dy, sum_g, sum_of, sum_sq_dev
 from .variants import INSIDE, huge_row_rstd
 
 
@@ -95,6 +96,20 @@ def smallest_normal(like):
     return 1.1754943508222875e-38 if like.itemsize == 4 else 2.2250738585072014e-308
 
 
+@jit_inline
+def group_moments(xg):
+    """(mean, var) of a group xg (m,), two passes in float64. float32 xg: mean = sum(x) / m, exact for a
+    constant group (stats.row_mean's argument), one subtraction an element fewer than about a shift;
+    float64 xg: about its first value K, mean = K + sum(x - K) / m, which makes a constant group's mean K."""
+    m = xg.shape[0]
+    if xg.itemsize == 4:                                 # (a constant: one branch is compiled)
+        mean = sum_of(xg) / m
+    else:
+        shift = np.float64(xg[0])
+        mean = shift + sum_dev(xg, shift) / m
+    return mean, sum_sq_dev(xg, mean) / m
+
+
 def group_norm_forward_kernel(x, w, b, y, stats, eps, S):
     """stats (3, N * G): mean, var, rstd of every (sample, group)."""
     N, D = x.shape
@@ -106,9 +121,7 @@ def group_norm_forward_kernel(x, w, b, y, stats, eps, S):
         i, g = t // G, t % G
         j0 = g * m
         xg = x[i, j0:j0 + m]                             # (m,) group g of sample i
-        shift = np.float64(xg[0])                        # K: a constant group gives mean = K exactly
-        mean = shift + sum_dev(xg, shift) / m
-        var = sum_sq_dev(xg, mean) / m
+        mean, var = group_moments(xg)
         rstd = 1.0 / np.sqrt(var + eps)
         if var == np.inf:                                # beyond float64's square: on the group scaled
             rstd = huge_row_rstd(xg, mean, eps, INSIDE)  # (variants.py)

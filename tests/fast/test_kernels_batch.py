@@ -362,6 +362,20 @@ def test_constant_channel_and_group_give_finite_results(shape, dtype):
 
 
 @DTYPES
+@pytest.mark.parametrize("shape", [(2, 6, 16), (2, 6, 5), (2, 6, 64)])
+def test_a_constant_group_has_its_value_as_mean_exactly(shape, dtype):
+    """GroupNorm's mean of a constant group is the value itself, bit for bit (float32: a plain float64
+    sum, groupnorm_kernels.group_moments; float64: about the group's first value), so that with a tiny
+    eps (rstd = 1e10) y is the bias exactly: any error in the mean would be magnified into y."""
+    x, _, w, b = make_inputs(shape, dtype, seed=14)
+    x[1] = dtype(0.1)                                  # sample 1: every group constant, 0.1 not a binary fraction
+    for G in (1, 3, 6):
+        y, cache = fast.group_norm_forward(x, w, b, num_groups=G, eps=1e-20)
+        assert np.all(cache["stats"][MEAN, G:] == np.float64(dtype(0.1))), G
+        np.testing.assert_array_equal(y[1], np.broadcast_to(b.astype(dtype)[:, None], y[1].shape))
+
+
+@DTYPES
 @pytest.mark.parametrize("shape", [(6, 3), (2, 3, 16), (2, 3, 5)])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_nan_and_inf_spread_over_their_channel_only(shape, bad, dtype):
