@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from .._checks import fail
 
 VARIABLE = "SCRATCHNORM_PARALLEL_MIN"
-RECOMMENDED_PARALLEL_MIN = 4194304      # 2^22: the README's value "when your large calls run alone"
+RECOMMENDED_PARALLEL_MIN = 65536        # 2^16: the README's value "when your large calls run alone"
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def parallel_min(environ=os.environ) -> int:
         return NEVER
     if not text.isdecimal():
         fail(ValueError, "the environment variable SCRATCHNORM_PARALLEL_MIN", "a count of elements, an integer "
-             ">= 0", text, "unset it (every call serial), or set e.g. SCRATCHNORM_PARALLEL_MIN=4194304 (2^22).")
+             ">= 0", text, "unset it (every call serial), or set e.g. SCRATCHNORM_PARALLEL_MIN=65536 (2^16).")
     return int(text)
 
 
