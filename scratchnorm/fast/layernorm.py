@@ -166,7 +166,7 @@ def layer_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None, stream=
     else:
         run_by_size(LAYER_NORM_FORWARD, xk.size, xk.shape[0], xk, w, b, eps, y, stats)
     cache = {"made_by": LAYER_NORM, "fast": "layernorm", "x": xk, "stats": stats,
-             "weight": weight, "bias": bias, "dtype": x.dtype, "shape": x.shape}
+             "weight": weight, "bias": bias, "w": w, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
 
@@ -181,8 +181,7 @@ def layer_norm_backward(dy, cache, *, dx_out=None):
     N, d = xk.shape
     chunks = n_chunks(N)
     parts = np.empty((chunks + 1, 2, d))                             # per chunk, then the total
-    run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, kernel_vector(cache["weight"], d, 1.0),
-                cache["stats"], dx, parts)
+    run_by_size(LAYER_NORM_BACKWARD, xk.size, chunks, dyk, xk, cache["w"], cache["stats"], dx, parts)
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     grads.update(affine_grads(parts[chunks], cache))
     return grads

@@ -157,7 +157,7 @@ def rms_norm_forward(x, weight=None, bias=None, *, eps=1e-6, eps_mode="inside", 
     else:
         run_by_size(RMS_NORM_FORWARD, xk.size, xk.shape[0], xk, w, eps, y, stats)
     cache = {"made_by": RMS_NORM, "fast": "rmsnorm", "x": xk, "stats": stats,
-             "weight": weight, "eps": eps, "dtype": x.dtype, "shape": x.shape}
+             "weight": weight, "w": w, "eps": eps, "dtype": x.dtype, "shape": x.shape}
     return finish_rows(y, y_new, x.shape, x.dtype, out), cache
 
 
@@ -183,10 +183,9 @@ def rms_norm_backward(dy, cache, *, dx_out=None):
     weight = cache["weight"]
     chunks = n_chunks(N)
     parts = np.empty((chunks + 1, d + 1))                            # per chunk, then the total
-    run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, kernel_vector(weight, d, 1.0), cache["stats"], dx,
-                parts)
+    run_by_size(RMS_NORM_BACKWARD, xk.size, chunks, dyk, xk, cache["w"], cache["stats"], dx, parts)
     grads = {"x": finish_rows(dx, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out")}
     if weight is not None:
-        grads["weight"] = parts[chunks, :d].astype(weight.dtype)
+        grads["weight"] = parts[chunks, :d].astype(weight.dtype, copy=False)    # (the call's own array)
     grads["eps"] = float(parts[chunks, d])
     return grads
