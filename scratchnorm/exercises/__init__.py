@@ -21,38 +21,13 @@ is true of it all the same (judge.py). From Python::
 """
 from __future__ import annotations
 
-from .._checks import fail
 from .bridge_calls import cache_backward, cache_forward, learner_backward, learner_forward
 from .catalogue import EXERCISES, MISTAKES
+from .checker import check
 from .contract import CACHE_FUNCTIONS, Cache, contract_for
-from .diagnose import check_functions
+from .learner_file import UsageError, load
 from .report import Report
 from .solutions import library_solution
 
 __all__ = ["CACHE_FUNCTIONS", "EXERCISES", "MISTAKES", "Cache", "Report", "UsageError", "cache_backward",
            "cache_forward", "check", "contract_for", "learner_backward", "learner_forward", "library_solution", "load"]
-
-
-def check(name: str, module_or_functions, source: str = "", pair: str | None = None) -> Report:
-    """Check a student's functions for exercise ``name``: a module (or any object) with ``forward`` and/or
-    ``backward`` attributes, or a dict of them, in scratchnorm's contract; or with the cache contract's
-    names (``layernorm_forward``, ``layernorm_backward``, ...: contract.py; ``pair`` picks one where an
-    exercise has two, "spatial_batchnorm"). Returns a Report (``.ok``, ``.diagnoses``, ``str(report)``,
-    ``.contract``: the contract it read)."""
-    if name not in EXERCISES:
-        fail(ValueError, "name", f"one of {', '.join(map(repr, EXERCISES))}", name,
-             "run `python -m scratchnorm.exercises list` to see the exercises.")
-    everything = module_or_functions if isinstance(module_or_functions, dict) else vars(module_or_functions)
-    contract = contract_for(EXERCISES[name], everything, pair)
-    if not contract.functions:
-        names = " or ".join(EXERCISES[name].functions)
-        cache = " or ".join(f"{c.forward} and/or {c.backward}" for c in CACHE_FUNCTIONS.values()
-                            if c.exercise == name)
-        fail(ValueError, "module_or_functions", f"callables named {names}" + (f", or {cache}" if cache else ""),
-             sorted(k for k in everything if not k.startswith("_")),
-             f"define {' and/or '.join(EXERCISES[name].functions)} with the parameters of the stub "
-             f"(`python -m scratchnorm.exercises new {name}`).")
-    return check_functions(name, None, source, contract)
-
-
-from .learner_file import UsageError, load  # noqa: E402 (learner_file checks with ``check``, above)

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from . import check
+from .checker import check
 from .catalogue import EXERCISES
 from .contract import CACHE_FUNCTIONS, pairs_in, unchecked_pairs
 from .lines import described, shown
