@@ -4,6 +4,8 @@
 def fmt_time(s) -> str:
     if s is None:
         return "-"
+    if s < 0:                                   # a difference of two times (bench/door.py)
+        return "-" + fmt_time(-s)
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
