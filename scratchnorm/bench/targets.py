@@ -78,17 +78,18 @@ def evaluate_targets(report: dict) -> list[dict]:
     add("worst speed-up over JAX jit (LayerNorm, RMSNorm)", ">=", MARGIN, "x", min(jax) if jax else None,
         "every shape and step measured, float32")
     # -- no price for the default parameter dtype -------------------------------------------------
-    add("RMSNorm forward, float64 / float32 parameters", "<=", 1.15, "x",
-        _ratio(f32(layers, norm="rmsnorm", shape=SMALL, step="forward", impl="numba_layer_f64_params"),
-               f32(layers, norm="rmsnorm", shape=SMALL, step="forward", impl="numba_layer")),
-        f"{shape_str(SMALL)} float32 input, layer classes")
+    for norm, label in (("rmsnorm", "RMSNorm"), ("layernorm", "LayerNorm")):      # issue 50: both
+        add(f"{label} forward, float64 / float32 parameters", "<=", 1.15, "x",
+            _ratio(f32(layers, norm=norm, shape=SMALL, step="forward", impl="numba_layer_f64_params"),
+                   f32(layers, norm=norm, shape=SMALL, step="forward", impl="numba_layer")),
+            f"{shape_str(SMALL)} float32 input, layer classes")
     worst = [r for r in layers if r["impl"] == "numba_out" and r["dtype"] == "float32" and r["step"] == "fwd+bwd"]
     ratios = [(1 / r["vs_numba"], shape_str(r["shape"]), r["norm"]) for r in worst if r["vs_numba"]]
     top = max(ratios) if ratios else None
     add("layer fwd+bwd / functional with out=", "<=", 1.2, "x", top and top[0],
         f"worst: {top[2]} {top[1]} float32" if top else "layer classes against out=/dx_out=")
     # -- in cache: % of the same run's parallel copy ----------------------------------------------
-    for norm, label, fwd_goal in (("rmsnorm", "RMSNorm", 80), ("layernorm", "LayerNorm", 60),
+    for norm, label, fwd_goal in (("rmsnorm", "RMSNorm", 85), ("layernorm", "LayerNorm", 85),   # issue 50
                                   ("batchnorm", "BatchNorm", 50), ("groupnorm", "GroupNorm", 50)):
         add(f"{label} forward, % of copy (in cache)", ">=", fwd_goal, "%",
             f32(results, "pct_copy", norm=norm, shape=IN_CACHE, step="forward", impl="numba"),
@@ -130,7 +131,7 @@ def evaluate_targets(report: dict) -> list[dict]:
         add(f"BatchNorm (N, C) {op}, torch.nn time / ours", ">=", 1.0, "x", r and r["ratio"],
             f"{mid} float32, layer classes")
     copy_gbs = {tuple(c["shape"]): c["best_gbs"] for c in report.get("copy", []) if c["dtype"] == "float32"}
-    for norm, label, goal in (("rmsnorm", "RMSNorm", 80), ("layernorm", "LayerNorm", 60)):
+    for norm, label, goal in (("rmsnorm", "RMSNorm", 85), ("layernorm", "LayerNorm", 85)):     # issue 50
         sec = f32(layers, norm=norm, shape=IN_CACHE, step="forward", impl="numba_layer")
         gbs = copy_gbs.get(IN_CACHE)
         add(f"{label} layer forward, % of copy (in cache)", ">=", goal, "%",

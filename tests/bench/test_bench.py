@@ -335,6 +335,7 @@ def test_evaluate_targets_values_and_status():
         ("grid points ahead of torch.nn (ratio >= 1.1)", 39, "met"),
         ("worst speed-up over JAX jit (LayerNorm, RMSNorm)", 2.0, "met"),
         ("RMSNorm forward, float64 / float32 parameters", 1.1, "met"),
+        ("LayerNorm forward, float64 / float32 parameters", 1.1, "met"),
         ("layer fwd+bwd / functional with out=", 1.1, "met"),
         ("RMSNorm forward, % of copy (in cache)", 95.0, "met"),
         ("GroupNorm forward, % of copy (in cache)", 95.0, "met"),
@@ -364,8 +365,10 @@ def test_evaluate_targets_not_met_and_not_measured():
                                                        price=1.2, layer_over_out=1.3))
     for name, value in (("grid points ahead of torch.nn (ratio >= 1.1)", 28),       # 9 at 0.9, 2 small at 0.9
                         ("RMSNorm forward, float64 / float32 parameters", 1.2),
+                        ("LayerNorm forward, float64 / float32 parameters", 1.2),
                         ("layer fwd+bwd / functional with out=", 1.3),
-                        ("RMSNorm forward, % of copy (in cache)", 95 / 1.2),        # goal 80 %
+                        ("RMSNorm forward, % of copy (in cache)", 95 / 1.2),        # goal 85 %
+                        ("LayerNorm forward, % of copy (in cache)", 95 / 1.2),      # goal 85 % (issue 50)
                         ("LayerNorm backward, % of streamed copy", 85 / 1.2),       # goal 65 %: met
                         ("RMSNorm forward, % of streamed copy", 85 / 1.2),          # goal 80 %
                         ("RMSNorm forward, torch.nn time / ours", 0.9),
@@ -375,7 +378,8 @@ def test_evaluate_targets_not_met_and_not_measured():
                         (targets_mod.NAIVE_FRESH_TARGET, 0),                           # p50 1.15 / 1.2 < 1
                         ("LayerNorm/RMSNorm points at least as fast as the naive kernel", 0),   # out= 1.2x naive
                         ("BatchNorm (N, C) backward, torch.nn time / ours", 0.9),   # (ahead=30: 37, 38 at 0.9)
-                        ("RMSNorm layer forward, % of copy (in cache)", 90 / 1.2)):   # goal 80 %
+                        ("RMSNorm layer forward, % of copy (in cache)", 90 / 1.2),    # goal 85 %
+                        ("LayerNorm layer forward, % of copy (in cache)", 90 / 1.2)):  # goal 85 % (issue 50)
         t = one(targets, name)
         assert t["value"] == pytest.approx(value), t
         assert t["status"] == ("met" if "backward, % of streamed" in name else "not met"), t
