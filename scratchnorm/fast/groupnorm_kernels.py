@@ -193,7 +193,7 @@ def group_norm_backward_kernel(dy, x, w, stats, dx, part, dwb, S):
                         dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, rstd, w[c], gm, gx, True)
             else:
                 dyg, xg, dxg, wg = dy[i, j0:j0 + m], x[i, j0:j0 + m], dx[i, j0:j0 + m], w[j0:j0 + m]
-                sg, sgx, _ = sum_g(dyg, xg, wg, mean)
+                sg, sgx = sum_g(dyg, xg, wg, mean)
                 gm, gx = sg / m, sgx * rstd / m
                 a_max, cc, e = dx_scalars(rstd, w_max[g], gm, gx)
                 for j in range(m):
