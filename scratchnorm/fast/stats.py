@@ -290,17 +290,14 @@ def add_chunks(parts, total):
 
 @jit_sum
 def sum_dy(dy, x, c):
-    """(sum of dy_j, sum of dy_j (x_j - c), sum of dy_j^2): dbias and, times rstd, dweight of one run;
-    the sum of dy^2 bounds every |dy_j| (float32.py)."""
+    """(sum of dy_j, sum of dy_j (x_j - c)): dbias and, times rstd, dweight of one run."""
     s = 0.0
     sx = 0.0
-    sdd = 0.0
     for j in range(x.shape[0]):
         d = np.float64(dy[j])
         s += d
         sx += d * (np.float64(x[j]) - c)
-        sdd += d * d
-    return s, sx, sdd
+    return s, sx
 
 
 # -- column sums over a tile: rows [r0, r1), columns [lo, lo + n) -----------------------------
