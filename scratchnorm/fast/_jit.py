@@ -73,7 +73,8 @@ import threading
 import types
 from pathlib import Path
 
-from numba import get_num_threads, njit
+import numpy as np
+from numba import config, get_num_threads, njit
 
 from .._checks import fail
 
@@ -177,3 +178,14 @@ def run_by_size(pair, elements: int, iterations: int, *args):
             finally:
                 pool.release()
     return pair[0](*args)
+
+
+def run_by_size_overflowing(pair, elements: int, iterations: int, *args):
+    """run_by_size for a kernel that may let its float32 line overflow and then compute that part again in
+    float64 (channel_slabs.dx_slab's finite test). Compiled, an overflow is silent, as in C; interpreted
+    (NUMBA_DISABLE_JIT), NumPy's scalars would warn on it, so the call runs under np.errstate there, and
+    only there (np.errstate costs about 2 us a call: NOTES.md, session 20)."""
+    if not config.DISABLE_JIT:
+        return run_by_size(pair, elements, iterations, *args)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return run_by_size(pair, elements, iterations, *args)

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._arguments import batch_norm_args, batch_norm_eval_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import run_by_size
+from ._jit import run_by_size, run_by_size_overflowing
 from .chunks import n_chunks
 from .batchnorm_columns import bn_backward_columns, bn_forward_columns, column_tasks
 from .batchnorm_slabs import bn_backward_slabs, bn_forward_slabs, channel_block
@@ -70,13 +70,12 @@ def _prepare_backward(dy, cache, dx_out, kind):
     w, stats, S = cache["w"], cache["stats"], cache["S"]
     N, C = xk.shape[0], w.shape[0]
     coef = np.empty((5, C))                               # a, cc, e, gm, gx (batchnorm_slabs.dx_coefficients)
+    dwb = np.empty((2, C))                                # dweight, dbias
     if S >= SLAB_MIN:
-        dwb = np.empty((3, C))                            # dweight, dbias, the sum of dy^2
-        part = np.empty((n_chunks(N), 3, C))              # per-chunk sums of dy * (x - mean), dy and dy^2
+        part = np.empty((n_chunks(N), 2, C))              # per-chunk sums of dy * (x - mean) and dy
         run = (bn_backward_slabs, xk.size, N * C, dyk, xk, w, stats, dx2, part, dwb, coef, S, channel_block(S, C),
                kind == _TRAIN)
     else:
-        dwb = np.empty((2, C))                            # dweight, dbias
         part = np.empty((n_chunks(N), 2, C * S))          # their sums per chunk and column
         cols = np.empty((4, C * S))                       # mean and the coefficients per column
         run = (bn_backward_columns, xk.size, column_tasks(N, C * S), dyk, xk, w, stats, dx2, part, dwb, coef, cols,
@@ -97,7 +96,7 @@ def batch_norm_forward(x, weight=None, bias=None, *, eps=1e-5, out=None):
 def batch_norm_backward(dy, cache, *, dx_out=None):
     """Returns {"x", "weight", "bias"} (those that exist), as ``scratchnorm.batch_norm_backward``."""
     run, finish = _prepare_backward(dy, cache, dx_out, _TRAIN)
-    run_by_size(*run)
+    run_by_size_overflowing(*run)                    # (a float32 slab's dx may overflow, then runs in float64)
     return finish()
 
 

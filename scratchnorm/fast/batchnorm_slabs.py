@@ -111,9 +111,9 @@ def channel_moments(part, rows, S, eps, shift, stats):
 def add_pieces(part, dwb):
     """dwb[r, c] = sum of part[k, r, c * P + p] over chunks k, then pieces p, in that order.
 
-    part (chunks, R, C * P): per-chunk partial sums of R quantities (dweight, dbias, and for the slab
-    backward the sum of dy^2); P = 1 but in the columns layout with S > 1. The chunks run outside and
-    the channels inside, reading ``part`` in memory order; every channel still adds in the order above.
+    part (chunks, R, C * P): per-chunk partial sums of R quantities (dweight and dbias); P = 1 but in
+    the columns layout with S > 1. The chunks run outside and the channels inside, reading ``part`` in
+    memory order; every channel still adds in the order above.
     """
     C = dwb.shape[1]
     P = part.shape[2] // C
@@ -171,11 +171,11 @@ def affine_in_x(stats, w, b, M, like, batch_stats):
 
 
 @jit
-def dx_in_x(stats, coef, dy_sq, M, like, center):
-    """Per channel, whether its dx may run in like's dtype (channel_slabs.dx_fits, and a fits) and the
-    scalars it then takes, in that dtype: (in_x, hi, lo, a, cc, e), each (C,), from coef (dx_coefficients: a, cc,
-    e) and dy_sq (C,), the sums of dy^2 (every |a dy| <= |a| sqrt(sum dy^2)). Never in eval mode
-    (``center`` False), as affine_in_x."""
+def dx_in_x(stats, coef, M, like, center):
+    """Per channel, whether its dx may be tried in like's dtype (channel_slabs.dx_fits, and a fits) and
+    the scalars it then takes, in that dtype: (in_x, hi, lo, a, cc, e), each (C,), from coef
+    (dx_coefficients: a, cc, e). A slab whose dx then comes out inf or NaN goes to float64 after all
+    (channel_slabs.dx_slab). Never in eval mode (``center`` False), as affine_in_x."""
     C = coef.shape[1]
     T = like.dtype.type
     in_x = np.zeros(C, np.bool_)
@@ -184,8 +184,7 @@ def dx_in_x(stats, coef, dy_sq, M, like, center):
     for c in range(C if center else 0):
         h, rest = split_mean(stats[MEAN, c], like)
         ac = coef[A, c]
-        in_x[c] = fits(ac, like) and dx_fits(like, M, stats[VAR, c], stats[RSTD, c], rest, coef[CC, c],
-                                             coef[E, c], abs(ac) * np.sqrt(dy_sq[c]))
+        in_x[c] = fits(ac, like) and dx_fits(like, M, stats[VAR, c], stats[RSTD, c], rest, coef[CC, c], coef[E, c])
         if in_x[c]:                                   # (a cast of a value that does not fit would warn)
             hi[c], lo[c], a[c], cc[c], e[c] = h, T(rest), T(ac), T(coef[CC, c]), T(coef[E, c])
     return in_x, hi, lo, a, cc, e
@@ -224,9 +223,8 @@ def batch_norm_slabs_forward_kernel(x, w, b, y, part, stats, eps, S, cb, batch_s
 
 
 def batch_norm_slabs_backward_kernel(dy, x, w, stats, dx, part, dwb, coef, S, cb, center):
-    """part (chunks, 3, C): per-chunk sums of dy * (x - mean), of dy and of dy^2; dwb (3, C) gets their
-    totals (dweight, dbias, and the sum of dy^2 for the float32 guard); coef (5, C) scratch for
-    dx_coefficients."""
+    """part (chunks, 2, C): per-chunk sums of dy * (x - mean) and of dy; dwb (2, C) gets their totals
+    (dweight, dbias); coef (5, C) scratch for dx_coefficients."""
     N = x.shape[0]
     C = w.shape[0]
     chunks = part.shape[0]
@@ -239,20 +237,17 @@ def batch_norm_slabs_backward_kernel(dy, x, w, stats, dx, part, dwb, coef, S, cb
         for i in range(r0, r1):
             for c in range(c0, c1):
                 s = slice(c * S, (c + 1) * S)
-                sd, sx, sdd = sum_dy(dy[i, s], x[i, s], stats[MEAN, c])
+                sd, sx = sum_dy(dy[i, s], x[i, s], stats[MEAN, c])
                 part[k, 0, c] += sx
                 part[k, 1, c] += sd
-                part[k, 2, c] += sdd
     add_pieces(part, dwb)
     dwb[0] *= stats[RSTD]                         # dweight = sum dy * x_hat = rstd * sum dy * (x - mean)
     dx_coefficients(stats, w, dwb, N * S, coef)
-    in_x, hi, lo, a, cc, e = dx_in_x(stats, coef, dwb[2], N * S, x, center)
+    in_x, hi, lo, a, cc, e = dx_in_x(stats, coef, N * S, x, center)
     for t in prange(N * C):
         i, c = t // C, t % C
         s = slice(c * S, (c + 1) * S)
-        if in_x[c]:
-            dx_slab(dy[i, s], x[i, s], dx[i, s], hi[c], lo[c], a[c], cc[c], e[c])
-        else:
+        if not (in_x[c] and dx_slab(dy[i, s], x[i, s], dx[i, s], hi[c], lo[c], a[c], cc[c], e[c])):
             dx_slab_float64(dy[i, s], x[i, s], dx[i, s], stats[MEAN, c], stats[RSTD, c], w[c], coef[GM, c],
                             coef[GX, c], center)
 

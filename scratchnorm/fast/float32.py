@@ -29,7 +29,10 @@ guards per normalized set of M values (a channel of the batch, a group of a
 sample): ``row_fits`` with d = M, since the set's deviation sqrt(M * var)
 bounds every |x - mean| there as a row's does; and, per slab (a channel of a
 sample), channel_slabs.affine_fits for y (``bounded``'s test for that
-channel's weight and bias) and channel_slabs.dx_fits for dx. BatchNorm's eval
+channel's weight and bias) and channel_slabs.dx_fits for dx, which checks the
+scalars only: dx's overflow is read after the float32 line, from its results
+(an inf or NaN there sends the slab to float64, channel_slabs.py), where a
+bound of |a dy| before it took a third sum an element. BatchNorm's eval
 mode has no such bound (x is normalized by running statistics it was not part
 of) and stays float64.
 """

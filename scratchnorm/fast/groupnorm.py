@@ -18,7 +18,7 @@ import numpy as np
 
 from .._arguments import group_norm_args
 from ._buffers import affine_grads, affine_vector, backward_rows, finish_rows, forward_rows
-from ._jit import run_by_size
+from ._jit import run_by_size, run_by_size_overflowing
 from .chunks import n_chunks
 from .channel_slabs import SLAB_MIN, layout
 from .groupnorm_kernels import gn_backward, gn_forward
@@ -66,6 +66,6 @@ def group_norm_backward(dy, cache, *, dx_out=None):
     chunks = sample_chunks(N, S)
     part = np.empty((chunks, 2, w.shape[0]))                     # per-chunk dweight, dbias
     dwb = np.empty((2, cache["shape"][1]))
-    run_by_size(gn_backward, xk.size, chunks * G, dyk, xk, w, stats, dx2, part, dwb, S)
+    run_by_size_overflowing(gn_backward, xk.size, chunks * G, dyk, xk, w, stats, dx2, part, dwb, S)
     return {"x": finish_rows(dx2, dx_new, cache["shape"], cache["dtype"], dx_out, "dx_out"),
             **affine_grads(dwb, cache)}

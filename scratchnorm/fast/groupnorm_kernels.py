@@ -26,10 +26,11 @@ depend on the thread count.
 
 For S >= SLAB_MIN the work goes slab by slab, and w, b and the partial sums are
 per channel (C,); a float32 slab runs in float32 where the guards let it
-(channel_slabs.py states the bound; the backward's bound on |a dy| is rstd
-times the largest |w| sqrt(sum dy^2) of the group's slabs). The guards run once a
-(sample, group), not once a slab: what they need of the slabs' w and b is read
-once a call (``group_weights``), and the group goes to float32 or float64 whole.
+(channel_slabs.py states the bound). The guards run once a (sample, group), not
+once a slab: what they need of the slabs' w and b is read once a call
+(``group_weights``), and the group goes to float32 or float64 whole; in the
+backward, a slab whose float32 dx came out inf or NaN (an overflow the guards
+do not bound: |a dy|) is then computed again in float64 (channel_slabs.dx_slab).
 For shorter slabs
 the group is one run of columns, in float64, and w, b and the sums are per
 column (D,) (groupnorm.py spreads the weight and bias).
@@ -169,31 +170,28 @@ def group_norm_backward_kernel(dy, x, w, stats, dx, part, dwb, S):
         for i in range(r0, r1):
             mean, var, rstd = stats[MEAN, i * G + g], stats[VAR, i * G + g], stats[RSTD, i * G + g]
             if S >= SLAB_MIN:
-                sg, sgx, g_max = 0.0, 0.0, 0.0    # sums of g and g * (x - mean) over the group; a bound of |g|
+                sg, sgx = 0.0, 0.0                  # sums of g and g * (x - mean) over the group
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
-                    sd, sx, sdd = sum_dy(dy[i, s], x[i, s], mean)
+                    sd, sx = sum_dy(dy[i, s], x[i, s], mean)
                     pw[c - wlo] += sx * rstd
                     pb[c - wlo] += sd
                     sgx += sx * w[c]
                     sg += sd * w[c]
-                    g_max = max(g_max, abs(w[c]) * np.sqrt(sdd))   # |g| = |w dy| <= |w| sqrt(sum dy^2)
                 gm, gx = sg / m, sgx * rstd / m             # mean(g), mean(g * x_hat) over the group
                 _, cc, e = dx_scalars(rstd, 1.0, gm, gx)
                 T = x.dtype.type
                 hi, lo = split_mean(mean, x)
-                # the group's one guard (channel_slabs.py; every |a dy| = rstd |g| <= rstd g_max), and every
-                # slab's a = rstd * w fitting
-                in_x = dx_fits(x, m, var, rstd, lo, cc, e, rstd * g_max) and scales_fit(rstd, w_lo[g], w_hi[g], x)
+                # the group's one guard (channel_slabs.py), and every slab's a = rstd * w fitting; a slab
+                # whose float32 dx is not all finite (an overflow: dx_slab) is computed again in float64
+                in_x = dx_fits(x, m, var, rstd, lo, cc, e) and scales_fit(rstd, w_lo[g], w_hi[g], x)
                 for c in range(wlo, whi):
                     s = slice(c * S, (c + 1) * S)
-                    if in_x:
-                        dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(rstd * w[c]), T(cc), T(e))
-                    else:
+                    if not (in_x and dx_slab(dy[i, s], x[i, s], dx[i, s], hi, T(lo), T(rstd * w[c]), T(cc), T(e))):
                         dx_slab_float64(dy[i, s], x[i, s], dx[i, s], mean, rstd, w[c], gm, gx, True)
             else:
                 dyg, xg, dxg, wg = dy[i, j0:j0 + m], x[i, j0:j0 + m], dx[i, j0:j0 + m], w[j0:j0 + m]
-                sg, sgx, _ = sum_g(dyg, xg, wg, mean)
+                sg, sgx = sum_g(dyg, xg, wg, mean)
                 gm, gx = sg / m, sgx * rstd / m
                 a_max, cc, e = dx_scalars(rstd, w_max[g], gm, gx)
                 for j in range(m):

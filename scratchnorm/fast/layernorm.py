@@ -130,7 +130,7 @@ def dx_row_float64(dy, x, i, weight, mean, rstd, dx, part):
     """Row i's dx in float64, its dweight and dbias terms added to ``part``; mean(g) and mean(g x_hat)
     summed again from g in float64 (the row's sums in x's dtype may have overflowed)."""
     d = x.shape[1]
-    sg, sgx, _ = sum_g(dy[i], x[i], weight, mean)
+    sg, sgx = sum_g(dy[i], x[i], weight, mean)
     mean_g, mean_gx = sg / d, sgx * rstd / d
     for j in range(d):
         x_hat = (x[i, j] - mean) * rstd

@@ -121,7 +121,7 @@ def dx_row_float64(dy, x, i, weight, rstd, dx, part):
     """Row i's dx in float64, its dweight terms added to ``part``; returns its mean(g * x_hat), summed
     again from g in float64 (the row's sum in x's dtype may have overflowed)."""
     d = x.shape[1]
-    mean_gx = rstd * sum_gx(dy[i], x[i], weight)[0] / d
+    mean_gx = rstd * sum_gx(dy[i], x[i], weight) / d
     for j in range(d):
         x_hat = x[i, j] * rstd
         dx[i, j] = rstd * (np.float64(dy[i, j]) * np.float64(weight[j]) - x_hat * mean_gx)

@@ -81,31 +81,26 @@ def sum_sq_dev(x, c):
 
 @jit_sum
 def sum_gx(dy, x, w):
-    """(sum of g_j x_j, sum of g_j^2), g = dy w: a backward's row sums without a centre (the
-    variants' RMSNorm; RMSNorm's own kernel: row_sum_gx).
-    The sum of g^2 bounds every |g_j| (float32.py)."""
+    """sum of g_j x_j, g = dy w: a backward's row sum without a centre (the variants' RMSNorm; RMSNorm's
+    own kernel: row_sum_gx), float64 throughout, as sum_g."""
     sgx = 0.0
-    sgg = 0.0
     for j in range(x.shape[0]):
-        g = np.float64(dy[j]) * np.float64(w[j])
-        sgx += g * np.float64(x[j])
-        sgg += g * g
-    return sgx, sgg
+        sgx += np.float64(dy[j]) * np.float64(w[j]) * np.float64(x[j])
+    return sgx
 
 
 @jit_sum
 def sum_g(dy, x, w, c):
-    """(sum of g_j, sum of g_j (x_j - c), sum of g_j^2), g = dy w: a backward's row sums about a
-    centre c (GroupNorm, the variants' LayerNorm; LayerNorm's own kernel: row_sum_g)."""
+    """(sum of g_j, sum of g_j (x_j - c)), g = dy w: a backward's row sums about a centre c (GroupNorm's
+    runs, the variants' LayerNorm; LayerNorm's own kernel: row_sum_g). Float64 throughout: its callers
+    compute dx in float64."""
     sg = 0.0
     sgx = 0.0
-    sgg = 0.0
     for j in range(x.shape[0]):
         g = np.float64(dy[j]) * np.float64(w[j])
         sg += g
         sgx += g * (np.float64(x[j]) - c)
-        sgg += g * g
-    return sg, sgx, sgg
+    return sg, sgx
 
 
 @jit
@@ -295,17 +290,14 @@ def add_chunks(parts, total):
 
 @jit_sum
 def sum_dy(dy, x, c):
-    """(sum of dy_j, sum of dy_j (x_j - c), sum of dy_j^2): dbias and, times rstd, dweight of one run;
-    the sum of dy^2 bounds every |dy_j| (float32.py)."""
+    """(sum of dy_j, sum of dy_j (x_j - c)): dbias and, times rstd, dweight of one run."""
     s = 0.0
     sx = 0.0
-    sdd = 0.0
     for j in range(x.shape[0]):
         d = np.float64(dy[j])
         s += d
         sx += d * (np.float64(x[j]) - c)
-        sdd += d * d
-    return s, sx, sdd
+    return s, sx
 
 
 # -- column sums over a tile: rows [r0, r1), columns [lo, lo + n) -----------------------------

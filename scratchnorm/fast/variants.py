@@ -151,10 +151,10 @@ def backward_row(dy, x, w, stats, dx, dw, db, center, k, eps, mode):
     m = x.shape[0]
     mean, ms, rstd = stats[0], stats[1], stats[2]
     if center:
-        sg, sgx, _ = sum_g(dy, x, w, mean)
+        sg, sgx = sum_g(dy, x, w, mean)
         mean_g = sg / m
     else:
-        sgx, _ = sum_gx(dy, x, w)
+        sgx = sum_gx(dy, x, w)
         mean_g = 0.0
     gxh = sgx * rstd                                      # sum of g * x_hat
     a = gxh * drstd_dms_per_rstd3(ms, rstd, eps, mode) * (2.0 / k)

@@ -75,12 +75,27 @@ def test_a_deviation_beyond_float32_goes_to_float64(stem, kw):
 def test_a_times_dy_beyond_float32_goes_to_float64(stem, kw):
     """dy = 3.2e35 on a value at the mean (x_hat = 0), 0 elsewhere; a = rstd w = 1070: a dy = 3.45e38
     overflows float32, while e = a mean(dy) = 2.2e37 and (x - mean) cc = 0 fit, and dx there,
-    a dy - e = 3.2e38, fits too. Only the bound |a| sqrt(sum dy^2) sends the slab to float64."""
+    a dy - e = 3.2e38, fits too. The scalars pass every guard: only the float32 line's inf, seen after it
+    (channel_slabs.dx_slab), sends the slab to float64."""
     x = np.array([0.0] + [1.0, -1.0] * 7 + [0.0])
     dy = np.zeros(16)
     dy[0] = 3.2e35
     got, want = check(stem, kw, x, dy, 1e3, 0.0, "a dy")
     assert np.isfinite(want["x"]).all() and abs(want["x"][0, 0, 0]) > 3e38
+
+
+@pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
+def test_two_overflows_that_cancel_go_to_float64(stem, kw):
+    """x = (2, 0, ..., 0), dy = (1.8e38, 0, ..., 0): x_hat = sqrt(15) at the first value, rstd = 2.07, and
+    there dx = rstd dy (1 - 1/16 - 15/16) cancels: a dy = 3.72e38 and (x - mean) cc = 3.49e38 both overflow
+    float32, and inf - inf gives NaN, where the float64 dx is 1.5e34. e = 2.3e37 and cc = 1.9e38 fit, so
+    only a test of the float32 results that refuses NaN as well as inf sends the slab to float64."""
+    x = np.zeros(16)
+    x[0] = 2.0
+    dy = np.zeros(16)
+    dy[0] = 1.8e38
+    got, want = check(stem, kw, x, dy, 1.0, 0.0, "inf - inf")
+    assert np.isfinite(want["x"]).all()
 
 
 @pytest.mark.parametrize("stem,kw", STEMS, ids=IDS)
