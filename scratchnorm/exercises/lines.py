@@ -18,6 +18,7 @@ every frame of theirs, each array bound to a name (or changed in place), with it
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import re
 import sys
@@ -101,6 +102,23 @@ NAMES = {"std": ("std", "sqrtvar", "sigma", "sqrt_var"),
 STEP = {name: step for step, names in NAMES.items() for name in names}
 
 
+ORDER = {name: i for i, name in enumerate(STEP)}     # the steps' names in NAMES's order: the course's
+
+
+def in_source_order(names, file, line) -> list:
+    """``names`` bound at one step of a frame, as they are written on ``file``'s ``line`` (left to right: an
+    unpacked tuple, a signature), those not on it after them, in the course's order (ORDER): never a set's
+    order, which changes with the hash seed from run to run."""
+    if len(names) < 2:
+        return names
+    text = linecache.getline(file, line)
+
+    def column(name):
+        m = re.search(rf"\b{name}\b", text)
+        return m.start() if m else len(text)
+    return sorted(names, key=lambda name: (column(name), ORDER[name]))
+
+
 def traced(call, record=None):
     """Run ``call()`` and return [(name, file, line, value, times bound)] of the watched names the learner's
     frames bound: the last binding of each name per function, in the order they were bound. ``record`` (a
@@ -115,13 +133,13 @@ def traced(call, record=None):
 
         def local(frame, event, arg):
             if event in ("line", "return"):
-                for name in STEP.keys() & frame.f_locals.keys():
-                    value = frame.f_locals[name]
-                    if state["seen"].get(name) is not value:
-                        state["seen"][name] = value
-                        times = bound.pop((frame.f_code, name), (0,) * 5)[4] + 1   # re-bound: it moves to the end
-                        bound[(frame.f_code, name)] = (name, frame.f_code.co_filename, state["line"],
-                                                       np.array(value, dtype=np.float64, copy=True), times)
+                fresh = [name for name, value in frame.f_locals.items() if name in STEP and
+                         state["seen"].get(name) is not value]
+                for name in in_source_order(fresh, frame.f_code.co_filename, state["line"]):
+                    value = state["seen"][name] = frame.f_locals[name]
+                    times = bound.pop((frame.f_code, name), (0,) * 5)[4] + 1   # re-bound: it moves to the end
+                    bound[(frame.f_code, name)] = (name, frame.f_code.co_filename, state["line"],
+                                                   np.array(value, dtype=np.float64, copy=True), times)
                 if record is not None:
                     for name, value in frame.f_locals.items():
                         if isinstance(value, np.ndarray) and value.ndim and value.dtype.kind == "f":
