@@ -96,6 +96,36 @@ def judged(s: Seen) -> None:
               s.groups if g == "x" else None, s.wholes.get(g))
 
 
+def forward_shape(s: Seen) -> None:
+    """The forward's y of the wrong shape: what it has, x's shape, and the fix, by what the shapes show (the same
+    numbers with axes of length 1 added: a reshape to x's shape, seen to give the right y; another layout of as
+    many numbers; fewer or more numbers)."""
+    y = s.report.results.get("y")
+    if y is None or y.code != "wrong_shape":
+        return
+    n, label = next(n for n, (g, r) in enumerate(zip(s.got["y"], s.refs["y"])) if np.shape(g) != np.shape(r)), \
+        s.report.labels.get("y", "y")
+    got, x = np.shape(s.got["y"][n]), np.shape(s.refs["y"][n])
+    found = f"your forward's {label} has shape {got} where x's shape {x} belongs"
+    given = (f"{s.report.labels.get('weight', 'dweight')[1:]} comes here in shape "
+             f"{s.contract.param_shape(s.cases[n][0])}, to be used as given")
+    if y.headline.startswith("values right"):
+        found += f"; its numbers are right: {label}.reshape(x.shape) gives the right {label}, checked on every draw"
+        fix = f"{label}.reshape(x.shape) before the return, or leave out the axes of length 1 where they come in" + \
+            (f" (if an array combined into it has more axes than x: {given})" if len(got) > len(x) else "")
+    elif np.prod(got) == np.prod(x):
+        fix = (f"turn the result back to x's layout before returning it: {label} has as many numbers as x in "
+               "another shape; undo a transpose with the inverse transpose (transpose(0, 2, 3, 1) with "
+               "transpose(0, 3, 1, 2)), and a reshape with a reshape to x.shape")
+    else:
+        fix = f"{label} must hold one value per element of x ({np.prod(x)}; it holds {np.prod(got)}): " + \
+            (f"it has {len(got) - len(x)} more axes than x, as an array combined into it that has more axes than x "
+             f"gives ({given})" if len(got) > len(x) else
+             "a statistic taken without keepdims=True broadcasts against x along other axes, or a reshape is not "
+             "undone")
+    y.advice["wrong_shape"] = (found, fix)
+
+
 def every_form(s: Seen) -> None:
     """A forward's slip seen through the learner's backward (slips.through_forms) is said with every backward form
     that gives their numbers: the first in the catalogue's order need not be the one they wrote."""
@@ -325,6 +355,6 @@ def cache_order(s: Seen) -> None:
             r.detail = f"{order}: read in the forward's order, your backward is right"
 
 
-FORWARD = (judged, combinations, large_mean)
+FORWARD = (judged, forward_shape, combinations, large_mean)
 BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
             the_line, cache_order)
