@@ -32,7 +32,7 @@ from .judge import CORRECT, ZERO, judge, rel_err, reproduces
 from .lines import held, traced
 from .mutants import TERMS, backward, forward
 from .report import Result
-from .slips import FIXES_IT, NOT_ENOUGH, THROUGH
+from .slips import FIXES_IT, NOT_ENOUGH, THROUGH, UNCHECKED
 from .terms import describe, named
 
 
@@ -309,32 +309,46 @@ def forward_fixed(s: Seen) -> None:
     """Advise only a fix seen to work: a backward said right in itself on the forward's statistics ("fixing the
     forward fixes it", slips.through_forms) is run once more on every draw with the forward's fix applied to its
     cache (each cached statistic the slip changed replaced by the right one); if a gradient is still wrong, the
-    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise)."""
+    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise). When the fix
+    cannot be applied (no cache; a statistic of another shape than the right one; the backward raises on it), the
+    report says that more may be wrong (UNCHECKED), never that the fix is enough."""
     said = [g for g in s.got if FIXES_IT in s.report.results[g].detail]
-    if not said or not s.caches:
+    if not said:
         return
+    still = _still_wrong(s, said)
+    for g in said:
+        r = s.report.results[g]
+        if still is None:
+            r.detail = r.detail.replace(FIXES_IT, UNCHECKED)
+        elif g in still:
+            r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=still[g]))
+
+
+def _still_wrong(s: Seen, said) -> dict | None:
+    """{gradient of ``said``: its max rel err} of those still wrong with the forward's fix applied to the learner's
+    cache, on every draw; None when the fix cannot be applied and re-checked."""
+    if not s.caches:
+        return None
     still = {}
     for n, (kw, dy) in enumerate(s.cases):
         slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
         if slip is None:
-            return
+            return None
         right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
         wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
         inputs = [kw["x"], kw["weight"], kw.get("bias")]
         cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None])
         if cache is None:
-            return
+            return None
         try:
             out = as_grads(s.contract.backward(kw, dy.copy(), cache), s.ex)
         except Exception:  # the learner's code on a fixed cache: no claim either way
-            return
+            return None
         for g in said:
             err = rel_err(np.asarray(out.get(g), dtype=np.float64), s.refs[g][n])[0]
             if err > CORRECT:
                 still[g] = max(still.get(g, 0.0), err)
-    for g, err in still.items():
-        r = s.report.results[g]
-        r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=err))
+    return still
 
 
 def cache_order(s: Seen) -> None:

@@ -150,3 +150,23 @@ def test_a_layernorm_written_as_batchnorm_keeps_dgamma_and_dbeta_over_the_batch(
     at = f"`mean` (line {line_of('ln_over_the_batch', 'mean = np.mean(')})"
     assert advice.startswith(f"in your forward, at {at}, take the mean and the variance with axis=1"), advice
     assert "every mean and sum" not in advice and "dgamma and dbeta stay over the batch axes: axis=0" in advice
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+@pytest.mark.parametrize("file, code", [(RECOMPUTED, "eps_outside_sqrt"),
+                                        ("forward_mean_axis", "reduced_over_wrong_axis")])
+def test_a_forward_fix_that_cannot_be_re_checked_is_never_said_to_be_enough(name, file, code):
+    """Issue 51, item 4: in scratchnorm's contract (here a learner's own wrapper) there is no cache to fix, so
+    "fixing the forward fixes it" cannot be re-checked. The first student's backward recomputes std = sqrt(var) + eps,
+    and the forward's fix alone is not enough (the cache contract's re-check, above, shows it). The report says the
+    forward needs its fix and that more may be wrong, never that the fix is enough; and the forward's advice, where
+    the code has one, says so too."""
+    from library import as_library
+    report = check(name, as_library(load(STUDENTS / f"{file}.py", name)[0], name))
+    text = flat(str(report))
+    assert report.diagnoses == [code], text
+    assert "fixing the forward fixes it" not in text, text
+    assert "could not re-run your backward on the fixed forward's statistics, so more may be wrong" in text, text
+    if code in COMMON:
+        advice = flat(report.results["y"].advice[code][1])
+        assert "whether that alone is enough was not re-checked: more may be wrong in dx" in advice, advice
