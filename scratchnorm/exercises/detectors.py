@@ -283,15 +283,18 @@ def _as(a, v):
     return np.reshape(v[index], a.shape).copy()
 
 
-def _fixed_cache(cache, wrong, right, inputs):
+def _fixed_cache(cache, wrong, right, inputs, guessed):
     """The learner's ``cache`` with every array that holds one of the slipped forward's statistics ``wrong`` (and
     none of the right ones) replaced by the right one ``right``, as the fixed forward would cache it; None when an
-    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked)."""
+    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked). Where the right
+    statistic cannot take the cached one's shape (a statistic over other axes, or of the whole array), the right
+    one is cached in its own shape (keepdims) and ``guessed`` (a list) gets True: the fixed forward may cache it in
+    another shape, so only a backward then right says something (the fix works), not one still wrong."""
     if isinstance(cache, (tuple, list)):
-        items = [_fixed_cache(c, wrong, right, inputs) for c in cache]
+        items = [_fixed_cache(c, wrong, right, inputs, guessed) for c in cache]
         return None if any(i is None and c is not None for i, c in zip(items, cache)) else type(cache)(items)
     if isinstance(cache, dict):
-        items = {k: _fixed_cache(v, wrong, right, inputs) for k, v in cache.items()}
+        items = {k: _fixed_cache(v, wrong, right, inputs, guessed) for k, v in cache.items()}
         return None if any(items[k] is None and cache[k] is not None for k in cache) else items
     if not (isinstance(cache, (np.ndarray, np.floating)) and np.asarray(cache).dtype.kind == "f"):
         return cache                                # (eps, momentum: Python floats, as the param dict holds them)
@@ -299,9 +302,12 @@ def _fixed_cache(cache, wrong, right, inputs):
     if any(_holds(cache, v) for v in [*right, *inputs]):
         return cache
     for w, r in zip(wrong, right):
-        if _holds(cache, w):                        # a statistic over other axes has another shape: not fixed so
+        if _holds(cache, w):
             fixed = _as(cache, r) if np.shape(w) == np.shape(r) else None
-            return fixed if fixed is not None and _holds(fixed, r) else None     # r varies where w did not: no
+            if fixed is not None and _holds(fixed, r):
+                return fixed
+            guessed.append(True)                    # another shape, or r varies where w did not: r as it is
+            return np.array(r, dtype=np.float64, copy=True)
     return None
 
 
@@ -329,7 +335,7 @@ def _still_wrong(s: Seen, said) -> dict | None:
     cache, on every draw; None when the fix cannot be applied and re-checked."""
     if not s.caches:
         return None
-    still = {}
+    still, guessed = {}, []
     for n, (kw, dy) in enumerate(s.cases):
         slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
         if slip is None:
@@ -337,7 +343,7 @@ def _still_wrong(s: Seen, said) -> dict | None:
         right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
         wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
         inputs = [kw["x"], kw["weight"], kw.get("bias")]
-        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None])
+        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None], guessed)
         if cache is None:
             return None
         try:
@@ -348,7 +354,7 @@ def _still_wrong(s: Seen, said) -> dict | None:
             err = rel_err(np.asarray(out.get(g), dtype=np.float64), s.refs[g][n])[0]
             if err > CORRECT:
                 still[g] = max(still.get(g, 0.0), err)
-    return still
+    return None if still and guessed else still
 
 
 def cache_order(s: Seen) -> None:

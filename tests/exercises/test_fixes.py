@@ -170,3 +170,37 @@ def test_a_forward_fix_that_cannot_be_re_checked_is_never_said_to_be_enough(name
     if code in COMMON:
         advice = flat(report.results["y"].advice[code][1])
         assert "whether that alone is enough was not re-checked: more may be wrong in dx" in advice, advice
+
+
+@pytest.mark.parametrize("v", [("batchnorm", "closed", "tuple", "keepdims", "whole_array_statistics", "fwd"),
+                               ("layernorm", "closed", "tuple", "modern", "reduced_over_wrong_axis", "var")],
+                         ids=["whole_array", "variance_over_the_batch"])
+def test_a_cached_statistic_of_another_shape_is_fixed_in_the_right_one_and_re_checked(v, tmp_path):
+    """Issue 51, item 4: a forward whose cached statistic has another shape than the right one (a whole-array mean,
+    a variance over the batch) cannot be fixed in place; the checker caches the right statistic in its own shape,
+    re-runs the backward, and says "fixing the forward fixes it" only because that run is right. The learner's file
+    with the forward's slip undone (learner_files' right variant) is indeed right."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from learner_files import Variant, source
+    slipped, fixed = Variant(*v), Variant(*v[:4])
+    (tmp_path / "slipped.py").write_text(source(slipped))
+    (tmp_path / "fixed.py").write_text(source(fixed))
+    report = flat(str(check(v[0], load(tmp_path / "slipped.py", v[0])[0])))
+    assert "fixing the forward fixes it" in report, report
+    assert check(v[0], load(tmp_path / "fixed.py", v[0])[0]).ok
+
+
+def test_a_fix_that_cannot_be_applied_to_the_cache_says_nothing_either_way(tmp_path):
+    """A transposed LayerNorm's cache holds arrays that are neither an input nor a statistic of either forward in
+    the checker's layout: the fix cannot be applied. Fixing this forward does fix it (its slip is in the forward
+    alone: learner_files' right variant passes), so the report must not say "not enough", nor that it fixes it
+    (unchecked): it says the fix was not re-checked."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from learner_files import Variant, source
+    v = ("layernorm", "closed", "dict", "transposed", "eps_outside_sqrt", "fwd")
+    (tmp_path / "slipped.py").write_text(source(Variant(*v)))
+    (tmp_path / "fixed.py").write_text(source(Variant(*v[:4])))
+    report = flat(str(check("layernorm", load(tmp_path / "slipped.py", "layernorm")[0])))
+    assert "not enough" not in report and "fixing the forward fixes it" not in report, report
+    assert "could not re-run your backward on the fixed forward's statistics" in report, report
+    assert check("layernorm", load(tmp_path / "fixed.py", "layernorm")[0]).ok
