@@ -75,7 +75,7 @@ def said(exc: BaseException, where) -> tuple[str, str] | None:
     module = getattr(exc, "name", None) or ""
     if isinstance(exc, ModuleNotFoundError) and module.startswith("numpy."):
         what, instead = MODULES.get(module, ("a module", {}))
-        head = f"{module} is not in NumPy {np.__version__} (installed): {what} of older NumPy, since removed"
+        head = f"{module} is not in NumPy {np.__version__} (installed): it was {what} in older NumPy, since removed"
         bound, unused = _imported(*where) if where else ([], [])
         replaced = [instead[b] for b in bound if b in instead]
         if replaced:

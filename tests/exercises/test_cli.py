@@ -176,11 +176,11 @@ def test_a_name_numpy_removed_is_reported_with_what_replaces_it(tmp_path):
 
 @pytest.mark.parametrize("line, said", [
     ("from numpy.testing._private.nosetester import NoseTester",
-     f"numpy.testing._private.nosetester is not in NumPy {np.__version__} (installed): NumPy's nose test runner of "
-     "older NumPy, since removed; nothing in old.py uses NoseTester: delete line 2"),
+     f"numpy.testing._private.nosetester is not in NumPy {np.__version__} (installed): it was NumPy's nose test "
+     "runner in older NumPy, since removed; nothing in old.py uses NoseTester: delete line 2"),
     ("from numpy.core.umath_tests import matrix_multiply",
-     f"numpy.core.umath_tests is not in NumPy {np.__version__} (installed): an internal test module (deprecated in "
-     "1.15) of older NumPy, since removed; write np.matmul(a, b) (or a @ b) for matrix_multiply(a, b)"),
+     f"numpy.core.umath_tests is not in NumPy {np.__version__} (installed): it was an internal test module "
+     "(deprecated in 1.15) in older NumPy, since removed; write np.matmul(a, b) (or a @ b) for matrix_multiply(a, b)"),
     ("from numpy import product", "np.product was removed in NumPy 2.0: write np.prod instead"),
     ("SIZE = np.float(3)", "module 'numpy' has no attribute 'float' (old.py, line 2); np.float was removed in NumPy "
                            "1.24: write float (or np.float64 for the dtype) instead"),
