@@ -284,12 +284,13 @@ def _as(a, v):
 
 
 def _fixed_cache(cache, wrong, right, inputs, guessed):
-    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics ``wrong`` (and
-    none of the right ones) replaced by the right one ``right``, as the fixed forward would cache it; None when an
-    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked). Where the right
-    statistic cannot take the cached one's shape (a statistic over other axes, or of the whole array), the right
-    one is cached in its own shape (keepdims) and ``guessed`` (a list) gets True: the fixed forward may cache it in
-    another shape, so only a backward then right says something (the fix works), not one still wrong."""
+    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics (or its y)
+    ``wrong`` (and none of the right ones) replaced by the right one ``right``, as the fixed forward would cache
+    it; None when an array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked).
+    Where the right statistic cannot take the cached one's shape (a statistic over other axes, or of the whole
+    array), the right one is cached in its own shape (keepdims) and ``guessed`` (a list) gets True: the fixed
+    forward may cache it in another shape, so only a backward then right says something (the fix works), not one
+    still wrong."""
     if isinstance(cache, (tuple, list)):
         items = [_fixed_cache(c, wrong, right, inputs, guessed) for c in cache]
         return None if any(i is None and c is not None for i, c in zip(items, cache)) else type(cache)(items)
@@ -340,8 +341,11 @@ def _still_wrong(s: Seen, said) -> dict | None:
         slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
         if slip is None:
             return None
-        right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
-        wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
+        L, kn = s.ex.layout_for(kw), s.ex.knobs_for(kw)
+        bias = kw["bias"] if "bias" in s.ex.functions.get("forward", ()) else None
+        right = [*held(kw["x"], kw["eps"], L, kn), forward(kw["x"], kw["weight"], bias, kw["eps"], L, kn)]
+        wrong = [*held(kw["x"], kw["eps"], slip.layout, slip.knobs),            # the statistics, and y (out cached)
+                 forward(kw["x"], kw["weight"], bias, kw["eps"], slip.layout, slip.knobs)]
         inputs = [kw["x"], kw["weight"], kw.get("bias")]
         cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None], guessed)
         if cache is None:

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scratchnorm.exercises import EXERCISES, check
@@ -204,3 +205,28 @@ def test_a_fix_that_cannot_be_applied_to_the_cache_says_nothing_either_way(tmp_p
     assert "not enough" not in report and "fixing the forward fixes it" not in report, report
     assert "could not re-run your backward on the fixed forward's statistics" in report, report
     assert check("layernorm", load(tmp_path / "fixed.py", "layernorm")[0]).ok
+
+
+def test_a_cache_that_holds_the_forward_s_out_is_fixed_with_the_right_out_and_re_checked():
+    """Issue 51, item 4: a BatchNorm forward with eps outside the root that caches its own out beside std and the
+    mean (as a development learner's does), and a backward right on those statistics that never reads out: the
+    cached out is replaced by the right one with the statistics, the backward re-run, and the claim "fixing the
+    forward fixes it" is made because that run is right (before, out was neither an input nor a statistic, and the
+    claim was made unchecked)."""
+    def batchnorm_forward(x, gamma, beta, bn_param):
+        eps = bn_param["eps"]
+        mean, std = x.mean(axis=0), np.sqrt(x.var(axis=0)) + eps        # eps outside the root
+        out = gamma * (x - mean) / std + beta
+        return out, (x, out, gamma, std, mean, eps)
+
+    def batchnorm_backward(dout, cache):
+        x, _, gamma, std, mean, eps = cache
+        xhat, N = (x - mean) / std, x.shape[0]
+        g = dout * gamma
+        dx = (N * g - g.sum(axis=0) - xhat * (g * xhat).sum(axis=0)) / (N * std)
+        return dx, (dout * xhat).sum(axis=0), dout.sum(axis=0)
+
+    report = check("batchnorm", {"batchnorm_forward": batchnorm_forward, "batchnorm_backward": batchnorm_backward})
+    text = flat(str(report))
+    assert report.diagnoses == ["eps_outside_sqrt"], text
+    assert "fixing the forward fixes it" in text and "could not re-run" not in text, text
