@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import removed
+from .removed import older_numpy
 from .judge import same_numbers
 from .mutants import statistics
 
@@ -79,7 +79,7 @@ def described(exc: BaseException) -> str:
     """"TypeError: message (file, line N)", and what to write instead when the error comes from a name or module
     NumPy removed rather than from the learner's maths (removed.py)."""
     where, frames = locate(exc), _frames(exc)
-    older = removed.said(exc, frames[-1] if frames else None)
+    older = older_numpy(exc, frames[-1] if frames else None)
     text = f"{type(exc).__name__}: {older[0] if older else exc}" + (f" ({where})" if where else "")
     return text + (f"; {older[1]}" if older else "")
 

@@ -1,5 +1,5 @@
 """What older NumPy had and NumPy 2 does not: a learner's file written for it fails on a name or a module, not on
-its maths, and the report says which, that NumPy removed it, and what to write instead (``said``, for
+its maths, and the report says which, that NumPy removed it, and what to write instead (``older_numpy``, for
 lines.described).
 
 Names (np.NAME, ``from numpy import NAME``) whose removal NumPy's own message does not explain: np.product and
@@ -62,7 +62,7 @@ def _imported(file, line):
     return bound, [b for b in bound if b not in read]
 
 
-def said(exc: BaseException, where) -> tuple[str, str] | None:
+def older_numpy(exc: BaseException, where) -> tuple[str, str] | None:
     """(the error in one line, what to write instead) when ``exc`` comes from a name or module NumPy removed or from
     a ragged array, else None; ``where`` (file, line) of the learner's deepest frame, or None."""
     text = str(exc)
