@@ -263,3 +263,5 @@ MISTAKES = {
                        "not checked, so nothing says it is right. Fix the error and check again.",
     "unrecognized": "Wrong, and no mistake of the catalogue reproduces it: see below what is true of it.",
 }
+# wrong_shape's sentence when the forward's output alone has it (its found and fix: detectors.forward_shape)
+FORWARD_WRONG_SHAPE = "The forward's output has the wrong shape: it should have x's shape, one value per element of x."

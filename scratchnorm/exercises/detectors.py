@@ -32,7 +32,7 @@ from .judge import CORRECT, ZERO, judge, rel_err, reproduces
 from .lines import held, traced
 from .mutants import TERMS, backward, forward
 from .report import Result
-from .slips import FIXES_IT, NOT_ENOUGH, THROUGH
+from .slips import FIXES_IT, NOT_ENOUGH, THROUGH, UNCHECKED
 from .terms import describe, named
 
 
@@ -94,6 +94,36 @@ def judged(s: Seen) -> None:
             continue
         judge(s.report, g, [np.asarray(v) for v in got], s.refs[g], s.variants.get(g, {}), s.partials.get(g),
               s.groups if g == "x" else None, s.wholes.get(g))
+
+
+def forward_shape(s: Seen) -> None:
+    """The forward's y of the wrong shape: what it has, x's shape, and the fix, by what the shapes show (the same
+    numbers with axes of length 1 added: a reshape to x's shape, seen to give the right y; another layout of as
+    many numbers; fewer or more numbers)."""
+    y = s.report.results.get("y")
+    if y is None or y.code != "wrong_shape":
+        return
+    n, label = next(n for n, (g, r) in enumerate(zip(s.got["y"], s.refs["y"])) if np.shape(g) != np.shape(r)), \
+        s.report.labels.get("y", "y")
+    got, x = np.shape(s.got["y"][n]), np.shape(s.refs["y"][n])
+    found = f"your forward's {label} has shape {got} where x's shape {x} belongs"
+    given = (f"{s.report.labels.get('weight', 'dweight')[1:]} comes here in shape "
+             f"{s.contract.param_shape(s.cases[n][0])}, to be used as given")
+    if y.headline.startswith("values right"):
+        found += f"; its numbers are right: {label}.reshape(x.shape) gives the right {label}, checked on every draw"
+        fix = f"{label}.reshape(x.shape) before the return, or leave out the axes of length 1 where they come in" + \
+            (f" (if an array combined into it has more axes than x: {given})" if len(got) > len(x) else "")
+    elif np.prod(got) == np.prod(x):
+        fix = (f"turn the result back to x's layout before returning it: {label} has as many numbers as x in "
+               "another shape; undo a transpose with the inverse transpose (transpose(0, 2, 3, 1) with "
+               "transpose(0, 3, 1, 2)), and a reshape with a reshape to x.shape")
+    else:
+        fix = f"{label} must hold one value per element of x ({np.prod(x)}; it holds {np.prod(got)}): " + \
+            (f"it has {len(got) - len(x)} more axes than x, as an array combined into it that has more axes than x "
+             f"gives ({given})" if len(got) > len(x) else
+             "a statistic taken without keepdims=True broadcasts against x along other axes, or a reshape is not "
+             "undone")
+    y.advice["wrong_shape"] = (found, fix)
 
 
 def every_form(s: Seen) -> None:
@@ -253,15 +283,19 @@ def _as(a, v):
     return np.reshape(v[index], a.shape).copy()
 
 
-def _fixed_cache(cache, wrong, right, inputs):
-    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics ``wrong`` (and
-    none of the right ones) replaced by the right one ``right``, as the fixed forward would cache it; None when an
-    array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked)."""
+def _fixed_cache(cache, wrong, right, inputs, guessed):
+    """The learner's ``cache`` with every array that holds one of the slipped forward's statistics (or its y)
+    ``wrong`` (and none of the right ones) replaced by the right one ``right``, as the fixed forward would cache
+    it; None when an array holds neither a statistic nor an input (it cannot be fixed so: no claim is re-checked).
+    Where the right statistic cannot take the cached one's shape (a statistic over other axes, or of the whole
+    array), the right one is cached in its own shape (keepdims) and ``guessed`` (a list) gets True: the fixed
+    forward may cache it in another shape, so only a backward then right says something (the fix works), not one
+    still wrong."""
     if isinstance(cache, (tuple, list)):
-        items = [_fixed_cache(c, wrong, right, inputs) for c in cache]
+        items = [_fixed_cache(c, wrong, right, inputs, guessed) for c in cache]
         return None if any(i is None and c is not None for i, c in zip(items, cache)) else type(cache)(items)
     if isinstance(cache, dict):
-        items = {k: _fixed_cache(v, wrong, right, inputs) for k, v in cache.items()}
+        items = {k: _fixed_cache(v, wrong, right, inputs, guessed) for k, v in cache.items()}
         return None if any(items[k] is None and cache[k] is not None for k in cache) else items
     if not (isinstance(cache, (np.ndarray, np.floating)) and np.asarray(cache).dtype.kind == "f"):
         return cache                                # (eps, momentum: Python floats, as the param dict holds them)
@@ -269,9 +303,12 @@ def _fixed_cache(cache, wrong, right, inputs):
     if any(_holds(cache, v) for v in [*right, *inputs]):
         return cache
     for w, r in zip(wrong, right):
-        if _holds(cache, w):                        # a statistic over other axes has another shape: not fixed so
+        if _holds(cache, w):
             fixed = _as(cache, r) if np.shape(w) == np.shape(r) else None
-            return fixed if fixed is not None and _holds(fixed, r) else None     # r varies where w did not: no
+            if fixed is not None and _holds(fixed, r):
+                return fixed
+            guessed.append(True)                    # another shape, or r varies where w did not: r as it is
+            return np.array(r, dtype=np.float64, copy=True)
     return None
 
 
@@ -279,32 +316,49 @@ def forward_fixed(s: Seen) -> None:
     """Advise only a fix seen to work: a backward said right in itself on the forward's statistics ("fixing the
     forward fixes it", slips.through_forms) is run once more on every draw with the forward's fix applied to its
     cache (each cached statistic the slip changed replaced by the right one); if a gradient is still wrong, the
-    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise)."""
+    report says so (NOT_ENOUGH), and the advice for the forward says that more is wrong (fixes.advise). When the fix
+    cannot be applied (no cache; a statistic of another shape than the right one; the backward raises on it), the
+    report says that more may be wrong (UNCHECKED), never that the fix is enough."""
     said = [g for g in s.got if FIXES_IT in s.report.results[g].detail]
-    if not said or not s.caches:
+    if not said:
         return
-    still = {}
+    still = _still_wrong(s, said)
+    for g in said:
+        r = s.report.results[g]
+        if still is None:
+            r.detail = r.detail.replace(FIXES_IT, UNCHECKED)
+        elif g in still:
+            r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=still[g]))
+
+
+def _still_wrong(s: Seen, said) -> dict | None:
+    """{gradient of ``said``: its max rel err} of those still wrong with the forward's fix applied to the learner's
+    cache, on every draw; None when the fix cannot be applied and re-checked."""
+    if not s.caches:
+        return None
+    still, guessed = {}, []
     for n, (kw, dy) in enumerate(s.cases):
         slip = next((m for m in s.slips[n] if (m.code, m.detail) in s.required), None)
         if slip is None:
-            return
-        right = held(kw["x"], kw["eps"], s.ex.layout_for(kw), s.ex.knobs_for(kw))
-        wrong = held(kw["x"], kw["eps"], slip.layout, slip.knobs)
+            return None
+        L, kn = s.ex.layout_for(kw), s.ex.knobs_for(kw)
+        bias = kw["bias"] if "bias" in s.ex.functions.get("forward", ()) else None
+        right = [*held(kw["x"], kw["eps"], L, kn), forward(kw["x"], kw["weight"], bias, kw["eps"], L, kn)]
+        wrong = [*held(kw["x"], kw["eps"], slip.layout, slip.knobs),            # the statistics, and y (out cached)
+                 forward(kw["x"], kw["weight"], bias, kw["eps"], slip.layout, slip.knobs)]
         inputs = [kw["x"], kw["weight"], kw.get("bias")]
-        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None])
+        cache = _fixed_cache(s.caches[n], wrong, right, [i for i in inputs if i is not None], guessed)
         if cache is None:
-            return
+            return None
         try:
             out = as_grads(s.contract.backward(kw, dy.copy(), cache), s.ex)
         except Exception:  # the learner's code on a fixed cache: no claim either way
-            return
+            return None
         for g in said:
             err = rel_err(np.asarray(out.get(g), dtype=np.float64), s.refs[g][n])[0]
             if err > CORRECT:
                 still[g] = max(still.get(g, 0.0), err)
-    for g, err in still.items():
-        r = s.report.results[g]
-        r.detail = r.detail.replace(FIXES_IT, NOT_ENOUGH.format(label=s.report.labels.get(g, g), err=err))
+    return None if still and guessed else still
 
 
 def cache_order(s: Seen) -> None:
@@ -325,6 +379,6 @@ def cache_order(s: Seen) -> None:
             r.detail = f"{order}: read in the forward's order, your backward is right"
 
 
-FORWARD = (judged, combinations, large_mean)
+FORWARD = (judged, forward_shape, combinations, large_mean)
 BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
             the_line, cache_order)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 
 from .lines import Theirs, trail_line
-from .slips import NOT_ENOUGH, listed
+from .slips import NOT_ENOUGH, UNCHECKED, listed
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,7 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
     cache_contract = report.labels.get("weight") == "dgamma"
     said = set()                                    # each code once: at the first output that has it
     more = [report.labels[r.name] for r in report.results.values() if NOT_ENOUGH[:30] in r.detail]
+    unchecked = [report.labels[r.name] for r in report.results.values() if UNCHECKED in r.detail]
     for r in report.results.values():
         label = report.labels[r.name]
         parts = r.parts or [(r.code, r.detail, 1.0)]
@@ -198,6 +199,9 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
             advised = fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label, spot)
             if r.name == "y" and more:
                 advised += f"; that alone is not enough: re-checked with the forward right, {listed(more)} still wrong"
+            elif r.name == "y" and unchecked:
+                advised += (f"; whether that alone is enough was not re-checked: more may be wrong in "
+                            f"{listed(unchecked)}")
             r.advice[code] = (found, advised, str(section(code, exercise)))
 
 

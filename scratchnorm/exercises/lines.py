@@ -18,6 +18,7 @@ every frame of theirs, each array bound to a name (or changed in place), with it
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .removed import older_numpy
 from .judge import same_numbers
 from .mutants import statistics
 
@@ -48,9 +50,8 @@ def shown(path) -> str:
     return path if rel.startswith("..") else rel
 
 
-def locate(exc: BaseException) -> str:
-    """"file, line N" of the deepest of the learner's frames (", called from file, line M" when that is in
-    another file than the first of their frames); "" when no frame is theirs."""
+def _frames(exc: BaseException) -> list:
+    """[(file, line)] of the learner's frames in ``exc``'s traceback, the deepest last."""
     frames = []
     tb = exc.__traceback__
     while tb is not None:
@@ -59,6 +60,13 @@ def locate(exc: BaseException) -> str:
         tb = tb.tb_next
     if isinstance(exc, SyntaxError) and exc.filename and theirs(exc.filename):
         frames.append((exc.filename, exc.lineno))
+    return frames
+
+
+def locate(exc: BaseException) -> str:
+    """"file, line N" of the deepest of the learner's frames (", called from file, line M" when that is in
+    another file than the first of their frames); "" when no frame is theirs."""
+    frames = _frames(exc)
     if not frames:
         return ""
     (deep, line), (top, top_line) = frames[-1], frames[0]
@@ -67,28 +75,13 @@ def locate(exc: BaseException) -> str:
                    else "")
 
 
-# What older NumPy allowed and today's raises without saying why. Names removed with no replacement in the
-# message (the others' own message says it): np.product and np.cumproduct, deprecated in 1.25 and removed in
-# 2.0; np.asscalar, removed in 1.23. And ragged arrays: NEP 34's deprecation, finalized in 1.24, makes an array
-# built from pieces of different shapes (np.vstack of a cache's tuples, say) a ValueError
-REMOVED_FROM_NUMPY = {"product": ("np.prod", "2.0"), "cumproduct": ("np.cumprod", "2.0"),
-                      "asscalar": ("a.item()", "1.23")}
-RAGGED = "inhomogeneous shape"
-
-
 def described(exc: BaseException) -> str:
-    """"TypeError: message (file, line N)", and what to write instead when the error comes from a name NumPy
-    removed rather than from the learner's maths."""
-    where = locate(exc)
-    text = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
-    name = getattr(exc, "name", None)
-    if isinstance(exc, AttributeError) and name in REMOVED_FROM_NUMPY and "numpy" in str(exc):
-        use, version = REMOVED_FROM_NUMPY[name]
-        text += f"; np.{name} was removed in NumPy {version}: write {use} instead (the maths is the same)"
-    elif isinstance(exc, ValueError) and RAGGED in str(exc):
-        text += ("; NumPy 1.24 and later raise where older NumPy made an array of objects from pieces of different "
-                 "shapes: keep such pieces in a tuple or a list, and stack only arrays of one shape")
-    return text
+    """"TypeError: message (file, line N)", and what to write instead when the error comes from a name or module
+    NumPy removed rather than from the learner's maths (removed.py)."""
+    where, frames = locate(exc), _frames(exc)
+    older = older_numpy(exc, frames[-1] if frames else None)
+    text = f"{type(exc).__name__}: {older[0] if older else exc}" + (f" ({where})" if where else "")
+    return text + (f"; {older[1]}" if older else "")
 
 
 # the reference's step -> the names learners give it
@@ -99,6 +92,23 @@ NAMES = {"std": ("std", "sqrtvar", "sigma", "sqrt_var"),
          "dstd": ("dstd", "dsqrtvar", "d_std"), "dvar": ("dvar", "d_var", "dsigma2"),
          "dmean": ("dmean", "dmu", "d_mean", "d_mu")}
 STEP = {name: step for step, names in NAMES.items() for name in names}
+
+
+ORDER = {name: i for i, name in enumerate(STEP)}     # the steps' names in NAMES's order: the course's
+
+
+def in_source_order(names, file, line) -> list:
+    """``names`` bound at one step of a frame, as they are written on ``file``'s ``line`` (left to right: an
+    unpacked tuple, a signature), those not on it after them, in the course's order (ORDER): never a set's
+    order, which changes with the hash seed from run to run."""
+    if len(names) < 2:
+        return names
+    text = linecache.getline(file, line)
+
+    def column(name):
+        m = re.search(rf"\b{name}\b", text)
+        return m.start() if m else len(text)
+    return sorted(names, key=lambda name: (column(name), ORDER[name]))
 
 
 def traced(call, record=None):
@@ -115,13 +125,13 @@ def traced(call, record=None):
 
         def local(frame, event, arg):
             if event in ("line", "return"):
-                for name in STEP.keys() & frame.f_locals.keys():
-                    value = frame.f_locals[name]
-                    if state["seen"].get(name) is not value:
-                        state["seen"][name] = value
-                        times = bound.pop((frame.f_code, name), (0,) * 5)[4] + 1   # re-bound: it moves to the end
-                        bound[(frame.f_code, name)] = (name, frame.f_code.co_filename, state["line"],
-                                                       np.array(value, dtype=np.float64, copy=True), times)
+                fresh = [name for name, value in frame.f_locals.items() if name in STEP and
+                         state["seen"].get(name) is not value]
+                for name in in_source_order(fresh, frame.f_code.co_filename, state["line"]):
+                    value = state["seen"][name] = frame.f_locals[name]
+                    times = bound.pop((frame.f_code, name), (0,) * 5)[4] + 1   # re-bound: it moves to the end
+                    bound[(frame.f_code, name)] = (name, frame.f_code.co_filename, state["line"],
+                                                   np.array(value, dtype=np.float64, copy=True), times)
                 if record is not None:
                     for name, value in frame.f_locals.items():
                         if isinstance(value, np.ndarray) and value.ndim and value.dtype.kind == "f":

@@ -5,7 +5,7 @@ import json
 import textwrap
 from dataclasses import dataclass, field
 
-from .catalogue import EXERCISES, MISTAKES
+from .catalogue import EXERCISES, FORWARD_WRONG_SHAPE, MISTAKES
 
 
 @dataclass
@@ -122,8 +122,10 @@ class Report:
             lines.append("diagnosis: correct" if self.diagnoses == ["correct"] else "diagnosis:")
         for code in self.diagnoses:
             if code != "correct":
-                lines.append(textwrap.fill(f"{code}: {MISTAKES[code]}", 100, initial_indent="  ",
-                                           subsequent_indent="    "))
+                forward_only = code == "wrong_shape" and all(r.name == "y" for r in self.results.values()
+                                                             if code in r.codes)
+                said = FORWARD_WRONG_SHAPE if forward_only else MISTAKES[code]
+                lines.append(textwrap.fill(f"{code}: {said}", 100, initial_indent="  ", subsequent_indent="    "))
             for r in self.results.values():
                 for head, said in zip(("found", "fix", "derived in"), r.advice.get(code, ())):
                     lines.append(textwrap.fill(f"{head}: {said}", 100, initial_indent="    ",

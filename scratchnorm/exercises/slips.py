@@ -37,6 +37,10 @@ THROUGH = f"your backward is right in itself, on this forward's statistics {FIXE
 # gradient wrong
 NOT_ENOUGH = ("(but fixing the forward is not enough: with the forward's statistics right, your backward still "
               "gives a wrong {label}, max rel err {err:.1e}: more is wrong in it)")
+# said in place of FIXES_IT when the forward's fix cannot be applied and re-checked (no cache, as in scratchnorm's
+# contract; a cached statistic of another shape than the right one): the report never says an unchecked fix is enough
+UNCHECKED = ("(fixing the forward is needed, and may not be all: the checker could not re-run your backward on the "
+             "fixed forward's statistics, so more may be wrong)")
 
 def listed(items) -> str:
     """"a", "a and b", "a, b and c"."""

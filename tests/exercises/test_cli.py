@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scratchnorm.exercises import EXERCISES
@@ -171,3 +172,25 @@ def test_a_name_numpy_removed_is_reported_with_what_replaces_it(tmp_path):
     (tmp_path / "old_at_import.py").write_text("import numpy as np\n\nSCALE = np.asscalar(np.ones(1))\n")
     proc = cli("check", "old_at_import.py", cwd=tmp_path)
     assert proc.returncode == 2 and "np.asscalar was removed in NumPy 1.23: write a.item() instead" in proc.stderr
+
+
+@pytest.mark.parametrize("line, said", [
+    ("from numpy.testing._private.nosetester import NoseTester",
+     f"numpy.testing._private.nosetester is not in NumPy {np.__version__} (installed): it was NumPy's nose test "
+     "runner in older NumPy, since removed; nothing in old.py uses NoseTester: delete line 2"),
+    ("from numpy.core.umath_tests import matrix_multiply",
+     f"numpy.core.umath_tests is not in NumPy {np.__version__} (installed): it was an internal test module "
+     "(deprecated in 1.15) in older NumPy, since removed; write np.matmul(a, b) (or a @ b) for matrix_multiply(a, b)"),
+    ("from numpy import product", "np.product was removed in NumPy 2.0: write np.prod instead"),
+    ("SIZE = np.float(3)", "module 'numpy' has no attribute 'float' (old.py, line 2); np.float was removed in NumPy "
+                           "1.24: write float (or np.float64 for the dtype) instead"),
+    ("SIZE = np.int(3)", "np.int was removed in NumPy 1.24: write int (or np.int64 for the dtype) instead"),
+], ids=["nosetester", "umath_tests", "from_numpy_import_product", "np_float", "np_int"])
+def test_a_module_or_name_numpy_2_removed_imported_by_a_learner_is_said_with_its_replacement(tmp_path, line, said):
+    """A learner's file that imports (or uses at import) what NumPy 2 no longer has is told so: that NumPy removed
+    it, the name, and what to write instead (or that nothing uses it, and which line to delete); exit code 2."""
+    (tmp_path / "old.py").write_text(f"import numpy as np\n{line}\n\n\ndef layernorm_forward(x, gamma, beta, "
+                                     "ln_param):\n    return x, None\n")
+    proc = cli("check", "old.py", "--exercise", "layernorm", cwd=tmp_path)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert said in " ".join(proc.stderr.split()), proc.stderr

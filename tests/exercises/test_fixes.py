@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scratchnorm.exercises import EXERCISES, check
@@ -150,3 +151,82 @@ def test_a_layernorm_written_as_batchnorm_keeps_dgamma_and_dbeta_over_the_batch(
     at = f"`mean` (line {line_of('ln_over_the_batch', 'mean = np.mean(')})"
     assert advice.startswith(f"in your forward, at {at}, take the mean and the variance with axis=1"), advice
     assert "every mean and sum" not in advice and "dgamma and dbeta stay over the batch axes: axis=0" in advice
+
+
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+@pytest.mark.parametrize("file, code", [(RECOMPUTED, "eps_outside_sqrt"),
+                                        ("forward_mean_axis", "reduced_over_wrong_axis")])
+def test_a_forward_fix_that_cannot_be_re_checked_is_never_said_to_be_enough(name, file, code):
+    """Issue 51, item 4: in scratchnorm's contract (here a learner's own wrapper) there is no cache to fix, so
+    "fixing the forward fixes it" cannot be re-checked. The first student's backward recomputes std = sqrt(var) + eps,
+    and the forward's fix alone is not enough (the cache contract's re-check, above, shows it). The report says the
+    forward needs its fix and that more may be wrong, never that the fix is enough; and the forward's advice, where
+    the code has one, says so too."""
+    from library import as_library
+    report = check(name, as_library(load(STUDENTS / f"{file}.py", name)[0], name))
+    text = flat(str(report))
+    assert report.diagnoses == [code], text
+    assert "fixing the forward fixes it" not in text, text
+    assert "could not re-run your backward on the fixed forward's statistics, so more may be wrong" in text, text
+    if code in COMMON:
+        advice = flat(report.results["y"].advice[code][1])
+        assert "whether that alone is enough was not re-checked: more may be wrong in dx" in advice, advice
+
+
+@pytest.mark.parametrize("v", [("batchnorm", "closed", "tuple", "keepdims", "whole_array_statistics", "fwd"),
+                               ("layernorm", "closed", "tuple", "modern", "reduced_over_wrong_axis", "var")],
+                         ids=["whole_array", "variance_over_the_batch"])
+def test_a_cached_statistic_of_another_shape_is_fixed_in_the_right_one_and_re_checked(v, tmp_path):
+    """Issue 51, item 4: a forward whose cached statistic has another shape than the right one (a whole-array mean,
+    a variance over the batch) cannot be fixed in place; the checker caches the right statistic in its own shape,
+    re-runs the backward, and says "fixing the forward fixes it" only because that run is right. The learner's file
+    with the forward's slip undone (learner_files' right variant) is indeed right."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from learner_files import Variant, source
+    slipped, fixed = Variant(*v), Variant(*v[:4])
+    (tmp_path / "slipped.py").write_text(source(slipped))
+    (tmp_path / "fixed.py").write_text(source(fixed))
+    report = flat(str(check(v[0], load(tmp_path / "slipped.py", v[0])[0])))
+    assert "fixing the forward fixes it" in report, report
+    assert check(v[0], load(tmp_path / "fixed.py", v[0])[0]).ok
+
+
+def test_a_fix_that_cannot_be_applied_to_the_cache_says_nothing_either_way(tmp_path):
+    """A transposed LayerNorm's cache holds arrays that are neither an input nor a statistic of either forward in
+    the checker's layout: the fix cannot be applied. Fixing this forward does fix it (its slip is in the forward
+    alone: learner_files' right variant passes), so the report must not say "not enough", nor that it fixes it
+    (unchecked): it says the fix was not re-checked."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from learner_files import Variant, source
+    v = ("layernorm", "closed", "dict", "transposed", "eps_outside_sqrt", "fwd")
+    (tmp_path / "slipped.py").write_text(source(Variant(*v)))
+    (tmp_path / "fixed.py").write_text(source(Variant(*v[:4])))
+    report = flat(str(check("layernorm", load(tmp_path / "slipped.py", "layernorm")[0])))
+    assert "not enough" not in report and "fixing the forward fixes it" not in report, report
+    assert "could not re-run your backward on the fixed forward's statistics" in report, report
+    assert check("layernorm", load(tmp_path / "fixed.py", "layernorm")[0]).ok
+
+
+def test_a_cache_that_holds_the_forward_s_out_is_fixed_with_the_right_out_and_re_checked():
+    """Issue 51, item 4: a BatchNorm forward with eps outside the root that caches its own out beside std and the
+    mean (as a development learner's does), and a backward right on those statistics that never reads out: the
+    cached out is replaced by the right one with the statistics, the backward re-run, and the claim "fixing the
+    forward fixes it" is made because that run is right (before, out was neither an input nor a statistic, and the
+    claim was made unchecked)."""
+    def batchnorm_forward(x, gamma, beta, bn_param):
+        eps = bn_param["eps"]
+        mean, std = x.mean(axis=0), np.sqrt(x.var(axis=0)) + eps        # eps outside the root
+        out = gamma * (x - mean) / std + beta
+        return out, (x, out, gamma, std, mean, eps)
+
+    def batchnorm_backward(dout, cache):
+        x, _, gamma, std, mean, eps = cache
+        xhat, N = (x - mean) / std, x.shape[0]
+        g = dout * gamma
+        dx = (N * g - g.sum(axis=0) - xhat * (g * xhat).sum(axis=0)) / (N * std)
+        return dx, (dout * xhat).sum(axis=0), dout.sum(axis=0)
+
+    report = check("batchnorm", {"batchnorm_forward": batchnorm_forward, "batchnorm_backward": batchnorm_backward})
+    text = flat(str(report))
+    assert report.diagnoses == ["eps_outside_sqrt"], text
+    assert "fixing the forward fixes it" in text and "could not re-run" not in text, text

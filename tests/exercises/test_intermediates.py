@@ -57,3 +57,19 @@ def test_a_name_bound_many_times_to_a_piece_is_not_compared():
     once = [("dxhat", "f.py", 3, np.ones((4, 3)), 1), ("dvar", "f.py", 5, np.array(7.0), 1)]      # np.sum, no axis
     assert first_divergence(once, steps).endswith("dvar (line 5) is the first that differs from the reference's "
                                                   "dvar, of size 1 where the reference's has 3")
+
+
+def test_the_report_is_the_same_under_any_hash_seed_and_lists_one_line_s_names_as_written():
+    """Two steps bound on one line (the cache unpacked: x_norm and std) are listed as the line writes them, left to
+    right, whatever Python's hash seed: `check` run in processes with four seeds prints one report (a set of the
+    names, walked in a seed's order, listed them "std, x_norm" under some seeds)."""
+    import os
+    import subprocess
+    path = STUDENTS / "eps_hard_coded_in_one_term.py"
+    reports = {subprocess.run([sys.executable, "-m", "scratchnorm.exercises", "check", str(path), "--exercise",
+                               "batchnorm"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(4)}
+    assert len(reports) == 1, "\n---\n".join(reports)
+    line = line_of("eps_hard_coded_in_one_term", "x, x_norm, sample_mean, sample_var, std, gamma = cache")
+    text = " ".join(reports.pop().split())
+    assert f"x_norm (line {line}), std (line {line})" in text, text

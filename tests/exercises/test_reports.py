@@ -154,3 +154,29 @@ def test_a_forward_slip_seen_through_the_backward_names_the_form_the_learner_wro
     report = check("batchnorm", student("forward_mean_axis"))
     detail = report.results["x"].detail
     assert THROUGH in detail and FORMS["middle"][0] in detail, detail
+
+
+def _with_out(out_of):
+    """closed_form's LayerNorm with the forward's out replaced by ``out_of(out)``, its backward as it is."""
+    module = student("closed_form")
+
+    def layernorm_forward(x, gamma, beta, ln_param):
+        out, cache = module.layernorm_forward(x, gamma, beta, ln_param)
+        return out_of(out), cache
+    return {"layernorm_forward": layernorm_forward, "layernorm_backward": module.layernorm_backward}
+
+
+@pytest.mark.parametrize("out_of, fix", [(lambda out: out[None, :, None], "out.reshape(x.shape)"),
+                                         (lambda out: out.T, "turn the result back"),
+                                         (lambda out: out[:, :1], "one value per element of x")],
+                         ids=["axes_added", "transposed", "cut"])
+def test_a_forward_whose_out_alone_has_the_wrong_shape_is_told_so(out_of, fix):
+    """Only the forward's out has the wrong shape (the gradients are right): the report says it is the forward's
+    out, the shape it has and x's, and the fix; not that a returned gradient has the wrong shape."""
+    report = check("layernorm", _with_out(out_of))
+    assert report.diagnoses == ["wrong_shape"], str(report)
+    text = flat(report)
+    assert "A returned gradient has the wrong shape" not in text, text
+    got = np.shape(out_of(np.zeros((4, 6))))
+    assert f"your forward's out has shape {got} where x's shape (4, 6) belongs" in text, text
+    assert f"fix: {fix}" in text or fix in text.split("fix:")[-1], text
