@@ -55,12 +55,16 @@ report(lesson, f"  corpus: {data.n_docs} docstrings, {len(data.train)} training 
 # $k = 64$. The estimate's quality is set by $k$: its relative error is about $1/\sqrt{2k}$, some 40% here
 # against 9% at $k = 64$. A model wide enough for a representative $k$ would not train in this lesson's
 # minute, so the pRMSNorm row below tests a much noisier estimate than the paper's, and says so (lesson 06
-# measures the estimate at $d = 1024$). After the race, each norm layer is also timed alone.
+# measures the estimate at $d = 1024$). The validation loss is measured on 256 held-out windows at steps 0, 50,
+# ..., 250 and at 225: the claims read the mean of the last two, the figure the whole curve (evaluations cost as
+# much as 4 training steps each and change no bit of the training). After the first seed's race, each norm layer
+# is also timed alone.
 #
 # `--seeds N` (default 5; 1 with `--quick`) repeats the race with other initial weights and other batches. The
-# numba backend, the library's default, is at least as fast as NumPy's inside a training step
-# (`scratchnorm/fast/NOTES.md`); a step here is bound by the toolkit's Python, so no backend buys the seeds the
-# timed row would need (the takeaways compute how many, and the minutes).
+# models train on the numba backend, the library's default: a whole training step of this model took 1.18x as
+# long on NumPy's (interleaved, CPU time, on a busy machine; lessons/NOTES.md). Half a step or so is NumPy's
+# matrix products, which have no kernel, so no backend buys the seeds the timed row would need (the takeaways
+# compute how many, and the minutes).
 
 # %%
 NORMS = ("layernorm", "rmsnorm", "prmsnorm")
@@ -74,7 +78,7 @@ def transformer(vocab, norm, seed=0):
 
 
 def train(lesson, data, seed):
-    """The four models raced on the same batches; their curves; each norm layer timed alone."""
+    """The four models raced on the same batches; their curves; on the first seed, each norm layer timed alone."""
     rng = np.random.default_rng(12 + seed)
     steps = lesson.pick(90, 250)      # --quick: enough steps to clear the unigram baseline with margin
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", BATCH, T + 1, rng) for _ in range(steps))]
@@ -83,8 +87,11 @@ def train(lesson, data, seed):
     warm_up([transformer(data.vocab_size, n, seed=99) for n in NORMS], *batches[0])
     models = {norm: transformer(data.vocab_size, norm, seed) for norm in RUNS}
     runs = {norm: (m, nn.Adam(m, lr=LR, betas=BETAS)) for norm, m in models.items()}
-    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])),
-                  every=lesson.pick(15, 25))
+    last, every = lesson.pick(15, 25), lesson.pick(15, 50)             # the claims read the last two evaluations
+    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), every,
+                  at=set(range(0, steps + 1, every)) | {steps - last, steps})
+    if seed > 0:
+        return models, curves, None
     x, dy = rng.standard_normal((BATCH, T, D)), rng.standard_normal((BATCH, T, D))
     layers = {norm: nn.make_norm(norm, D) for norm in NORMS}
     layer_t = interleaved_medians({n: (lambda m=m: (m.forward(x), m.backward(dy))) for n, m in layers.items()},
@@ -95,7 +102,7 @@ def train(lesson, data, seed):
 with one_blas_thread():
     t0 = time.perf_counter()
     runs = [train(lesson, data, seed) for seed in range(lesson.seeds)]
-    seed_seconds = (time.perf_counter() - t0) / len(runs)             # one seed: the race and the layers timed
+    seed_seconds = (time.perf_counter() - t0) / len(runs)             # one seed's race (the first's: the layers too)
 models, layer_t = runs[0][0], runs[0][2]
 curves = {n: [r[1][n] for r in runs] for n in RUNS}                    # {norm: [Curve per seed]}
 final = {n: np.array([np.mean(c.loss[-2:]) for c in curves[n]]) for n in RUNS}   # last two evaluations

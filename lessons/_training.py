@@ -121,6 +121,23 @@ def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
             f"at this run's {seconds_per_seed:.2g} s a seed")
 
 
+def forecast_check(pilot, fresh, bounds: dict, summary=mean_interval):
+    """The ledger's forecast (``deciding_factor``) made on the ``pilot`` values (one per seed), checked against a
+    rerun on ``fresh`` ones: (the seeds it asked for, the ``summary`` (mean, low, high) of the first that many
+    fresh values, its verdict on ``bounds``, ``{"holds_if": ..., "approx_if": ...}``); None for a pilot that is
+    decided, or whose estimate sits on a bound. ``summary``: ``mean_interval``, or ``geometric_interval`` for
+    ratios."""
+    m, lo, hi = summary(pilot)
+    if verdict_of(m, **bounds, interval=(lo, hi)) != INCONCLUSIVE:
+        return None
+    found = deciding_factor(m, (lo, hi), bounds["holds_if"], bounds.get("approx_if"), None, len(pilot))
+    if found is None or not np.isfinite(found[1]):
+        return None
+    need = int(np.ceil(found[1] * len(pilot)))
+    m, lo, hi = summary(fresh[:need])
+    return need, (m, lo, hi), verdict_of(m, **bounds, interval=(lo, hi))
+
+
 def report(lesson, line: str) -> None:
     """A line of measurements, printed when the lesson runs alone (the runner prints one line a lesson)."""
     if lesson.verbose:
@@ -159,11 +176,13 @@ def warm_up(models, x, target) -> None:
         model.backward(ce.backward())
 
 
-def race(runs: dict, batches, evaluate, every: int, schedules=None) -> dict:
+def race(runs: dict, batches, evaluate, every: int, schedules=None, *, at=None) -> dict:
     """Train ``runs`` {name: (model, optimizer)} on the same ``batches`` [(x, target), ...].
 
     ``evaluate(model) -> loss`` runs in eval mode every ``every`` steps, at step 0 and at the
-    end; ``schedules`` {name: f(step) -> lr} (optional) sets a run's learning rate of step 1, 2, ...
+    end; or, given ``at`` (steps, 0 before training), at those steps only: a lesson that reads only the
+    end's loss skips the others, which cost as much as training steps and change no bit of the training.
+    ``schedules`` {name: f(step) -> lr} (optional) sets a run's learning rate of step 1, 2, ...
     Returns {name: Curve}.
     """
     ce, names = nn.SoftmaxCrossEntropy(), list(runs)
@@ -178,7 +197,11 @@ def race(runs: dict, batches, evaluate, every: int, schedules=None) -> dict:
             c.loss.append(evaluate(model))
             model.train()
 
-    record(0)
+    def due(step):
+        return step in at if at is not None else step % every == 0 or step == len(batches)
+
+    if due(0):
+        record(0)
     for step, (x, target) in enumerate(batches, 1):
         for name in names[step % len(names):] + names[:step % len(names)]:
             model, opt = runs[name]
@@ -187,7 +210,7 @@ def race(runs: dict, batches, evaluate, every: int, schedules=None) -> dict:
             start = time.perf_counter()
             train_step(model, ce, opt, x, target)
             curves[name].step_times.append(time.perf_counter() - start)
-        if step % every == 0 or step == len(batches):
+        if due(step):
             record(step)
     return curves
 

@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -338,6 +339,45 @@ def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control
     assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds while its control (no norm) holds")
     decided = Claim("c", "s", "m", 0.1, [0.08, 0.12], **bounds, timed=False, verdict=HOLDS)
     assert seeds_to_decide(decided, 5, 1.0) == ""
+
+
+def test_the_forecast_is_checked_on_the_first_seeds_of_a_fresh_set():
+    """Issue 52: ``forecast_check`` takes the count the pilot's forecast asks for and grades that many of the fresh
+    values, the first ones, on the same bounds; a decided pilot asks for nothing."""
+    from lessons._stats import geometric_interval
+    from lessons._training import forecast_check
+    bounds = dict(holds_if=[[">=", 1.2]], approx_if=[[">=", 1.0]])
+    pilot = list(np.exp(np.random.default_rng(1).normal(0.02, 0.15, 80)))       # straddles 1: inconclusive
+    m, lo, hi = geometric_interval(pilot)
+    assert verdict_of(m, **bounds, interval=(lo, hi)) == INCONCLUSIVE
+    need = math.ceil(deciding_factor(m, (lo, hi), bounds["holds_if"], bounds["approx_if"], seeds=80)[1] * 80)
+    fresh = list(np.exp(np.random.default_rng(2).normal(0.06, 0.15, 3 * need)))
+    found = forecast_check(pilot, fresh, bounds, geometric_interval)
+    assert found[0] == need and found[1] == geometric_interval(fresh[:need]) != geometric_interval(fresh)
+    assert found[2] == verdict_of(found[1][0], **bounds, interval=found[1][1:])
+    assert forecast_check(fresh, pilot, bounds, geometric_interval) is None          # the fresh set is decided
+    assert forecast_check([0.5, 1.5], pilot, dict(holds_if=[[">=", 1.0]])) is None  # the estimate on the bound
+
+
+def test_a_race_evaluates_where_it_is_told_and_trains_the_same():
+    """``race(at=...)``: evaluations at those steps only (0 is before training), the training bit for bit that
+    of a race evaluated at every step."""
+    from lessons._training import race
+    from scratchnorm import nn
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((8, 4)), rng.integers(0, 3, 8)) for _ in range(6)]
+
+    def runs():
+        models = {k: nn.mlp([4, 8, 3], seed=s) for k, s in (("a", 0), ("b", 1))}
+        return {k: (m, nn.Adam(m, lr=1e-2)) for k, m in models.items()}
+
+    ce = nn.SoftmaxCrossEntropy()
+    x, y = batches[0]
+    every, told = race(runs(), batches, lambda m: float(ce.forward(m.forward(x), y)), 1), \
+        race(runs(), batches, lambda m: float(ce.forward(m.forward(x), y)), 1, at={2, 6})
+    assert [c.steps for c in told.values()] == [[2, 6], [2, 6]]
+    assert all(told[k].loss == [every[k].loss[2], every[k].loss[6]] for k in told)
+    assert every["a"].steps == list(range(7))
 
 
 def test_a_lesson_says_how_many_seeds_and_seconds_would_decide_an_open_row(tmp_path):

@@ -17,7 +17,7 @@ LESSONS = ROOT / "lessons"
 #: every top-level name each helper module may define: plumbing (_training) or figures (the *_plots modules)
 PLUMBING = {
     "_training.py": {"expect", "_openblas", "one_blas_thread", "paired", "interval", "seeds_to_decide", "report",
-                     "train_step", "Curve", "warm_up", "race", "interleaved_medians", "pm"},
+                     "forecast_check", "train_step", "Curve", "warm_up", "race", "interleaved_medians", "pm"},
     "_training_plots.py": {"STYLE", "seed_mean", "plot_race", "plot_chance_race", "plot_costs", "plot_regions",
                            "plot_norm_map", "plot_dyt_race", "plot_per_seed"},
     "_placement_plots.py": {"LINE", "PLACEMENT_STYLE", "plot_gradients", "plot_sweep", "plot_depth",
