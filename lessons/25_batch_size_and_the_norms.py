@@ -236,6 +236,9 @@ with one_blas_thread():
                 for mode, e in scores(model, x[tr], x[te], labels[te], g).items():
                     bn[net, "ghost", mode][i, b] = e
         for n in at32:
+            if n == PER_IMAGE["cnn"] and i < k_sweep:          # the same model, batches and rate as the sweep's
+                at32[n][i] = per_image["cnn"][i, -1]           # GroupNorm at 32: trained once
+                continue
             at32[n][i] = error(train(cnn(n, s), pixels[tr], labels[tr], steps32, LR).eval(), pixels[te], labels[te])
 seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
 sweep = {key: a[:k_sweep] for key, a in bn.items() if key[1] == "batch"}        # (k_sweep, 5)
