@@ -44,9 +44,10 @@ lesson = start(__name__, "20_where_the_norm_goes")
 # expected. Comparisons over seeds are paired and graded on their whole 95% interval ("inconclusive" when it
 # straddles a bound).
 #
-# The models train on the library's default backend, numba's kernels, at least as fast as NumPy's inside a
-# training step (`scratchnorm/fast/NOTES.md`); a step of these small models is bound by the toolkit's Python,
-# so no backend buys the many more seeds some rows would need (the takeaways compute how many, and the minutes).
+# The models train on the library's default backend, numba's kernels, measured faster than NumPy's in this
+# lesson's training step (lessons/NOTES.md). Most of a step is float64 matrix products, already at the core's
+# speed, and the exponentials of GELU, softmax and the loss, so no backend buys the many more seeds some rows
+# would need (the takeaways compute how many, and the minutes).
 
 # %%
 PLACEMENTS = ("pre", "post", "peri", "reordered", "deepnorm")

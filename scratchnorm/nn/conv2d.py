@@ -42,9 +42,8 @@ a loop over the K^2 taps, each a vectorized addition over all windows, never ove
 The code does both ends with one precomputed index per shape (``_taps``, made once): the gather is one
 ``np.take`` of each padded image's flat positions, and for float64 the scatter-add is one ``np.bincount`` over
 the positions listed tap by tap, which adds what arrives at a position in the order of the loop above (taps
-(a, b) in order, from 0), so it gives the loop's bits. At lesson 25's sizes (N = 2 to 1597, 8 x 8 digits) the
-gather took a third of the broadcast fancy index's time and the scatter-add a fifth to a half of the tap loop's
-(NOTES.md); float32 keeps the tap loop, which adds in float32 as the dtype policy says.
+(a, b) in order, from 0), so it gives the loop's bits, in less time than the broadcast index and the tap loop
+(lessons/NOTES.md, lesson 25's sizes). float32 keeps the tap loop, which adds in float32 as the dtype policy says.
 
 The cost: X has K^2 C_in columns, K^2 times the input's numbers, and the product is (N H_out W_out) x
 (K^2 C_in) x C_out multiply-adds, NumPy's BLAS. Matrix products have no numba kernel here.
