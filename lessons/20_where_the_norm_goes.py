@@ -29,7 +29,7 @@ from lessons._corpus import char_data
 from lessons._grading import above, below, control
 from lessons._placement_plots import plot_depth, plot_logits_and_sweep
 from lessons._stats import mean_interval, geometric_interval
-from lessons._training import expect, interval, one_blas_thread, race, report, seeds_to_decide
+from lessons._training import expect, interval, one_blas_thread, report, seeds_to_decide, train_step
 from scratchnorm import nn
 
 lesson = start(__name__, "20_where_the_norm_goes")
@@ -44,9 +44,10 @@ lesson = start(__name__, "20_where_the_norm_goes")
 # expected. Comparisons over seeds are paired and graded on their whole 95% interval ("inconclusive" when it
 # straddles a bound).
 #
-# The models train on the library's default backend, numba's kernels, at least as fast as NumPy's inside a
-# training step (`scratchnorm/fast/NOTES.md`); a step of these small models is bound by the toolkit's Python,
-# so no backend buys the many more seeds some rows would need (the takeaways compute how many, and the minutes).
+# The models train on the library's default backend, numba's kernels, measured faster than NumPy's in this
+# lesson's training step (lessons/NOTES.md). Most of a step is float64 matrix products, already at the core's
+# speed, and the exponentials of GELU, softmax and the loss, so no backend buys the many more seeds some rows
+# would need (the takeaways compute how many, and the minutes).
 
 # %%
 PLACEMENTS = ("pre", "post", "peri", "reordered", "deepnorm")
@@ -113,23 +114,31 @@ grads = {p: np.mean(g, axis=0) for p, g in per_init.items()}
 #   at all, the validation loss at the end against the unigram baseline (a run that ends on it has not used
 #   the context: lesson 11 explains the measure);
 # * depth: 8-block models, Pre and Peri, at lr $10^{-2}$, for the hidden states;
-# * attention logits: 4-block Pre-Norm models with and without QK-Norm, at lr $3 \cdot 10^{-2}$.
+# * attention logits: 4-block Pre-Norm models with and without QK-Norm, at lr $3 \cdot 10^{-2}$. The model
+#   without QK-Norm is the short runs' Pre-Norm model at that rate (the same model, batches and rate), trained once.
 #
-# Seed $s$ draws the batches (16 windows each) from `default_rng(200 + s)`; every race is evaluated on the same
-# 128 validation windows. The cell prints, per placement and rate, the nats below the unigram baseline per seed.
+# Seed $s$ draws the batches (16 windows each) from `default_rng(200 + s)`. Only the end of a run is read, so
+# a short run is evaluated once, after its last step, on the same 128 validation windows; the other two races
+# read the trained models, not their loss. The cell prints, per placement and rate, the nats below the unigram
+# baseline per seed.
 
 # %%
-def placement_race(keys, lr, seed, layers):
-    """Models of each key (placement, qk_norm) trained on the same batches: ({key: model}, {key: final
-    validation loss})."""
+def placement_race(keys, lr, seed, layers, evaluate=True):
+    """Models of each key (placement, qk_norm) trained on the same batches: ({key: model}, {key: validation
+    loss after the last step}, or {} when not ``evaluate``)."""
     rng, ce = np.random.default_rng(200 + seed), nn.SoftmaxCrossEntropy()
     batches = [(w[:, :-1], w[:, 1:]) for w in (data.windows("train", 16, T + 1, rng) for _ in range(steps))]
     models = {key: transformer(key[0], layers, seed, qk_norm=key[1]) for key in keys}
-    runs = {key: (m, nn.Adam(m, lr=lr, betas=BETAS)) for key, m in models.items()}
-    curves = race(runs, batches, lambda m: float(ce.forward(m.forward(val[:, :-1]), val[:, 1:])), steps)
-    for model in models.values():          # a layer keeps its last forward's cache: shrink the evaluation's to one
-        model.forward(val[:1, :-1])        # window (this lesson keeps about a hundred models; gigabytes otherwise)
-    return models, {key: curves[key].loss[-1] for key in keys}
+    final = {}
+    for key, model in models.items():
+        opt = nn.Adam(model, lr=lr, betas=BETAS)
+        for x, target in batches:
+            train_step(model, ce, opt, x, target)
+        if evaluate:
+            final[key] = float(ce.forward(model.eval().forward(val[:, :-1]), val[:, 1:]))
+            model.train()
+        model.forward(val[:1, :-1])        # a layer keeps its last forward's cache: shrink it to one window
+    return models, final                   # (this lesson keeps about a hundred models; gigabytes otherwise)
 
 
 val = data.windows("val", 128, T + 1, np.random.default_rng(201))
@@ -139,9 +148,10 @@ with one_blas_thread():
     sweep = [{lr: placement_race([(p, None) for p in PLACEMENTS + (NO_NORM,)], lr, s, SWEEP) for lr in LRS}
              for s in seeds]
     t1 = time.perf_counter()
-    deep = [placement_race([("pre", None), ("peri", None)], DEEP_LR, s, DEEP)[0] for s in seeds]
+    deep = [placement_race([("pre", None), ("peri", None)], DEEP_LR, s, DEEP, evaluate=False)[0] for s in seeds]
     seed_seconds = {"sweep": (t1 - t0) / len(seeds), "deep": (time.perf_counter() - t1) / len(seeds)}
-    qk = [placement_race([("pre", None), ("pre", "rmsnorm")], QK_LR, s, SWEEP)[0] for s in seeds]
+    qk = [{("pre", None): sw[QK_LR][0]["pre", None],          # the short run's Pre-Norm model at QK_LR
+           **placement_race([("pre", "rmsnorm")], QK_LR, s, SWEEP, evaluate=False)[0]} for s, sw in zip(seeds, sweep)]
 below_unigram = {(p, lr): np.array([unigram - sw[lr][1][p, None] for sw in sweep])
                  for p in PLACEMENTS + (NO_NORM,) for lr in LRS}
 for key, v in below_unigram.items():

@@ -185,7 +185,8 @@ check(ghost_gap < 1e-12 and ghost_grad.ok, f"GhostBatchNorm(8, 2) is BatchNorm p
 # CNN's ghost curve, the one claim the pilot left undecided that the budget could settle, about 2.4 times the 5
 # pilot seeds, so 12. The ghost sweep and the models at batch 32 are cheap (15 epochs are 90 steps), so they
 # run on all 12 seeds; the sweep of real batch sizes, where a batch of 2 takes 1500 steps, on the first half of
-# them. The norms run on the numba backend (the default; lessons/NOTES.md compares it with NumPy's inside
+# them (on those seeds GroupNorm's CNN at batch 32 is the sweep's own model, the same seed, batches and rate,
+# trained once). The norms run on the numba backend (the default; lessons/NOTES.md compares it with NumPy's inside
 # these training steps); every kernel and NumPy's BLAS on one thread.
 
 # %%
@@ -236,6 +237,9 @@ with one_blas_thread():
                 for mode, e in scores(model, x[tr], x[te], labels[te], g).items():
                     bn[net, "ghost", mode][i, b] = e
         for n in at32:
+            if n == PER_IMAGE["cnn"] and i < k_sweep:          # the same model, batches and rate as the sweep's
+                at32[n][i] = per_image["cnn"][i, -1]           # GroupNorm at 32: trained once
+                continue
             at32[n][i] = error(train(cnn(n, s), pixels[tr], labels[tr], steps32, LR).eval(), pixels[te], labels[te])
 seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
 sweep = {key: a[:k_sweep] for key, a in bn.items() if key[1] == "batch"}        # (k_sweep, 5)

@@ -44,11 +44,11 @@ class GhostBatchNorm(sn.BatchNorm):
             return super()._forward(x)
         N, C, g = x.shape[0], x.shape[1], self.ghost or x.shape[0]
         spatial = x.shape[2:]
-        view = np.ascontiguousarray(x.reshape(N // g, g, C, *spatial).swapaxes(0, 1)).reshape(g, -1, *spatial)
-        x_hat, cache = implementation(self.backend, "batch_norm_forward")(view, eps=self.eps)   # (g, N/g C, *S)
-        x_hat = x_hat.reshape(g, N // g, C, *spatial).swapaxes(0, 1).reshape(x.shape)            # (N, C, *S)
-        mean = cache["mean"].reshape(N // g, C).mean(axis=0)                                       # (C,)
-        var = cache["var"].reshape(N // g, C).mean(axis=0)                                         # (C,)
+        x_hat, cache = implementation(self.backend, "batch_norm_forward")(_groups(x, g), eps=self.eps)  # (g, N/g C, *S)
+        x_hat = _ungroup(x_hat, x.shape)                                                           # (N, C, *S)
+        mean, var = cache["mean"], cache["var"]                                                    # (N/g C,)
+        if N > g:                                                  # the groups' mean statistics, (C,)
+            mean, var = mean.reshape(N // g, C).mean(axis=0), var.reshape(N // g, C).mean(axis=0)
         if self.stats == "running":
             sn.update_running_stats(self.buffers["running_mean"], self.buffers["running_var"], mean, var,
                                     cache["count"], self.momentum)
@@ -62,13 +62,28 @@ class GhostBatchNorm(sn.BatchNorm):
         if not isinstance(cache[0], dict):                # eval mode: BatchNorm's own backward
             return super()._backward(dy, cache)
         inner, x_hat, g = cache
-        N, C, spatial = dy.shape[0], dy.shape[1], dy.shape[2:]
+        C, spatial = dy.shape[1], dy.shape[2:]
         axes = (0,) + tuple(range(2, dy.ndim))
         d_hat = dy * self.params["weight"].reshape((1, C) + (1,) * len(spatial))                 # dL/dx_hat
-        view = np.ascontiguousarray(d_hat.reshape(N // g, g, C, *spatial).swapaxes(0, 1)).reshape(g, -1, *spatial)
-        dx = implementation(self.backend, "batch_norm_backward")(view, inner)["x"]
-        dx = dx.reshape(g, N // g, C, *spatial).swapaxes(0, 1).reshape(dy.shape)
-        return {"x": dx, "weight": np.sum(dy * x_hat, axis=axes), "bias": np.sum(dy, axis=axes)}
+        dx = implementation(self.backend, "batch_norm_backward")(_groups(d_hat, g), inner)["x"]
+        return {"x": _ungroup(dx, dy.shape), "weight": np.sum(dy * x_hat, axis=axes), "bias": np.sum(dy, axis=axes)}
+
+
+def _groups(x, g):
+    """(N, C, *S) -> the view (g, N/g C, *S) in which each (group, channel) pair is a channel (module docstring);
+    one group (g = N): x itself."""
+    N = x.shape[0]
+    if N == g:
+        return x
+    return np.ascontiguousarray(x.reshape(N // g, g, *x.shape[1:]).swapaxes(0, 1)).reshape(g, -1, *x.shape[2:])
+
+
+def _ungroup(a, shape):
+    """The inverse of ``_groups``: (g, N/g C, *S) -> (N, C, *S)."""
+    g, N = a.shape[0], shape[0]
+    if N == g:
+        return a
+    return a.reshape(g, N // g, *shape[1:]).swapaxes(0, 1).reshape(shape)
 
 
 def batch_norms(model):

@@ -39,10 +39,18 @@ strided block of the padded image, so
 
 a loop over the K^2 taps, each a vectorized addition over all windows, never over positions.
 
+The code does both ends with one precomputed index per shape (``_taps``, made once): the gather is one
+``np.take`` of each padded image's flat positions, and for float64 the scatter-add is one ``np.bincount`` over
+the positions listed tap by tap, which adds what arrives at a position in the order of the loop above (taps
+(a, b) in order, from 0), so it gives the loop's bits, in less time than the broadcast index and the tap loop
+(lessons/NOTES.md, lesson 25's sizes). float32 keeps the tap loop, which adds in float32 as the dtype policy says.
+
 The cost: X has K^2 C_in columns, K^2 times the input's numbers, and the product is (N H_out W_out) x
 (K^2 C_in) x C_out multiply-adds, NumPy's BLAS. Matrix products have no numba kernel here.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -54,6 +62,18 @@ from .conv import ConvLayer, conv_out_length
 def _windows(n_out: int, K: int, stride: int) -> np.ndarray:
     """(n_out, K) indices along one padded axis: window i, tap a reads position stride i + a."""
     return stride * np.arange(n_out)[:, None] + np.arange(K)[None, :]
+
+
+@lru_cache(maxsize=32)
+def _taps(Hp: int, Wp: int, C_in: int, K: int, stride: int, H_out: int, W_out: int):
+    """(gather, scatter): flat positions into one padded image held channels last, (Hp Wp C_in,), of what window
+    (i, j) reads at tap (a, b) and channel c, (S i + a) Wp C_in + (S j + b) C_in + c. gather in X's order
+    (i, j, a, b, c), scatter tap by tap (a, b, i, j, c). Made once per shape, read-only."""
+    rows, cols = _windows(H_out, K, stride), _windows(W_out, K, stride)               # (H_out, K), (W_out, K)
+    at = (rows[:, None, :, None] * Wp + cols[None, :, None, :])[..., None] * C_in + np.arange(C_in)
+    gather, scatter = at.reshape(-1), at.transpose(2, 3, 0, 1, 4).reshape(-1)        # (H_out W_out K K C_in,)
+    gather.flags.writeable = scatter.flags.writeable = False
+    return gather, scatter
 
 
 def _check_input(x, weight, padding):
@@ -84,8 +104,8 @@ def conv2d_forward(x, weight, bias=None, *, stride: int = 1, padding: int = 0):
     H_out, W_out = conv_out_length(H, K, stride, padding), conv_out_length(W, K, stride, padding)
     xt = np.zeros((N, H + 2 * padding, W + 2 * padding, C_in), dtype=x.dtype)         # (N, H + 2P, W + 2P, C_in)
     xt[:, padding:padding + H, padding:padding + W] = x.transpose(0, 2, 3, 1)         # padded, channels last
-    rows, cols = _windows(H_out, K, stride), _windows(W_out, K, stride)               # (H_out, K), (W_out, K)
-    X = xt[:, rows[:, None, :, None], cols[None, :, None, :]]                         # (N, H_out, W_out, K, K, C_in)
+    gather, _ = _taps(H + 2 * padding, W + 2 * padding, C_in, K, stride, H_out, W_out)
+    X = np.take(xt.reshape(N, -1), gather, axis=1)                                   # (N, H_out W_out K K C_in)
     X = X.reshape(N * H_out * W_out, K * K * C_in)                                    # columns (a, b, c)
     Wmat = weight.transpose(0, 2, 3, 1).reshape(C_out, K * K * C_in)                  # (C_out, K K C_in), as X
     Y = X @ Wmat.T                                                                    # (N H_out W_out, C_out)
@@ -110,11 +130,18 @@ def conv2d_backward(dy, cache):
     if bias is not None:
         grads["bias"] = G.sum(axis=0).astype(bias.dtype, copy=False)
     dX = (G @ Wmat).reshape(N, H_out, W_out, K, K, C_in)                              # (N, H_out, W_out, K, K, C_in)
-    dxt = np.zeros((N, H + 2 * P, W + 2 * P, C_in), dtype=dX.dtype)                   # (N, H + 2P, W + 2P, C_in)
-    end_h, end_w = S * (H_out - 1) + 1, S * (W_out - 1) + 1
-    for a in range(K):                                                                # col2im, one tap at a time
-        for b in range(K):
-            dxt[:, a:a + end_h:S, b:b + end_w:S] += dX[:, :, :, a, b]
+    Hp, Wp = H + 2 * P, W + 2 * P
+    if dX.dtype == np.float64:                                                        # col2im, taps in order
+        _, scatter = _taps(Hp, Wp, C_in, K, S, H_out, W_out)
+        at = (np.arange(N)[:, None] * (Hp * Wp * C_in) + scatter).reshape(-1)         # (N K K H_out W_out C_in,)
+        dxt = np.bincount(at, weights=dX.transpose(0, 3, 4, 1, 2, 5).reshape(-1), minlength=N * Hp * Wp * C_in)
+        dxt = dxt.reshape(N, Hp, Wp, C_in)                                            # (N, H + 2P, W + 2P, C_in)
+    else:
+        dxt = np.zeros((N, Hp, Wp, C_in), dtype=dX.dtype)                             # (N, H + 2P, W + 2P, C_in)
+        end_h, end_w = S * (H_out - 1) + 1, S * (W_out - 1) + 1
+        for a in range(K):                                                            # col2im, one tap at a time
+            for b in range(K):
+                dxt[:, a:a + end_h:S, b:b + end_w:S] += dX[:, :, :, a, b]
     dx = dxt[:, P:P + H, P:P + W].transpose(0, 3, 1, 2)                               # (N, C_in, H, W)
     grads["x"] = np.ascontiguousarray(dx, dtype=cache["dtype"])
     return grads

@@ -60,6 +60,36 @@ def test_conv2d_backward_passes_gradcheck(N, C, H, W, D, K, stride, padding, rng
     assert report.ok, str(report)
 
 
+def tap_loop_dx(dy, cache):
+    """dx by the docstring's col2im loop, tap by tap in order, in dy's dtype: the order whose bits the code keeps."""
+    weight, (N, H, W, H_out, W_out), S, P = cache["weight"], cache["shape"], cache["stride"], cache["padding"]
+    C_out, C_in, K, _ = weight.shape
+    dX = (dy.transpose(0, 2, 3, 1).reshape(-1, C_out) @ cache["Wmat"]).reshape(N, H_out, W_out, K, K, C_in)
+    dxt = np.zeros((N, H + 2 * P, W + 2 * P, C_in), dtype=dX.dtype)
+    for a in range(K):
+        for b in range(K):
+            dxt[:, a:a + S * (H_out - 1) + 1:S, b:b + S * (W_out - 1) + 1:S] += dX[:, :, :, a, b]
+    return dxt[:, P:P + H, P:P + W].transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("N, C, H, W, D, K, stride, padding", CONFIGS)
+def test_conv2d_gathers_and_scatters_with_the_tap_loops_bits(N, C, H, W, D, K, stride, padding, dtype, rng):
+    """The gather (one np.take of precomputed positions) reads what the broadcast windows read, and the scatter-add
+    (np.bincount in float64) adds in the tap loop's order: the same bits, not just close ones. Stride 1 with K = 3
+    puts up to 9 taps on a position, where another order of the additions would round differently."""
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((D, C, K, K)).astype(dtype)
+    y, cache = nn.conv2d_forward(x, w, stride=stride, padding=padding)
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding))).transpose(0, 2, 3, 1)
+    rows, cols = (stride * np.arange(n)[:, None] + np.arange(K) for n in y.shape[2:])
+    windows = xp[:, rows[:, None, :, None], cols[None, :, None, :]].reshape(cache["X"].shape)
+    assert np.array_equal(cache["X"], windows)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx = nn.conv2d_backward(dy, cache)["x"]
+    assert dx.dtype == dtype and np.array_equal(dx, tap_loop_dx(dy, cache))
+
+
 def _scatter_ignoring_the_stride(dy, cache):
     """A slip: each tap's block of dX scattered to consecutive positions, as if the stride were 1."""
     grads = nn.conv2d_backward(dy, cache)
