@@ -78,13 +78,13 @@ batch = data.windows("train", 16, T + 1, np.random.default_rng(20))
 # %% [markdown]
 # ## Gradient norms at initialization
 #
-# For every placement, 8-block models at initialization: the gradient norm of the two feed-forward weights of
-# each block, $\sqrt{\lVert \partial L/\partial W_1\rVert^2 + \lVert \partial L/\partial W_2\rVert^2}$, after
-# one forward and backward of the next-character loss on a batch of 16 windows (lesson 11's measure). Nothing is
-# trained, so initializations are cheap and get a count of their own, `INITS` = 40, apart from the training
-# seeds: at 5 (initializations 0–4) the graded row below was inconclusive and the ledger's forecast asked for
-# 6.8 times as many, 34. Those 5 chose the count, so the graded initializations are fresh, from 100 on (as in
-# lesson 11; the ledger records which chose and which graded).
+# For every placement, 8-block models at initialization: the gradient norm of the two feed-forward weights of each
+# block, $\sqrt{\lVert \partial L/\partial W_1\rVert^2 + \lVert \partial L/\partial W_2\rVert^2}$, after one
+# forward and backward of the next-character loss on a batch of 16 windows (the measure of lesson 27, which grades
+# the profiles of Pre-Norm and Post-Norm). Nothing is trained, so initializations are cheap and get a count of
+# their own, `INITS` = 40, apart from the training seeds: at 5 (initializations 0–4) the graded row below was
+# inconclusive and the ledger's forecast asked for 6.8 times as many, 34. Those 5 chose the count, so the graded
+# initializations are fresh, from 100 on (as in lesson 27; the ledger records which chose and which graded).
 
 # %%
 def ffn_gradients(model, windows):
@@ -173,12 +173,10 @@ for key, v in below_unigram.items():
 # %%
 def stream_variances(model, ids):
     """The variance of the residual stream after the embedding and after each block."""
-    h = model.tok_emb.forward(ids) + model.pos_emb.forward(np.arange(ids.shape[1]))
-    out = [float(h.var())]
+    hs = [model.tok_emb.forward(ids) + model.pos_emb.forward(np.arange(ids.shape[1]))]      # (B, T, d) each
     for block in model.blocks.children.values():
-        h = block.forward(h)
-        out.append(float(h.var()))
-    return np.array(out)
+        hs.append(block.forward(hs[-1]))
+    return np.array([float(h.var()) for h in hs])
 
 
 variances = {p: np.array([stream_variances(d[p, None], batch[:, :-1]) for d in deep]) for p in ("pre", "peri")}
@@ -250,12 +248,9 @@ plot_depth(lesson, variances, sweep_variances, grads, steps, DEEP_LR, len(inits)
 def max_logit(model, ids):
     """The largest |attention score| of a forward on ``ids``, over every block, head and pair of positions."""
     model.forward(ids)
-    top = 0.0
-    for block in model.blocks.children.values():
-        cache = block.children["attn"].f._cache
-        S = cache["q"] @ np.swapaxes(cache["k"], -1, -2) * cache["scale"]     # (batch, heads, T, T)
-        top = max(top, float(np.abs(S).max()))
-    return top
+    caches = [block.children["attn"].f._cache for block in model.blocks.children.values()]
+    scores = [c["q"] @ np.swapaxes(c["k"], -1, -2) * c["scale"] for c in caches]   # (batch, heads, T, T) a block
+    return max(float(np.abs(S).max()) for S in scores)
 
 
 logits = {q: np.array([max_logit(models["pre", q], val[:32, :-1]) for models in qk]) for q in (None, "rmsnorm")}
@@ -283,7 +278,7 @@ lesson.claim("QK-Norm keeps attention logits from growing in training", source=Q
 # norm, and the row is inconclusive by construction (`lessons/_grading.py`, `beside_control`).
 
 # %%
-n_seeds = len(sweep)
+n_seeds, per_seed = len(sweep), seed_seconds["sweep"]                 # seeds, and seconds of one seed's sweep
 for lr in LRS:
     gain = mean_interval(below_unigram["deepnorm", lr] - below_unigram["post", lr])
     lesson.claim(f"After a short run without warm-up, DeepNorm ends further below the unigram plateau than Post-Norm "
@@ -293,8 +288,7 @@ for lr in LRS:
                           f"{below_unigram['post', lr].mean():.3f} (means); DeepNorm minus Post-Norm, paired: "
                           f"{interval(*gain, n=n_seeds)} (holds from {PLATEAU} nats)",
                  value=gain[0], interval=gain[1:], **above(PLATEAU, approx=0.0), expect=VERDICTS)
-    open_rows[f"DeepNorm against Post-Norm at lr {lr:g}"] = seeds_to_decide(lesson.claims[-1], n_seeds,
-                                                                          seed_seconds["sweep"])
+    open_rows[f"DeepNorm against Post-Norm at lr {lr:g}"] = seeds_to_decide(lesson.claims[-1], n_seeds, per_seed)
     peri = mean_interval(below_unigram["peri", lr] - below_unigram["pre", lr])
     placebo = mean_interval(below_unigram[NO_NORM, lr] - below_unigram["pre", lr])
     lesson.claim(f"After a short run without warm-up, Peri-LN ends at least as far below the unigram plateau as "
@@ -306,8 +300,7 @@ for lr in LRS:
                           f"{interval(*placebo, n=n_seeds)}",
                  value=peri[0], interval=peri[1:], **above(-0.02, approx=-0.1),
                  control=control("no norm against Pre-LN", placebo[0], placebo[1:]), expect=VERDICTS)
-    open_rows[f"Peri-LN against Pre-LN at lr {lr:g}"] = seeds_to_decide(lesson.claims[-1], n_seeds,
-                                                                       seed_seconds["sweep"])
+    open_rows[f"Peri-LN against Pre-LN at lr {lr:g}"] = seeds_to_decide(lesson.claims[-1], n_seeds, per_seed)
 
 # %% [markdown]
 # The figure: the largest attention logit with and without QK-Norm (one point per seed, the bar their

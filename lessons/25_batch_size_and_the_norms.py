@@ -128,8 +128,7 @@ def cnn(norm, seed, ghost=None):
     layers, c_in = [], 1
     for c_out, stride in zip(WIDTHS, (1, 2, 2)):
         layers.append(nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=norm == "none", seed=rng))
-        layers += [nn.OverChannels(norm_of(norm, ghost), c_out)] if norm != "none" else []
-        layers += [nn.ReLU()]
+        layers += ([nn.OverChannels(norm_of(norm, ghost), c_out)] if norm != "none" else []) + [nn.ReLU()]
         c_in = c_out
     return nn.Sequential(*layers, nn.Flatten(), Linear(c_in * 2 * 2, 10, seed=rng))
 
@@ -236,11 +235,9 @@ with one_blas_thread():
                 model = train(build[net]("batchnorm", s, ghost=g), x[tr], labels[tr], steps32, LR)
                 for mode, e in scores(model, x[tr], x[te], labels[te], g).items():
                     bn[net, "ghost", mode][i, b] = e
-        for n in at32:
-            if n == PER_IMAGE["cnn"] and i < k_sweep:          # the same model, batches and rate as the sweep's
-                at32[n][i] = per_image["cnn"][i, -1]           # GroupNorm at 32: trained once
-                continue
-            at32[n][i] = error(train(cnn(n, s), pixels[tr], labels[tr], steps32, LR).eval(), pixels[te], labels[te])
+        for n in at32:      # GroupNorm at 32 on the sweep's seeds is the sweep's model (seed, batches, rate): reused
+            at32[n][i] = (per_image["cnn"][i, -1] if n == PER_IMAGE["cnn"] and i < k_sweep else
+                          error(train(cnn(n, s), pixels[tr], labels[tr], steps32, LR).eval(), pixels[te], labels[te]))
 seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
 sweep = {key: a[:k_sweep] for key, a in bn.items() if key[1] == "batch"}        # (k_sweep, 5)
 for (net, kind, mode), a in bn.items():

@@ -8,14 +8,14 @@ from lessons._common import ticks_at
 from lessons._style import color
 from lessons._training_plots import STYLE
 
-LINE = {"pre": "-", "post": "--"}          # lesson 11: Pre-Norm solid, Post-Norm dashed; the norm's colour
+LINE = {"pre": "-", "post": "--"}          # lessons 11, 27: Pre-Norm solid, Post-Norm dashed; the norm's colour
 # a placement is not a normalization: its own colours (Dark2, apart from lessons/_style's per-norm ones) and lines
 PLACEMENT_STYLE = {p: {"color": c, "ls": ls} for p, c, ls in zip(
     ("pre", "post", "peri", "reordered", "deepnorm"), ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e"),
     ("-", "--", "-.", ":", (0, (5, 1))))}
 
 
-# -- lesson 11 --
+# -- lessons 11 and 27 --
 def plot_gradients(lesson, profiles: dict, spreads: dict, depths, inits_said: str) -> None:
     """Left: the gradient norm per block at initialization, {(norm, placement): profile}; right: the top quarter
     over the bottom quarter against depth with 95% intervals, {(norm, placement, blocks): (mean, low, high)};
@@ -48,8 +48,7 @@ def plot_gradients(lesson, profiles: dict, spreads: dict, depths, inits_said: st
     lesson.save(fig, "gradients")
 
 
-def plot_sweep(lesson, final: list, lrs, norms, layers: int, deep: int, unigram: float, plateau: float,
-               steps: int) -> None:
+def plot_sweep(lesson, final: list, lrs, norms, layers: int, unigram: float, plateau: float, steps: int) -> None:
     """The final validation loss (mean over seeds; ``final``: one {(norm, placement, blocks, lr, warm-up): loss}
     per seed) against the learning rate, with and without warm-up, per norm; the plateau band in grey."""
     k = len(final)
@@ -61,10 +60,6 @@ def plot_sweep(lesson, final: list, lrs, norms, layers: int, deep: int, unigram:
             ax.plot(xs, [mean_final[norm, placement, layers, lr, warmup] for lr in xs], LINE[placement],
                     marker="s" if warmup else "o", color="k" if warmup else STYLE[norm][0],
                     label=f"{placement}-norm, {'with' if warmup else 'no'} warm-up")
-        if norm == "layernorm":
-            for placement, marker in (("pre", "*"), ("post", "X")):
-                ax.plot(lrs[0], mean_final[norm, placement, deep, lrs[0], False], marker, ms=11, color="0.4",
-                        label=f"{placement}-norm, {deep} blocks, no warm-up")
         ax.axhspan(unigram - plateau, max(mean_final.values()) + 0.02, color="0.92", zorder=0,
                    label=f"on the plateau: less than {plateau} nats below the baseline")
         ax.axhline(unigram, color="k", lw=0.8, ls=":")

@@ -1,4 +1,4 @@
-"""Issue 27, "experiments on the page", for the training lessons 10, 11, 12, 16, 19 and 20.
+"""Issue 27, "experiments on the page", for the training lessons 10, 11, 12, 16, 19, 20 and 27.
 
 What defines an experiment (the model, the data, the measured quantity, the seeds) is written in the lesson's
 cells; their helper modules keep plumbing (the race, timing, threads, intervals, printing) and plotting. Read
@@ -29,8 +29,10 @@ EXPERIMENT_CALLS = {"Transformer", "mlp", "make_norm", "Adam", "SGD", "Linear", 
 #: per lesson, what its own cells must define (def) or call: its model, data, seeds and measured quantity
 ON_THE_PAGE = {
     "10_training_curves": ({"spirals", "models", "accuracy", "time_to", "time_ratio"}, {"mlp", "default_rng"}),
-    "11_pre_vs_post_norm": ({"transformer", "ffn_gradients", "top_over_bottom", "sweep"},
+    "11_pre_vs_post_norm": ({"transformer", "stream_off_unit_std", "sweep"},
                             {"Transformer", "default_rng", "windows"}),
+    "27_gradients_at_initialization": ({"transformer", "ffn_gradients", "top_over_bottom", "deep_runs"},
+                                       {"Transformer", "default_rng", "windows"}),
     "12_tiny_transformer": ({"transformer", "train", "noise_procedure"}, {"Transformer", "default_rng", "windows"}),
     "16_questions_answered_by_training": ({"spirals", "evaluate", "spirals_race", "row_mean_task"},
                                           {"mlp", "default_rng"}),
