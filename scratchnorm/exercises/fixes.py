@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from .lines import Theirs, trail_line
+from .lines import Theirs, lost_line, trail_line
 from .slips import NOT_ENOUGH, UNCHECKED, listed
 
 
@@ -161,6 +161,11 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             in_forward
         return f"write var + eps where you wrote var - eps, {place}: np.sqrt(var + eps)"
     if code == "missing_projection_term":
+        if spot:                                    # a staged path through the variance, lost at that binding
+            g = dxhat or f"{t.dout} * {t.gamma}"
+            return (f"the path through the variance is lost at {spot}: sum {g} * (x - mean) there (a sum of x - mean "
+                    f"without {g} is 0 for every group): dvar = np.sum({g} * (x - mean), {axes}) * -0.5 * (var + "
+                    f"eps)**-1.5, and add dvar * 2 * (x - mean) / {COUNT.get(exercise, 'n').split()[0]} to dx")
         if t.steps.keys() & {"dvar", "dmean", "dstd", "divar"} or dxhat and "dmean" in t.steps:
             g = dxhat or "dxhat"
             return (f"add the path through the variance: dvar = np.sum({g} * (x - mean), {axes}) * -0.5 * "
@@ -194,9 +199,12 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
             if code not in DERIVED or code in said:
                 continue
             said.add(code)
-            spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else "" if r.parts else trail_line(r)
+            lost = lost_line(r) if code == "missing_projection_term" and r.name != "y" else ""
+            spot = (forward_spots or {}).get((code, detail), "") if r.name == "y" else \
+                lost or ("" if r.parts else trail_line(r))
             found = f"{label}: " + (detail or r.headline or FOUND[code]) + (f"; in your code, {spot}" if spot else "")
-            advised = fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label, spot)
+            advised = fix(code, detail or r.detail, exercise, ndim, cache_contract, theirs, label,
+                          lost if code == "missing_projection_term" else spot)
             if r.name == "y" and more:
                 advised += f"; that alone is not enough: re-checked with the forward right, {listed(more)} still wrong"
             elif r.name == "y" and unchecked:

@@ -11,7 +11,8 @@ every frame of theirs, each array bound to a name (or changed in place), with it
 
 - ``forward_slip_at``: the first of the forward's bindings that holds a forward slip's statistic;
 - ``holds_dx``: the first binding (after a given one) that holds their wrong dx, or the return that gives it;
-- ``where_computed``: the first that holds one term of dx as they computed it (terms.py);
+- ``where_computed``: the first that holds one term of dx as they computed it (terms.py); ``where_zero``: the
+  first that holds 0 for every group, where a term they left out is lost;
 - ``read``: their names (``Theirs``) for dout, gamma, the course's steps and the gradients they return, each
   with its line, for the advice (fixes.py); ``trail_line``: the line a report's trail or terms found.
 """
@@ -215,6 +216,22 @@ def where_computed(record, term, dx):
     return ""
 
 
+def where_zero(record, dx) -> str:
+    """Where a term of dx the learner left out is lost: "its path is 0 from NAME (file, line N) on" for the first
+    of their bindings with one value per group (fewer than dx's, dividing them) that is 0 for every group (against
+    dx's scale) and stays 0, as a staged backward's dvar does when it sums x - mean without dxhat; "" if none."""
+    timeline = record.get("timeline", [])
+    scale = float(np.max(np.abs(dx))) if np.size(dx) else 0.0
+
+    def zero(value):
+        return 0 < value.size < np.size(dx) and np.size(dx) % value.size == 0 and \
+            float(np.max(np.abs(value))) <= 1e-9 * scale
+    for i, (name, f, line, value) in enumerate(timeline):
+        if scale > 0 and zero(value) and all(zero(v) for n, g, _, v in timeline[i + 1:] if (n, g) == (name, f)):
+            return f"its path is 0 from {name} ({shown(f)}, line {line}) on, for every group"
+    return ""
+
+
 @dataclass
 class Theirs:
     """The learner's names, as far as their backward shows them (module docstring)."""
@@ -294,6 +311,16 @@ def read(record, bindings, grads, weight, labels) -> Theirs:
             break
     theirs.file = shown(theirs.file)
     return theirs
+
+
+def lost_line(r) -> str:
+    """Where the path through the variance (the x_hat term) is lost in a staged backward: `name` (line N) of the
+    binding the terms found 0 for every group (where_zero), or of the first intermediate that differs from the
+    reference's divar, dstd or dvar (intermediates.py); "" when neither was found."""
+    m = re.search(r"x_hat term [^;]*; its path is 0 from (\w+) \([^)]*line (\d+)\)", r.terms) or \
+        re.search(r"(\w+) \((?:[^)]*, )?line (\d+)\) is the first that differs from the reference's "
+                  r"(?:divar|dstd|dvar)\b", r.trail)
+    return f"`{m.group(1)}` (line {m.group(2)})" if m else ""
 
 
 def trail_line(r) -> str:

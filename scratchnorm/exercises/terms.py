@@ -11,14 +11,16 @@ divided by n (n times), multiplied by std where rstd belongs (a coefficient that
 group to the next). So the checker fits the learner's dx, group by group, as a combination of the three, and
 when the fit is exact (to round-off) on every draw it reads the coefficients: each term's coefficient over the
 right one, constant, or varying like a power of rstd. The line: the first of the learner's bindings
-(lines.traced, lines.where_computed) that holds that term as they computed it, or else the line that holds their dx.
+(lines.traced, lines.where_computed) that holds that term as they computed it; for a term left out, the first that
+holds 0 for every group (lines.where_zero: a dvar that sums x - mean without dxhat); or else the line that holds
+their dx.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .mutants import statistics
-from .lines import where_computed
+from .lines import where_computed, where_zero
 
 NAMES = ("the direct term rstd * g", "the mean term -rstd * mean(g)", "the x_hat term -rstd * x_hat * mean(g * x_hat)")
 FIT = 1e-7                      # the fit's residual, relative: above it, dx is not a combination of the terms
@@ -130,11 +132,12 @@ def describe(cases, gots, layouts, record=None, dx0=None):
     terms, right, view, axes, _ = bases(kw, dy, *layouts[0])
     coefs, _ = fit(gots[0], terms, view, axes)
     lines = {}
-    for t, _, _ in off:
+    for t, how, _ in off:
         if record is not None:
             cols = _groups(np.ascontiguousarray(terms[t]), axes)
             theirs = coefs[:, t][:, None] * cols
-            lines[t] = where_computed(record, [theirs, np.abs(theirs)] if np.any(theirs) else [], dx0)
+            lines[t] = where_zero(record, dx0) or where_computed(record, [], dx0) if how.startswith("left out") \
+                else where_computed(record, [theirs, np.abs(theirs)] if np.any(theirs) else [], dx0)
     head = "split into its terms (direct, mean, x_hat), with one coefficient each per group: "
     if len(off) == 3 and len({how for _, how, _ in off}) == 1:
         line = where_computed(record, [], dx0) if record is not None else ""

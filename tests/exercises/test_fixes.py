@@ -153,6 +153,22 @@ def test_a_layernorm_written_as_batchnorm_keeps_dgamma_and_dbeta_over_the_batch(
     assert "every mean and sum" not in advice and "dgamma and dbeta stay over the batch axes: axis=0" in advice
 
 
+@pytest.mark.parametrize("file, exercise, lost", [
+    ("staged_lost_variance", "batchnorm", ("grad_v", "grad_v = np.sum(")),
+    ("staged_three_slips", "batchnorm", ("divar", "divar = np.sum(")),
+    ("staged_three_slips", "layernorm", ("divar", "divar = np.sum("))])
+def test_a_staged_graph_with_three_slips_is_fixed_where_the_variance_s_path_is_lost(file, exercise, lost):
+    """Issue 51, item 4: a staged backward whose variance gradient sums x - mean without the upstream dxhat (a sum
+    that gives 0 for every group), with two more slips, was told to add the x_hat term at the line of dx, later
+    than the faulty one; the fix points at the binding where that path becomes 0 (in names the course does not
+    use, found by its value; in the course's names, the first intermediate that differs)."""
+    report = check(exercise, load(STUDENTS / f"{file}.py", exercise)[0])
+    found, advice, _ = report.results["x"].advice["missing_projection_term"]
+    at = f"`{lost[0]}` (line {line_of(file, lost[1])})"
+    assert at in flat(advice) and "`dx`" not in flat(advice), flat(advice)
+    assert at in flat(found), flat(found)
+
+
 @pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
 @pytest.mark.parametrize("file, code", [(RECOMPUTED, "eps_outside_sqrt"),
                                         ("forward_mean_axis", "reduced_over_wrong_axis")])
