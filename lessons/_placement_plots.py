@@ -84,13 +84,14 @@ def plot_depth(lesson, deep_variances: dict, sweep_variances: dict, grads: dict,
     deep, sweep = len(next(iter(grads.values()))), len(next(iter(sweep_variances.values()))) - 1
     for p, v in deep_variances.items():
         axes[0].semilogy(range(deep + 1), v.mean(0), marker="o", **PLACEMENT_STYLE[p], label=f"{p}, {deep} blocks")
-    for p in grads:
-        axes[1].semilogy(range(sweep + 1), sweep_variances[p], marker="o", **PLACEMENT_STYLE[p], label=p)
-        axes[2].plot(range(1, deep + 1), grads[p], marker="o", **PLACEMENT_STYLE[p], label=p)
+    for p, v in sweep_variances.items():
+        axes[1].semilogy(range(sweep + 1), v, marker="o", **PLACEMENT_STYLE[p], label=p)
+    for p, g in grads.items():
+        axes[2].plot(range(1, deep + 1), g, marker="o", **PLACEMENT_STYLE[p], label=p)
     axes[0].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
                 title=f"after {steps} steps at lr {lr:g}")
     axes[1].set(xlabel="block (0: the embedding)", ylabel="variance of the residual stream",
-                title=f"{sweep} blocks, every placement, lr {lr:g}")
+                title=f"{sweep} blocks, every placement trained, lr {lr:g}")
     axes[2].set(xlabel="block (1: at the input)", ylabel=f"FFN gradient norm (mean of {n_inits} inits)",
                 title="gradient norms at initialization", yscale="log")
     for ax, last_block in zip(axes, (deep, sweep, deep)):
