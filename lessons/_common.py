@@ -207,7 +207,7 @@ class Lesson:
         smallest effect of interest: an interval wholly inside it rules the source's effect out.
         ``control`` (``lessons._grading.control``), required of an equivalence ("matches", "no
         worse than", "competitive"), is its placebo measured the same way: graded on the same bounds, and a
-        control that does not fail them makes the claim inconclusive (``beside_control``).
+        control that does not fail the bound the claim met makes the claim inconclusive (``beside_control``).
         """
         expect = (expect,) if isinstance(expect, str) else tuple(expect)
         for v in expect:
@@ -225,7 +225,7 @@ class Lesson:
                                  bool(timed), verdict, control, rejects_if))
         shown = f"value {value:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "")
         if control is not None:
-            shown += f"; {control_said(control)}"
+            shown += f"; {control_said(control, verdict)}"
         if self.verbose:
             print(f"  claim: {claim}\n    measured: {measured}\n    verdict: {verdict} ({shown}, "
                   f"holds if {bounds['holds_if']}, approximately if {bounds['approx_if']}"

@@ -275,20 +275,29 @@ def control(label: str, value, interval=None) -> dict:
             "interval": None if interval is None else list(check_interval(value, interval))}
 
 
-def beside_control(verdict: str, control_verdict: str) -> str:
-    """An equivalence's verdict once its control is graded on the same bounds: a claim that holds (or holds only
-    approximately) while its control does not fail is inconclusive, since the bound cannot tell the model from
-    the placebo; any other verdict stands."""
-    if verdict in (HOLDS, APPROX) and control_verdict != FAILS:
+def beside_control(verdict: str, control_fails_that_bound: bool) -> str:
+    """An equivalence's verdict beside its control: a claim that holds, or holds only approximately, counts only
+    if its control fails the bound the claim met (the holds bound for "holds", the approximate one for "holds
+    only approximately"); otherwise that bound cannot tell the model from the placebo, and the claim is
+    inconclusive. Any other verdict stands."""
+    if verdict in (HOLDS, APPROX) and not control_fails_that_bound:
         return INCONCLUSIVE
     return verdict
 
 
+def fails_bound_met(verdict: str, ctrl: dict, holds_if, approx_if) -> bool:
+    """Whether the control's interval lies wholly outside the bound a claim of ``verdict`` met: holds_if for
+    "holds", approx_if for "holds only approximately" (False for any other verdict: no bound was met)."""
+    met = {HOLDS: holds_if, APPROX: approx_if}.get(verdict)
+    return met is not None and verdict_of(ctrl["value"], met, None, ctrl["interval"]) == FAILS
+
+
 def with_control(verdict: str, ctrl: dict, holds_if, approx_if) -> tuple[str, str]:
     """(the claim's verdict beside its control, the control's own verdict): the control graded on the claim's
-    bounds (``holds_if``, ``approx_if``), then ``beside_control``."""
+    bounds (``holds_if``, ``approx_if``), and the claim by ``beside_control``. A control can miss the approximate
+    bound's verdict ("inconclusive" there) and still fail the holds bound wholly: a claim that holds stands."""
     ctrl_verdict = verdict_of(ctrl["value"], holds_if, approx_if, ctrl["interval"])
-    return beside_control(verdict, ctrl_verdict), ctrl_verdict
+    return beside_control(verdict, fails_bound_met(verdict, ctrl, holds_if, approx_if)), ctrl_verdict
 
 
 def row_verdict(row: dict) -> str:

@@ -102,7 +102,7 @@ def write_ledger(out: Path, results: list, *, replace_all: bool) -> Path:
                 if c["verdict"] == INCONCLUSIVE and what_would_decide(c, e.get("seeds") or None):
                     verdict += f": {what_would_decide(c, e.get('seeds') or None)}"
                 if c.get("control"):
-                    verdict += f"; {control_said(c['control'])}"
+                    verdict += f"; {control_said(c['control'], c['verdict'])}"
                 cells = (c["claim"], _linked(c["source"]), c["measured"], shown_value(c, 4),
                          graded_by(c["holds_if"], c["approx_if"], c.get("rejects_if")), verdict)
                 lines.append("| " + " | ".join(_md_cell(v) for v in cells) + " |")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lessons._grading import FAILS
+from lessons._grading import FAILS, HOLDS
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,16 @@ def shown_value(c: dict, digits: int = 3) -> str:
     return f(c["value"]) + (f" [{f(iv[0])}, {f(iv[1])}]" if iv and iv[0] < iv[1] else "")
 
 
-def control_said(ctrl: dict) -> str:
+def control_said(ctrl: dict, verdict: str) -> str:
     """'control, no norm against LayerNorm: does not hold (0.05 [0.03, 0.07])': an equivalence's placebo,
-    graded on the claim's bounds; when it does not fail them, the claim is inconclusive by construction."""
+    graded on the claim's bounds, beside the claim's ``verdict``; a control that does not fail the bound the claim
+    met leaves the claim inconclusive by construction (lessons/_grading.py, ``beside_control``)."""
     said = f"control, {ctrl['label']}: {ctrl['verdict']} ({shown_value(ctrl, 4)})"
-    return said + ("" if ctrl["verdict"] == FAILS else ", so the bound cannot tell the two apart")
+    if ctrl["verdict"] == FAILS:
+        return said
+    if verdict == HOLDS:                         # it fails the holds bound wholly, not the approximate one
+        return said + ", wholly outside the holds bound the claim met"
+    return said + ", so the bound cannot tell the two apart"
 
 
 def summary_lines(entries: dict, md_cell) -> list[str]:

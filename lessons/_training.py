@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from lessons._common import FAILS, INCONCLUSIVE, VERDICTS
-from lessons._grading import deciding_factor, verdict_of
+from lessons._grading import APPROX, HOLDS, deciding_factor, verdict_of
 from lessons._stats import mean_interval
 from scratchnorm import nn
 
@@ -103,14 +103,17 @@ def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
     if claim.verdict != INCONCLUSIVE:
         return ""
     c, ctrl = claim, claim.control
-    if ctrl is not None and ctrl["verdict"] not in (FAILS, INCONCLUSIVE):
+    own = verdict_of(c.value, c.holds_if, c.approx_if, c.interval, c.rejects_if)
+    # the control must fail the bound the claim meets (lessons/_grading.py, ``beside_control``): a claim that holds
+    # asks only the holds bound of it, so a control inside the approximate band can still settle by seeds
+    ctrl_bounds = (c.holds_if, None) if own == HOLDS else (c.holds_if, c.approx_if)
+    if ctrl is not None and (ctrl["verdict"] == HOLDS or ctrl["verdict"] == APPROX and own != HOLDS):
         return (f"no number of seeds while its control ({ctrl['label']}) {ctrl['verdict']} on the same bounds: only "
                 "a control that fails them lets the row be decided")
-    rows = [(c.value, c.interval)] if verdict_of(c.value, c.holds_if, c.approx_if, c.interval,
-                                                   c.rejects_if) == INCONCLUSIVE else []
-    if ctrl is not None and ctrl["verdict"] == INCONCLUSIVE:
-        rows.append((ctrl["value"], ctrl["interval"]))                # both must settle: the larger forecast
-    found = [deciding_factor(*row, c.holds_if, c.approx_if, c.rejects_if, seeds) for row in rows]
+    found = [deciding_factor(c.value, c.interval, c.holds_if, c.approx_if, c.rejects_if, seeds)] \
+        if own == INCONCLUSIVE else []
+    if ctrl is not None and ctrl["verdict"] != FAILS:                # both must settle: the larger forecast
+        found.append(deciding_factor(ctrl["value"], ctrl["interval"], *ctrl_bounds, None, seeds))
     if not found or any(f is None or not np.isfinite(f[1]) for f in found):
         return "no number of seeds: the estimate sits on the bound"
     bound, factor = max(found, key=lambda f: f[1])

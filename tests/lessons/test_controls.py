@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from lessons._grading import (APPROX, FAILS, HOLDS, INCONCLUSIVE, below, beside_control, control,  # noqa: E402
-                              is_equivalence, row_verdict, verdict_of)
+                              is_equivalence, row_verdict, verdict_of, with_control)
 
 LEDGER = ROOT / "figures" / "claims.json"
 
@@ -38,13 +38,27 @@ def test_the_wording_of_an_equivalence_is_recognised():
     assert not any(is_equivalence(s) for s in not_said), [s for s in not_said if is_equivalence(s)]
 
 
-@pytest.mark.parametrize("claim, ctrl, expected", [
-    (HOLDS, FAILS, HOLDS), (APPROX, FAILS, APPROX),                        # the bound tells the two apart
-    (HOLDS, HOLDS, INCONCLUSIVE), (HOLDS, APPROX, INCONCLUSIVE), (APPROX, INCONCLUSIVE, INCONCLUSIVE),
-    (FAILS, HOLDS, FAILS), (INCONCLUSIVE, FAILS, INCONCLUSIVE),           # a claim that does not pass stands
+@pytest.mark.parametrize("claim, fails_that_bound, expected", [
+    (HOLDS, True, HOLDS), (APPROX, True, APPROX),                          # the bound tells the two apart
+    (HOLDS, False, INCONCLUSIVE), (APPROX, False, INCONCLUSIVE),
+    (FAILS, False, FAILS), (INCONCLUSIVE, True, INCONCLUSIVE),             # a claim that does not pass stands
 ])
-def test_a_control_that_passes_makes_the_claim_inconclusive(claim, ctrl, expected):
-    assert beside_control(claim, ctrl) == expected
+def test_a_control_that_passes_makes_the_claim_inconclusive(claim, fails_that_bound, expected):
+    assert beside_control(claim, fails_that_bound) == expected
+
+
+@pytest.mark.parametrize("claim, ctrl, expected", [
+    (HOLDS, (0.108, (0.090, 0.126)), HOLDS),          # lesson 12's fresh seeds: wholly past 0.03, across 0.1
+    (HOLDS, (0.04, (0.02, 0.06)), INCONCLUSIVE),      # across the holds bound: 0.03 cannot tell the two apart
+    (APPROX, (0.108, (0.090, 0.126)), INCONCLUSIVE),  # across the approximate bound the claim met
+    (APPROX, (0.2, (0.15, 0.25)), APPROX),
+])
+def test_the_control_must_fail_the_bound_the_claim_met(claim, ctrl, expected):
+    bounds = below(0.03, approx=0.1)
+    verdict, ctrl_verdict = with_control(claim, control("no norm", ctrl[0], ctrl[1]), bounds["holds_if"],
+                                         bounds["approx_if"])
+    assert verdict == expected
+    assert ctrl_verdict == verdict_of(ctrl[0], **bounds, interval=ctrl[1])
 
 
 def test_a_row_recomputes_with_its_control():

@@ -319,7 +319,8 @@ def test_a_lesson_that_affords_more_seeds_runs_them_unless_told_and_the_ledger_r
 
 def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control():
     """``seeds_to_decide``: the ledger's forecast in seeds and minutes; a claim that holds beside an inconclusive
-    control is forecast by the control; one whose control passes outright cannot be settled by seeds."""
+    control is forecast by the control against the holds bound it met; one whose control passes outright cannot
+    be settled by seeds."""
     from lessons._common import Claim
     from lessons._training import seeds_to_decide
     bounds = dict(holds_if=[[">=", 0.05]], approx_if=[[">=", 0.02]])
@@ -332,8 +333,12 @@ def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control
     eq = dict(holds_if=[["<=", 0.01]], approx_if=[["<=", 0.02]])
     ctrl = {"label": "no norm", "value": 0.036, "interval": [-0.013, 0.086], "verdict": INCONCLUSIVE}
     held = Claim("c", "s", "m", -0.03, [-0.0677, 0.0077], **eq, timed=False, verdict=INCONCLUSIVE, control=ctrl)
-    by_control = deciding_factor(0.036, [-0.013, 0.086], eq["holds_if"], eq["approx_if"], seeds=5)[1]
+    by_control = deciding_factor(0.036, [-0.013, 0.086], eq["holds_if"], None, seeds=5)[1]   # the bound it met
     assert f"({by_control:.3g}× this run's 5)" in seeds_to_decide(held, 5, 1.0)
+    inside = {**ctrl, "value": 0.012, "interval": [0.006, 0.018], "verdict": APPROX}   # across 0.01, inside 0.02
+    near = Claim("c", "s", "m", -0.03, [-0.0677, 0.0077], **eq, timed=False, verdict=INCONCLUSIVE, control=inside)
+    by_inside = deciding_factor(0.012, [0.006, 0.018], eq["holds_if"], None, seeds=5)[1]
+    assert f"({by_inside:.3g}× this run's 5) would narrow it clear of 0.01" in seeds_to_decide(near, 5, 1.0)
     passing = Claim("c", "s", "m", 0.0, [-0.01, 0.01], **eq, timed=False, verdict=INCONCLUSIVE,
                     control={**ctrl, "value": 0.0, "interval": [-0.01, 0.01], "verdict": HOLDS})
     assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds while its control (no norm) holds")
