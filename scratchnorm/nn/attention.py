@@ -201,7 +201,8 @@ class CausalSelfAttention(Container):
                      else n.backward(g) for n, g in ((self.q_norm, dq), (self.k_norm, dk)))
 
     def _forward(self, x):
-        q, k, v = np.split(self.qkv.forward(x), 3, axis=-1)              # (B, T, d) each
+        qkv, d = self.qkv.forward(x), self.d                             # (B, T, 3d)
+        q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]      # (B, T, d) views each
         q, k = self._norm_qk("all_heads", q, k)                          # over d (OLMo 2)
         q, k, v = (split_heads(a, self.n_heads) for a in (q, k, v))      # (B, H, T, dh)
         q, k = self._norm_qk("head", q, k)                               # over dh (Qwen3, Gemma 3)
@@ -217,7 +218,8 @@ class CausalSelfAttention(Container):
             dq, dk = self._norm_qk_backward("all_heads", merge_heads(dq), merge_heads(dk))   # (B, T, d)
         B, T = dy.shape[:2]
         dqkv = np.empty((B, T, 3 * self.d), dtype=np.result_type(dq, dk, dv))   # (B, T, 3d)
-        for third, a in zip(np.split(dqkv, 3, axis=-1), (dq, dk, dv)):    # (B, T, d) views: q, k, v
+        thirds = (dqkv[..., i * self.d:(i + 1) * self.d] for i in range(3))   # (B, T, d) views: q, k, v
+        for third, a in zip(thirds, (dq, dk, dv)):
             if a.ndim == 3:
                 third[...] = a
             else:

@@ -155,6 +155,20 @@ def test_embedding_is_a_one_hot_matmul(rng):
     assert np.all(emb.grads["weight"][3] == 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_embedding_scatter_adds_repeated_ids_in_order_as_add_at_does(rng, dtype):
+    """The same bits as np.add.at (every repeated row added, in order, in float64), on ids with many repeats."""
+    from scratchnorm.nn.embedding import embedding_backward
+    weight = rng.standard_normal((7, 5)).astype(dtype)
+    ids = rng.integers(0, 6, size=(8, 16))                     # id 6 never occurs: its row stays 0
+    dy = (rng.standard_normal((8, 16, 5)) * 10.0 ** rng.integers(-8, 8, size=(8, 16, 1))).astype(dtype)
+    expected = np.zeros((7, 5))
+    np.add.at(expected, ids.reshape(-1), dy.reshape(-1, 5))
+    got = embedding_backward(dy, {"ids": ids, "weight": weight})["weight"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected.astype(dtype))
+
+
 def test_embedding_rejects_float_ids():
     with pytest.raises(TypeError, match="ids") as e:
         nn.Embedding(5, 3, **NP).forward(np.array([1.0, 2.0]))
