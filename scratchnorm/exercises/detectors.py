@@ -254,8 +254,10 @@ def the_line(s: Seen) -> None:
         x.code, x.detail = "dout_missing", ("from dx: dxhat = gamma, not dout * gamma, and with g = gamma "
                                             "BatchNorm's dx is zero (each channel's g is one constant, which the "
                                             "mean term takes away)")
-    x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
-                                                         ex.knobs_for(kw)), record, dx)
+    steps = reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw), ex.knobs_for(kw))
+    x.trail = first_divergence(bindings, steps, record, dx)
+    record["path"] = {1: [steps[k] for k in ("dmean",) if k in steps],              # terms.py's mean term, x_hat term
+                      2: [steps[k] for k in ("divar", "dstd", "dvar") if k in steps]}
     x.terms = describe(s.cases, [np.asarray(v) for v in s.got["x"]], s.layouts,
                        *((record, dx) if "is the first that differs" not in x.trail else (None, None)))
     if "; computed in " in x.terms and "already holds your dx" in x.trail:     # a term's own line comes first

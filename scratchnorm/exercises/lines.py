@@ -216,20 +216,34 @@ def where_computed(record, term, dx):
     return ""
 
 
-def where_zero(record, dx) -> str:
+def where_zero(record, dx, term=None) -> str:
     """Where a term of dx the learner left out is lost: "its path is 0 from NAME (file, line N) on" for the first
     of their bindings with one value per group (fewer than dx's, dividing them) that is 0 for every group (against
-    dx's scale) and stays 0, as a staged backward's dvar does when it sums x - mean without dxhat; "" if none."""
+    dx's scale) and stays 0, as a staged backward's dvar does when it sums x - mean without dxhat; "" if none. A
+    path that some binding of theirs holds right (``record["path"][term]``: the reference's steps on that term's
+    path, one of them to a constant factor) is not lost at a 0: a share that is 0 by the algebra in a right
+    backward too (dvar * mean(-2 (x - mean))) is then no slip, and the term is lost where dx leaves it out."""
     timeline = record.get("timeline", [])
     scale = float(np.max(np.abs(dx))) if np.size(dx) else 0.0
 
     def zero(value):
         return 0 < value.size < np.size(dx) and np.size(dx) % value.size == 0 and \
             float(np.max(np.abs(value))) <= 1e-9 * scale
+    if any(_multiple(value, step) for step in record.get("path", {}).get(term, ()) for _, _, _, value in timeline):
+        return ""
     for i, (name, f, line, value) in enumerate(timeline):
         if scale > 0 and zero(value) and all(zero(v) for n, g, _, v in timeline[i + 1:] if (n, g) == (name, f)):
             return f"its path is 0 from {name} ({shown(f)}, line {line}) on, for every group"
     return ""
+
+
+def _multiple(value, step) -> bool:
+    """``value`` holds ``step``'s numbers (not all 0) times one constant that is not 0, as laid out."""
+    v, s = np.ravel(np.asarray(value, dtype=np.float64)), np.ravel(np.asarray(step, dtype=np.float64))
+    if v.size != s.size or not np.any(s):
+        return False
+    c = float(v @ s / (s @ s))
+    return c != 0 and same_numbers(v, c * s) and float(np.max(np.abs(c * s))) > 1e-9 * float(np.max(np.abs(s)))
 
 
 @dataclass

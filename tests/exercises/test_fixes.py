@@ -169,6 +169,22 @@ def test_a_staged_graph_with_three_slips_is_fixed_where_the_variance_s_path_is_l
     assert at in flat(found), flat(found)
 
 
+@pytest.mark.parametrize("exercise, which", [("batchnorm", 0), ("layernorm", 1)])
+def test_a_term_that_is_zero_by_the_algebra_is_not_where_the_x_hat_term_is_lost(exercise, which):
+    """Issue 51, item 4: the x_hat term's spot was the first binding 0 for every group (lines.where_zero). In a staged
+    backward that computes the variance's path right (grad_v) and leaves it out of dx, that was the mean's second
+    share, grad_v * mean(-2 (x - mean)): 0 in a right backward too. Where the learner holds the reference's path,
+    the term is lost where dx leaves it out, and the report says dx's line."""
+    report = check(exercise, load(STUDENTS / "staged_zero_term.py", exercise)[0])
+    text = flat(str(report))
+    assert report.diagnoses == ["missing_projection_term"], text
+    assert "grad_c2" not in text, text
+    lines = (STUDENTS / "staged_zero_term.py").read_text().splitlines()
+    dx = [i for i, t in enumerate(lines, 1) if t.strip().startswith("dx = d_norm")][which]
+    found, advice, _ = report.results["x"].advice["missing_projection_term"]
+    assert f"(`dx`, line {dx})" in flat(advice) and f"line {dx}" in flat(found), (found, advice)
+
+
 @pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
 @pytest.mark.parametrize("file, code", [(RECOMPUTED, "eps_outside_sqrt"),
                                         ("forward_mean_axis", "reduced_over_wrong_axis")])
