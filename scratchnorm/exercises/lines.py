@@ -117,12 +117,15 @@ def traced(call, record=None):
     frames bound: the last binding of each name per function, in the order they were bound. ``record`` (a
     dict), when given, gets "timeline": [(name, file, line, value)] of every array any name of theirs was
     bound to (or changed to in place), in order, and "returns": [(file, line, value)] of their returns."""
-    bound, timeline, returns = {}, [], []
+    bound, timeline, returns, calls = {}, [], [], []
 
     def tracer(frame, event, arg):
         if not theirs(frame.f_code.co_filename):
             return None
         state = {"line": frame.f_lineno, "seen": {}, "arrays": {}}
+        if record is not None and frame.f_back is not None and theirs(frame.f_back.f_code.co_filename):
+            state["call"] = _call(frame)
+            calls.append(state["call"])
 
         def local(frame, event, arg):
             if event in ("line", "return"):
@@ -142,6 +145,8 @@ def traced(call, record=None):
                                 timeline.append((name, frame.f_code.co_filename, state["line"], value.copy()))
                 if event == "return" and record is not None:
                     returns.append((frame.f_code.co_filename, frame.f_lineno, arg))
+                    if "call" in state:
+                        state["call"]["returned"] = arg
                 state["line"] = frame.f_lineno
             return local
         return local
@@ -155,8 +160,59 @@ def traced(call, record=None):
     finally:
         sys.settrace(before)
     if record is not None:
-        record.update(timeline=timeline, returns=returns)
+        record.update(timeline=timeline, returns=returns, calls=calls)
     return list(bound.values())
+
+
+def _call(frame) -> dict:
+    """One call from a function of the learner's into another of theirs (traced's record["calls"]): the function
+    called (when it is a name of its module), its caller's name, file and line, its depth among their frames, its
+    arguments as passed ("args") and as they were then ("values", arrays copied: the callee may write into them),
+    and, once it returns, what it returned."""
+    code, caller = frame.f_code, frame.f_back
+    fn = frame.f_globals.get(code.co_name)
+    args = [frame.f_locals[name] for name in code.co_varnames[:code.co_argcount] if name in frame.f_locals]
+    depth, f = 0, frame
+    while f is not None and theirs(f.f_code.co_filename):
+        depth, f = depth + 1, f.f_back
+    return {"function": fn if getattr(fn, "__code__", None) is code else None, "name": code.co_name,
+            "caller": caller.f_code.co_name, "file": caller.f_code.co_filename, "line": caller.f_lineno,
+            "depth": depth, "args": args, "values": [_copied(a) for a in args], "returned": None}
+
+
+def _copied(value):
+    """``value`` with its arrays copied, item by item through tuples, lists and dicts."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_copied(v) for v in value) if type(value) in (tuple, list) else value
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
+def reused_call(record, first):
+    """The deepest call from one of the learner's functions into another of theirs (record["calls"], traced's)
+    that returned ``first`` (their out or dx) as its first item, with the function called known; else None: the
+    function that computes it, and the caller's line that calls it."""
+    def gives(call):
+        out = call["returned"]
+        item = out[0] if isinstance(out, (tuple, list)) and out else out
+        return call["function"] is not None and isinstance(item, np.ndarray) and \
+            np.shape(item) == np.shape(first) and same_numbers(item, first)
+    found = [c for c in record.get("calls", []) if gives(c)]
+    return max(found, key=lambda c: c["depth"]) if found else None
+
+
+AT_CALL = "it is made where "
+
+
+def at_calls(detail) -> list:
+    """[(caller, function called, line)] of a detail that says its slip is made at a call (detectors.at_the_call:
+    "it is made where layernorm_backward calls batchnorm_backward on ... (line 38)"), in the order said."""
+    if AT_CALL not in detail:
+        return []
+    return re.findall(r"(\w+) calls (\w+) on [^()]*\(line (\d+)\)", detail[detail.index(AT_CALL):])
 
 
 def held(x, eps, layout, knobs) -> list:

@@ -169,6 +169,59 @@ def test_a_staged_graph_with_three_slips_is_fixed_where_the_variance_s_path_is_l
     assert at in flat(found), flat(found)
 
 
+# a LayerNorm that reuses the learner's BatchNorm functions without the transposes: the calls, and the advised fix
+# written out (what the learner would write: the transposes at the calls, dgamma and dbeta their own)
+AT_THE_CALL = {
+    "ln_reuses_bn": (("out, cache = batchnorm_forward(", "dx, dgamma, dbeta = batchnorm_backward("), {
+        "    out, cache = batchnorm_forward(x, gamma, beta, ln_param)\n    return out, cache":
+        "    out, cache = batchnorm_forward(x.T, gamma[:, None], beta[:, None], ln_param)\n    return out.T, cache",
+        "    dx, dgamma, dbeta = batchnorm_backward(dout, cache)\n    return dx, dgamma, dbeta":
+        "    dx, _, _ = batchnorm_backward(dout.T, cache)\n    xhat = cache[0].T\n"
+        "    return dx.T, np.sum(dout * xhat, axis=0), np.sum(dout, axis=0)"}),
+    "ln_reuses_bn_backward": (("dx, dgamma, dbeta = batchnorm_backward(",), {
+        "    dx, dgamma, dbeta = batchnorm_backward(dout, cache)\n    return dx, dgamma, dbeta":
+        "    xhat, gamma, xmu, ivar, sqrtvar, var, eps = cache\n"
+        "    cache_t = (xhat.T, gamma[:, None], xmu.T, ivar.T, sqrtvar.T, var.T, eps)\n"
+        "    dx, _, _ = batchnorm_backward(dout.T, cache_t)\n"
+        "    return dx.T, np.sum(dout * xhat, axis=0), np.sum(dout, axis=0)"}),
+}
+
+
+@pytest.mark.parametrize("file", AT_THE_CALL)
+def test_a_reduction_made_at_the_call_of_a_reused_function_is_fixed_at_the_call(file, tmp_path):
+    """Issue 51, item 4: a LayerNorm that reuses the learner's BatchNorm functions, right for BatchNorm, on x and dout
+    as they are (no transpose at the calls) was told to give a sum inside them, or the forward's mean, axis=1: that
+    breaks BatchNorm. The checker calls the reused functions on the transposed arrays, sees them give the right out
+    and dx on every draw, and advises the transposes at the calls, by line; that advice, written out, passes."""
+    calls, fixed = AT_THE_CALL[file]
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["reduced_over_wrong_axis"], str(report)
+    (found, advice, _), = [r.advice["reduced_over_wrong_axis"] for r in report.results.values() if r.advice]
+    found, advice = flat(found), flat(advice)
+    assert advice.startswith("transpose at the call"), advice
+    assert all(f"line {line_of(file, c)}" in advice and f"(line {line_of(file, c)})" in found for c in calls), \
+        (found, advice)
+    assert "axis=1" not in advice and "in your forward" not in advice, advice
+    assert check("batchnorm", load(STUDENTS / f"{file}.py", "batchnorm")[0]).ok   # the functions reused are right
+    text = (STUDENTS / f"{file}.py").read_text()
+    for old, new in fixed.items():
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / f"{file}_fixed.py").write_text(text)
+    assert check("layernorm", load(tmp_path / f"{file}_fixed.py", "layernorm")[0]).ok
+
+
+@pytest.mark.parametrize("file", ["ln_reuses_bn_wrong", "ln_reuses_bn_inside"])
+def test_a_slip_inside_a_reused_function_is_not_moved_to_its_call(file):
+    """The reused BatchNorm backward is wrong for BatchNorm too: called without a transpose (ln_reuses_bn_wrong),
+    calling it transposed does not make dx right either, so the call is not said to be the slip; called with the
+    transposes (ln_reuses_bn_inside), there is no call to fix."""
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["reduced_over_wrong_axis"], str(report)
+    assert "transpose at the call" not in flat(str(report)) and "it is made where" not in flat(str(report))
+    assert not check("batchnorm", load(STUDENTS / f"{file}.py", "batchnorm")[0]).ok
+
+
 @pytest.mark.parametrize("exercise, which", [("batchnorm", 0), ("layernorm", 1)])
 def test_a_term_that_is_zero_by_the_algebra_is_not_where_the_x_hat_term_is_lost(exercise, which):
     """Issue 51, item 4: the x_hat term's spot was the first binding 0 for every group (lines.where_zero). In a staged
