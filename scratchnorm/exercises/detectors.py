@@ -31,7 +31,7 @@ from .compound import search
 from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
 from .intermediates import STEP, first_divergence, reference_steps
 from .judge import CORRECT, ZERO, judge, rel_err, reproduces
-from .lines import AT_CALL, held, reused_call, traced
+from .lines import AT_CALL, INSIDE, held, reused_call, traced
 from .mutants import TERMS, backward, forward
 from .report import Result
 from .slips import FIXES_IT, NOT_ENOUGH, THROUGH, UNCHECKED
@@ -404,6 +404,8 @@ def at_the_call(s: Seen) -> None:
     named = y if with_forward else x
     if named.code not in REDUCED or named.parts or (with_forward and x.ok):
         return
+    if not with_forward and _inside_transposed(s, x):
+        return
     seen = []                                       # per draw: (the forward's call or None, the backward's call)
     for n in range(len(s.cases)):
         fwd, bwd = _reused_calls(s, n, with_forward)
@@ -421,6 +423,24 @@ def at_the_call(s: Seen) -> None:
     if not fwd and "is the first that differs" in x.trail:      # it shows inside the function called, not there
         x.trail = x.trail.replace(" is the first that differs", f", in {bwd['name']}, which {bwd['caller']} calls at "
                                                                 f"line {bwd['line']}, is the first that differs", 1)
+
+
+def _inside_transposed(s: Seen, x) -> bool:
+    """dx computed by a function of the learner's that their backward calls on the transposed arrays (the course's
+    hint, the transposes right) and whose return is their dx transposed: a reduction over the other axis is made
+    inside it, where the axes are swapped. Its detail says so (lines.INSIDE), for the fix's axis (fixes.py); True
+    when it does."""
+    kw, dy = s.cases[0]
+    record = {}
+    traced(lambda: s.call_backward(0, dy), record)
+    dx = np.asarray(s.got["x"][0])
+    inside = reused_call(record, dx.T)
+    if inside is None or reused_call(record, dx) not in (None, inside) and \
+            reused_call(record, dx)["depth"] > inside["depth"]:
+        return False
+    x.detail += (f"; {INSIDE}{inside['name']}, which {inside['caller']} calls on the transposed arrays (line "
+                 f"{inside['line']})")
+    return True
 
 
 def _reused_calls(s: Seen, n, with_forward):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from .lines import Theirs, at_calls, lost_line, trail_line
+from .lines import Theirs, at_calls, inside_call, lost_line, trail_line
 from .slips import NOT_ENOUGH, UNCHECKED, listed
 
 
@@ -82,6 +82,9 @@ def param_axes(exercise, ndim, cache_contract) -> str:
     return "axis=0" if cache_contract else "axis=tuple(range(x.ndim - 1))"
 
 
+# a 2-D exercise's statistic axis in the transposed layout (BatchNorm's for a LayerNorm of x.T, and back)
+SWAPPED = {"layernorm": "axis=0", "batchnorm": "axis=1, keepdims=True"}
+
 COUNT = {"batchnorm": "N (the batch; N * H * W per channel in the spatial form)", "layernorm": "D (the features)",
          "groupnorm": "C // G * H * W (one group's count)", "rmsnorm": "D (the features)",
          "prmsnorm": "k (the features the statistic reads)"}
@@ -124,6 +127,11 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         calls = at_calls(detail)
         if calls:                                   # made at a call of a function right for its own use
             return _at_the_call(calls, t, paxes, cache_contract)
+        inside, there = inside_call(detail), ""
+        if inside and ndim == 2 and exercise in SWAPPED:   # made inside a function called on x.T: its axes swap
+            axes = SWAPPED[exercise]
+            there = f" in {inside[0]}, which {inside[1]} calls on the transposed arrays (line {inside[2]}): there " \
+                    "the axes are swapped"
         if label in ("dgamma", "dbeta", "dweight", "dbias") or " summed over " in detail:
             g = "weight" if label in ("dgamma", "dweight") else "bias"
             return f"sum {t.grad(g, label)} over the batch axes only: {paxes}"
@@ -131,7 +139,7 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             n = COUNT.get(exercise, "n").split()[0]
             return (f"give both sums of the backward, the mean term's and the x_hat term's (dvar), the argument {axes}"
                     + (f", and divide them by {n}" if "divided by the count of the batch" in detail and
-                       exercise != "batchnorm" else ""))
+                       exercise != "batchnorm" else "") + there)
         if "groups swapped" in detail:
             return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
                     "groups of G")
@@ -144,7 +152,7 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             which = "variance" if "variance" in detail or "np.var" in detail else "mean"
             return f"{in_forward}, take the {which} with {axes}"
         return f"give the sum in {where_step or 'the backward'} the argument {axes}" + \
-            ("" if code == "reduced_over_wrong_axis" else " (it has none)")
+            ("" if code == "reduced_over_wrong_axis" else " (it has none)") + there
     if code == "n_factor":
         n = COUNT.get(exercise, "n")
         if "forward's variance" in detail:

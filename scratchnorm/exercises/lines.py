@@ -204,7 +204,7 @@ def reused_call(record, first):
     return max(found, key=lambda c: c["depth"]) if found else None
 
 
-AT_CALL = "it is made where "
+AT_CALL, INSIDE = "it is made where ", "it is made inside "
 
 
 def at_calls(detail) -> list:
@@ -213,6 +213,14 @@ def at_calls(detail) -> list:
     if AT_CALL not in detail:
         return []
     return re.findall(r"(\w+) calls (\w+) on [^()]*\(line (\d+)\)", detail[detail.index(AT_CALL):])
+
+
+def inside_call(detail) -> tuple | None:
+    """(function, caller, line) of a detail that says its slip is made inside a function called on the transposed
+    arrays (detectors.at_the_call: "it is made inside batchnorm_backward, which layernorm_backward calls on the
+    transposed arrays (line 32)"); else None."""
+    m = re.search(rf"{INSIDE}(\w+), which (\w+) calls on the transposed arrays \(line (\d+)\)", detail)
+    return m.groups() if m else None
 
 
 def held(x, eps, layout, knobs) -> list:

@@ -222,6 +222,25 @@ def test_a_slip_inside_a_reused_function_is_not_moved_to_its_call(file):
     assert not check("batchnorm", load(STUDENTS / f"{file}.py", "batchnorm")[0]).ok
 
 
+def test_a_sum_inside_a_function_called_on_the_transposed_arrays_is_fixed_in_its_own_axes(tmp_path):
+    """The reused BatchNorm backward, called with the transposes, sums its x_hat term over axis 1, keepdims=True: it
+    was told to give that sum "axis=1, keepdims=True", LayerNorm's axis, what it already has. Inside the function
+    called on x.T the axes are swapped: the fix says axis=0 there, and, written out, makes both exercises right."""
+    file = "ln_reuses_bn_inside"
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    found, advice, _ = report.results["x"].advice["reduced_over_wrong_axis"]
+    call = f"(line {line_of(file, 'dx_t, _, _ = batchnorm_backward(')})"
+    said = ("give the sum in the x_hat term's sum (dvar) the argument axis=0 in batchnorm_backward, which "
+            f"layernorm_backward calls on the transposed arrays {call}")
+    assert flat(advice).startswith(said), flat(advice)
+    assert "keepdims" not in flat(advice) and call in flat(found), (found, advice)
+    text = (STUDENTS / f"{file}.py").read_text()
+    assert text.count("np.sum(dxhat * xhat, axis=1, keepdims=True)") == 1
+    (tmp_path / "fixed.py").write_text(text.replace("np.sum(dxhat * xhat, axis=1, keepdims=True)",
+                                                   "np.sum(dxhat * xhat, axis=0)"))
+    assert all(check(name, load(tmp_path / "fixed.py", name)[0]).ok for name in ("layernorm", "batchnorm"))
+
+
 @pytest.mark.parametrize("exercise, which", [("batchnorm", 0), ("layernorm", 1)])
 def test_a_term_that_is_zero_by_the_algebra_is_not_where_the_x_hat_term_is_lost(exercise, which):
     """Issue 51, item 4: the x_hat term's spot was the first binding 0 for every group (lines.where_zero). In a staged
