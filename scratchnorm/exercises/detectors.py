@@ -6,6 +6,7 @@ last two, the line (which says where) and the cache order (a backward right once
 forward's order, which overrides the names of every output that swap explains).
 
     judged        every output against the reference and against every slip of the catalogue (judge.py)
+    transposed_gradient  a 2-D gradient whose transpose is right: the transpose back, at the call that returns it
     every_form    a forward's slip seen through the backward, said with each backward form that gives it
     large_mean    one_pass_variance, by its error's slope over large means (forward only)
     dout_probe    a dx that does not move with dout, or moves with it on the diagonal only (dout_probe.py)
@@ -126,6 +127,33 @@ def forward_shape(s: Seen) -> None:
              "a statistic taken without keepdims=True broadcasts against x along other axes, or a reshape is not "
              "undone")
     y.advice["wrong_shape"] = (found, fix)
+
+
+def transposed_gradient(s: Seen) -> None:
+    """A 2-D gradient of the wrong shape whose transpose is right on every draw (dx computed on x.T, the course's
+    hint for a LayerNorm from BatchNorm's functions, and returned without the transpose back): what it is, and the
+    fix, at the line that calls the learner's function that returns it (lines.reused_call), if one does."""
+    for g, got in s.got.items():
+        r = s.report.results[g]
+        if r.code != "wrong_shape" or r.advice or any(v is None for v in got):
+            continue
+        got = [np.asarray(v, dtype=np.float64) for v in got]
+        if not all(v.ndim == 2 and v.shape == ref.shape[::-1] and rel_err(v.T, ref)[0] <= CORRECT
+                   for v, ref in zip(got, s.refs[g])):
+            continue
+        label, call = s.report.labels.get(g, g), None
+        if g == "x":
+            record = {}
+            traced(lambda: s.call_backward(0, s.cases[0][1]), record)
+            call = reused_call(record, got[0])
+        found = (f"your {label} has shape {got[0].shape}, x's {s.refs[g][0].shape} transposed; its transpose, "
+                 f"{label}.T, is right on every draw")
+        if call:
+            found += f": it is what {call['name']} returns, which {call['caller']} calls at line {call['line']}"
+            fix = f"transpose the {label} that {call['name']} returns (line {call['line']}) back: {label}.T"
+        else:
+            fix = f"transpose {label} back to x's layout before returning it: {label}.T"
+        r.advice["wrong_shape"] = (found, fix)
 
 
 def every_form(s: Seen) -> None:
@@ -496,5 +524,5 @@ def _right_transposed(s: Seen, n, fwd, bwd) -> bool:
 
 
 FORWARD = (judged, forward_shape, combinations, large_mean)
-BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
-            the_line, cache_order, at_the_call)
+BACKWARD = (judged, transposed_gradient, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy,
+            forward_fixed, the_line, cache_order, at_the_call)

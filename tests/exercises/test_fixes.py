@@ -241,6 +241,22 @@ def test_a_sum_inside_a_function_called_on_the_transposed_arrays_is_fixed_in_its
     assert all(check(name, load(tmp_path / "fixed.py", name)[0]).ok for name in ("layernorm", "batchnorm"))
 
 
+def test_a_dx_computed_on_x_t_and_returned_without_the_transpose_back_is_told_to_transpose_it(tmp_path):
+    """The reused BatchNorm backward is called on dout.T, and its dx is returned as it comes, (D, N): the report said
+    only that the shape is wrong. It now says that dx.T is right on every draw, and to transpose the dx the call
+    (by line) returns; written out, that passes."""
+    file = "ln_reuse_dx_not_transposed"
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["wrong_shape"], str(report)
+    found, advice = report.results["x"].advice["wrong_shape"]
+    line = line_of(file, "dx, _, _ = batchnorm_backward(")
+    assert "dx.T, is right on every draw" in flat(found) and f"calls at line {line}" in flat(found), found
+    assert flat(advice) == f"transpose the dx that batchnorm_backward returns (line {line}) back: dx.T", advice
+    head, _, tail = (STUDENTS / f"{file}.py").read_text().rpartition("    return dx, ")     # layernorm_backward's
+    (tmp_path / "fixed.py").write_text(f"{head}    return dx.T, {tail}")
+    assert check("layernorm", load(tmp_path / "fixed.py", "layernorm")[0]).ok
+
+
 @pytest.mark.parametrize("exercise, which", [("batchnorm", 0), ("layernorm", 1)])
 def test_a_term_that_is_zero_by_the_algebra_is_not_where_the_x_hat_term_is_lost(exercise, which):
     """Issue 51, item 4: the x_hat term's spot was the first binding 0 for every group (lines.where_zero). In a staged
