@@ -6,6 +6,7 @@ last two, the line (which says where) and the cache order (a backward right once
 forward's order, which overrides the names of every output that swap explains).
 
     judged        every output against the reference and against every slip of the catalogue (judge.py)
+    transposed_gradient  a 2-D gradient whose transpose is right: the transpose back, at the call that returns it
     every_form    a forward's slip seen through the backward, said with each backward form that gives it
     large_mean    one_pass_variance, by its error's slope over large means (forward only)
     dout_probe    a dx that does not move with dout, or moves with it on the diagonal only (dout_probe.py)
@@ -16,6 +17,8 @@ forward's order, which overrides the names of every output that swap explains).
     forward_fixed a backward said right on the forward's statistics, re-checked with the forward's fix applied
     the_line      the first of the learner's intermediates that goes wrong (intermediates.py, terms.py)
     cache_order   the cache's items read in another order than the forward wrote them (cache_order.py)
+    at_the_call   a reduction over the other axis made inside a function of the learner's that the exercise's
+                  function reuses: the transpose is missing at the call, re-checked by calling it transposed
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from .compound import search
 from .dout_probe import WRONG_DIAGONAL, dxhat_is_weight, probe
 from .intermediates import STEP, first_divergence, reference_steps
 from .judge import CORRECT, ZERO, judge, rel_err, reproduces
-from .lines import held, traced
+from .lines import AT_CALL, INSIDE, held, reused_call, traced
 from .mutants import TERMS, backward, forward
 from .report import Result
 from .slips import FIXES_IT, NOT_ENOUGH, THROUGH, UNCHECKED
@@ -124,6 +127,33 @@ def forward_shape(s: Seen) -> None:
              "a statistic taken without keepdims=True broadcasts against x along other axes, or a reshape is not "
              "undone")
     y.advice["wrong_shape"] = (found, fix)
+
+
+def transposed_gradient(s: Seen) -> None:
+    """A 2-D gradient of the wrong shape whose transpose is right on every draw (dx computed on x.T, the course's
+    hint for a LayerNorm from BatchNorm's functions, and returned without the transpose back): what it is, and the
+    fix, at the line that calls the learner's function that returns it (lines.reused_call), if one does."""
+    for g, got in s.got.items():
+        r = s.report.results[g]
+        if r.code != "wrong_shape" or r.advice or any(v is None for v in got):
+            continue
+        got = [np.asarray(v, dtype=np.float64) for v in got]
+        if not all(v.ndim == 2 and v.shape == ref.shape[::-1] and rel_err(v.T, ref)[0] <= CORRECT
+                   for v, ref in zip(got, s.refs[g])):
+            continue
+        label, call = s.report.labels.get(g, g), None
+        if g == "x":
+            record = {}
+            traced(lambda: s.call_backward(0, s.cases[0][1]), record)
+            call = reused_call(record, got[0])
+        found = (f"your {label} has shape {got[0].shape}, x's {s.refs[g][0].shape} transposed; its transpose, "
+                 f"{label}.T, is right on every draw")
+        if call:
+            found += f": it is what {call['name']} returns, which {call['caller']} calls at line {call['line']}"
+            fix = f"transpose the {label} that {call['name']} returns (line {call['line']}) back: {label}.T"
+        else:
+            fix = f"transpose {label} back to x's layout before returning it: {label}.T"
+        r.advice["wrong_shape"] = (found, fix)
 
 
 def every_form(s: Seen) -> None:
@@ -254,8 +284,10 @@ def the_line(s: Seen) -> None:
         x.code, x.detail = "dout_missing", ("from dx: dxhat = gamma, not dout * gamma, and with g = gamma "
                                             "BatchNorm's dx is zero (each channel's g is one constant, which the "
                                             "mean term takes away)")
-    x.trail = first_divergence(bindings, reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw),
-                                                         ex.knobs_for(kw)), record, dx)
+    steps = reference_steps(dy, kw["x"], kw["weight"], kw["eps"], ex.layout_for(kw), ex.knobs_for(kw))
+    x.trail = first_divergence(bindings, steps, record, dx)
+    record["path"] = {1: [steps[k] for k in ("dmean",) if k in steps],              # terms.py's mean term, x_hat term
+                      2: [steps[k] for k in ("divar", "dstd", "dvar") if k in steps]}
     x.terms = describe(s.cases, [np.asarray(v) for v in s.got["x"]], s.layouts,
                        *((record, dx) if "is the first that differs" not in x.trail else (None, None)))
     if "; computed in " in x.terms and "already holds your dx" in x.trail:     # a term's own line comes first
@@ -379,6 +411,118 @@ def cache_order(s: Seen) -> None:
             r.detail = f"{order}: read in the forward's order, your backward is right"
 
 
+REDUCED = ("reduced_over_wrong_axis", "reduced_without_axis")
+
+
+def at_the_call(s: Seen) -> None:
+    """A reduction over the other axis (REDUCED) made inside a function of the learner's that their exercise's
+    function calls (a LayerNorm that reuses their BatchNorm functions, the course's hint, on x and dout as they are,
+    where x.T and dout.T belong): the slip is at the call, and the function called is right for its own use. Seen
+    to be so by calling it, on every draw, as the fix would: the backward's reused function on the transposed
+    arguments (a (D,) array as a column; the cache as the fixed forward's call returns it, or, when the forward is
+    their own, transposed item by item), its dx transposed back; and, when the forward's out is wrong too and comes
+    from such a call, the forward's function on the transposed x, gamma and beta, its out transposed back. When every
+    out and dx so computed is right, the output's detail says where the slip is made (lines.AT_CALL), and the fix
+    (fixes.py) says to transpose at the call; otherwise nothing changes."""
+    report = s.report
+    x, y = report.results.get("x"), report.results.get("y")
+    if x is None or x.ok or not all(np.ndim(kw["x"]) == 2 for kw, _ in s.cases):
+        return
+    with_forward = y is not None and not y.ok
+    named = y if with_forward else x
+    if named.code not in REDUCED or named.parts or (with_forward and x.ok):
+        return
+    if not with_forward and _inside_transposed(s, x):
+        return
+    seen = []                                       # per draw: (the forward's call or None, the backward's call)
+    for n in range(len(s.cases)):
+        fwd, bwd = _reused_calls(s, n, with_forward)
+        if bwd is None or (with_forward and fwd is None) or not _right_transposed(s, n, fwd, bwd):
+            return
+        seen.append((fwd, bwd))
+    fwd, bwd = seen[0]
+    on = {"forward": "on x as it is", "backward": "on its arrays as they are"}
+    said = (f"{fwd['caller']} calls {fwd['name']} {on['forward']} (line {fwd['line']}) and " if fwd else "") + \
+        f"{bwd['caller']} calls {bwd['name']} {on['backward'] if not fwd else 'on dout as it is'} (line {bwd['line']})"
+    what = "out and dx" if fwd else "dx"
+    called = f"{fwd['name']} and {bwd['name']}" if fwd else bwd["name"]
+    named.detail += (f"; {AT_CALL}{said}: called on the transposed arrays, {called} "
+                     f"{'give' if fwd else 'gives'} the right {what} on every draw")
+    if not fwd and "is the first that differs" in x.trail:      # it shows inside the function called, not there
+        x.trail = x.trail.replace(" is the first that differs", f", in {bwd['name']}, which {bwd['caller']} calls at "
+                                                                f"line {bwd['line']}, is the first that differs", 1)
+
+
+def _inside_transposed(s: Seen, x) -> bool:
+    """dx computed by a function of the learner's that their backward calls on the transposed arrays (the course's
+    hint, the transposes right) and whose return is their dx transposed: a reduction over the other axis is made
+    inside it, where the axes are swapped. Its detail says so (lines.INSIDE), for the fix's axis (fixes.py); True
+    when it does."""
+    kw, dy = s.cases[0]
+    record = {}
+    traced(lambda: s.call_backward(0, dy), record)
+    dx = np.asarray(s.got["x"][0])
+    inside = reused_call(record, dx.T)
+    if inside is None or reused_call(record, dx) not in (None, inside) and \
+            reused_call(record, dx)["depth"] > inside["depth"]:
+        return False
+    x.detail += (f"; {INSIDE}{inside['name']}, which {inside['caller']} calls on the transposed arrays (line "
+                 f"{inside['line']})")
+    return True
+
+
+def _reused_calls(s: Seen, n, with_forward):
+    """(the forward's reused call or None, the backward's) on draw n: lines.reused_call of one more run of each."""
+    kw, dy = s.cases[n]
+    fwd = None
+    if with_forward:
+        record, out = {}, []
+        traced(lambda: out.append(s.contract.forward(kw)), record)
+        fwd = reused_call(record, np.asarray(out[0][0])) if out else None
+    record = {}
+    traced(lambda: s.call_backward(n, dy), record)
+    return fwd, reused_call(record, np.asarray(s.got["x"][n]))
+
+
+def _transposed(a, d):
+    """``a`` in the transposed layout: a 2-D array transposed, a (d,) array (gamma, beta) as a column (d, 1), a tuple,
+    list or dict item by item, anything else (eps, a parameter dict) as it is."""
+    if isinstance(a, np.ndarray):
+        return a.T if a.ndim == 2 else a.reshape(d, 1) if a.shape == (d,) else a
+    if type(a) in (tuple, list):
+        return type(a)(_transposed(v, d) for v in a)
+    return a
+
+
+def _right_transposed(s: Seen, n, fwd, bwd) -> bool:
+    """Draw n's out (when ``fwd``, the forward's reused call) and dx, computed by the learner's reused functions
+    called on the transposed arguments, are right."""
+    kw, dy = s.cases[n]
+    d = kw["x"].shape[-1]
+    L, kn = s.ex.layout_for(kw), s.ex.knobs_for(kw)
+    cache = s.caches[n] if s.caches else None
+    try:
+        with np.errstate(all="ignore"):
+            if fwd is not None:
+                out_t, cache_t = fwd["function"](*[_transposed(a, d) for a in fwd["values"]])[:2]
+                bias = kw["bias"] if "bias" in s.ex.functions.get("forward", ()) else None
+                y = forward(kw["x"], kw["weight"], bias, kw["eps"], L, kn)
+                if np.shape(out_t) != y.shape[::-1] or rel_err(np.asarray(out_t, dtype=np.float64).T, y)[0] > CORRECT:
+                    return False
+                if not any(a is cache for a in bwd["args"]):
+                    return False
+                args = [cache_t if a is cache else _transposed(v, d) for a, v in zip(bwd["args"], bwd["values"])]
+            else:
+                args = [_transposed(v, d) for v in bwd["values"]]
+            out = bwd["function"](*args)
+    except Exception:  # the learner's code, called as the fix would: no claim either way
+        return False
+    dx = out[0] if isinstance(out, (tuple, list)) else out
+    ref = s.refs["x"][n]
+    return isinstance(dx, np.ndarray) and np.shape(dx) == ref.shape[::-1] and \
+        rel_err(np.asarray(dx, dtype=np.float64).T, ref)[0] <= CORRECT
+
+
 FORWARD = (judged, forward_shape, combinations, large_mean)
-BACKWARD = (judged, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy, forward_fixed,
-            the_line, cache_order)
+BACKWARD = (judged, transposed_gradient, every_form, dout_probe, by_terms, combinations, own_diagonal, mutated_dy,
+            forward_fixed, the_line, cache_order, at_the_call)

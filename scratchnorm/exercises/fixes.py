@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from .lines import Theirs, lost_line, trail_line
+from .lines import Theirs, at_calls, inside_call, lost_line, trail_line
 from .slips import NOT_ENOUGH, UNCHECKED, listed
 
 
@@ -82,6 +82,9 @@ def param_axes(exercise, ndim, cache_contract) -> str:
     return "axis=0" if cache_contract else "axis=tuple(range(x.ndim - 1))"
 
 
+# a 2-D exercise's statistic axis in the transposed layout (BatchNorm's for a LayerNorm of x.T, and back)
+SWAPPED = {"layernorm": "axis=0", "batchnorm": "axis=1, keepdims=True"}
+
 COUNT = {"batchnorm": "N (the batch; N * H * W per channel in the spatial form)", "layernorm": "D (the features)",
          "groupnorm": "C // G * H * W (one group's count)", "rmsnorm": "D (the features)",
          "prmsnorm": "k (the features the statistic reads)"}
@@ -121,6 +124,14 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         return (f"start from g = {t.dout} * {t.gamma}: every term of {t.grad('x', 'dx')} carries {dout}, "
                 f"dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))")
     if code in ("reduced_without_axis", "reduced_over_wrong_axis"):
+        calls = at_calls(detail)
+        if calls:                                   # made at a call of a function right for its own use
+            return _at_the_call(calls, t, paxes, cache_contract)
+        inside, there = inside_call(detail), ""
+        if inside and ndim == 2 and exercise in SWAPPED:   # made inside a function called on x.T: its axes swap
+            axes = SWAPPED[exercise]
+            there = f" in {inside[0]}, which {inside[1]} calls on the transposed arrays (line {inside[2]}): there " \
+                    "the axes are swapped"
         if label in ("dgamma", "dbeta", "dweight", "dbias") or " summed over " in detail:
             g = "weight" if label in ("dgamma", "dweight") else "bias"
             return f"sum {t.grad(g, label)} over the batch axes only: {paxes}"
@@ -128,7 +139,7 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             n = COUNT.get(exercise, "n").split()[0]
             return (f"give both sums of the backward, the mean term's and the x_hat term's (dvar), the argument {axes}"
                     + (f", and divide them by {n}" if "divided by the count of the batch" in detail and
-                       exercise != "batchnorm" else ""))
+                       exercise != "batchnorm" else "") + there)
         if "groups swapped" in detail:
             return ("split the channels into G groups of C // G channels: x.reshape(N, G, C // G, H, W), not C // G "
                     "groups of G")
@@ -141,7 +152,7 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             which = "variance" if "variance" in detail or "np.var" in detail else "mean"
             return f"{in_forward}, take the {which} with {axes}"
         return f"give the sum in {where_step or 'the backward'} the argument {axes}" + \
-            ("" if code == "reduced_over_wrong_axis" else " (it has none)")
+            ("" if code == "reduced_over_wrong_axis" else " (it has none)") + there
     if code == "n_factor":
         n = COUNT.get(exercise, "n")
         if "forward's variance" in detail:
@@ -183,6 +194,24 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
         return (f"read the cache{where} in the order of the forward's `cache = (...)`: "
                 f"{detail.split(':')[0].replace('are read the wrong way round', 'swapped back')}")
     raise KeyError(code)
+
+
+def _at_the_call(calls, t: Theirs, paxes, cache_contract) -> str:
+    """The fix of a reduction made inside a reused function of the learner's (detectors.at_the_call): the transposes
+    at its calls (the forward's and the backward's, or the backward's alone), as the checker re-checked them."""
+    dw, db = ("dgamma", "dbeta") if cache_contract else ("dweight", "dbias")
+    *fwd, (_, bname, bline) = calls
+    params = (f"take {dw} and {db} yourself, the sums over the batch of {t.dout} * x_hat and of {t.dout}: {paxes} "
+              f"(the ones {bname} returns are then sums over the other axis)")
+    if fwd:
+        (_, fname, fline), = fwd
+        return (f"transpose at the calls, not inside {fname} and {bname} (called so, they give the right out and "
+                f"dx): at line {fline}, pass x.T, with {t.gamma} and beta as columns ({t.gamma}[:, None]), and "
+                f"transpose the out it returns; at line {bline}, pass `{t.dout}.T` with the cache that call returns, "
+                f"and transpose the dx it returns; {params}")
+    return (f"transpose at the call (line {bline}), not inside {bname} (called so, it gives the right dx): pass "
+            f"`{t.dout}.T` and the cache's arrays transposed (a (D,) array such as {t.gamma} as a column, "
+            f"{t.gamma}[:, None]), and transpose the dx it returns; {params}")
 
 
 def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:

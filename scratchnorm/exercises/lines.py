@@ -117,12 +117,15 @@ def traced(call, record=None):
     frames bound: the last binding of each name per function, in the order they were bound. ``record`` (a
     dict), when given, gets "timeline": [(name, file, line, value)] of every array any name of theirs was
     bound to (or changed to in place), in order, and "returns": [(file, line, value)] of their returns."""
-    bound, timeline, returns = {}, [], []
+    bound, timeline, returns, calls = {}, [], [], []
 
     def tracer(frame, event, arg):
         if not theirs(frame.f_code.co_filename):
             return None
         state = {"line": frame.f_lineno, "seen": {}, "arrays": {}}
+        if record is not None and frame.f_back is not None and theirs(frame.f_back.f_code.co_filename):
+            state["call"] = _call(frame)
+            calls.append(state["call"])
 
         def local(frame, event, arg):
             if event in ("line", "return"):
@@ -142,6 +145,8 @@ def traced(call, record=None):
                                 timeline.append((name, frame.f_code.co_filename, state["line"], value.copy()))
                 if event == "return" and record is not None:
                     returns.append((frame.f_code.co_filename, frame.f_lineno, arg))
+                    if "call" in state:
+                        state["call"]["returned"] = arg
                 state["line"] = frame.f_lineno
             return local
         return local
@@ -155,8 +160,67 @@ def traced(call, record=None):
     finally:
         sys.settrace(before)
     if record is not None:
-        record.update(timeline=timeline, returns=returns)
+        record.update(timeline=timeline, returns=returns, calls=calls)
     return list(bound.values())
+
+
+def _call(frame) -> dict:
+    """One call from a function of the learner's into another of theirs (traced's record["calls"]): the function
+    called (when it is a name of its module), its caller's name, file and line, its depth among their frames, its
+    arguments as passed ("args") and as they were then ("values", arrays copied: the callee may write into them),
+    and, once it returns, what it returned."""
+    code, caller = frame.f_code, frame.f_back
+    fn = frame.f_globals.get(code.co_name)
+    args = [frame.f_locals[name] for name in code.co_varnames[:code.co_argcount] if name in frame.f_locals]
+    depth, f = 0, frame
+    while f is not None and theirs(f.f_code.co_filename):
+        depth, f = depth + 1, f.f_back
+    return {"function": fn if getattr(fn, "__code__", None) is code else None, "name": code.co_name,
+            "caller": caller.f_code.co_name, "file": caller.f_code.co_filename, "line": caller.f_lineno,
+            "depth": depth, "args": args, "values": [_copied(a) for a in args], "returned": None}
+
+
+def _copied(value):
+    """``value`` with its arrays copied, item by item through tuples, lists and dicts."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_copied(v) for v in value) if type(value) in (tuple, list) else value
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
+def reused_call(record, first):
+    """The deepest call from one of the learner's functions into another of theirs (record["calls"], traced's)
+    that returned ``first`` (their out or dx) as its first item, with the function called known; else None: the
+    function that computes it, and the caller's line that calls it."""
+    def gives(call):
+        out = call["returned"]
+        item = out[0] if isinstance(out, (tuple, list)) and out else out
+        return call["function"] is not None and isinstance(item, np.ndarray) and \
+            np.shape(item) == np.shape(first) and same_numbers(item, first)
+    found = [c for c in record.get("calls", []) if gives(c)]
+    return max(found, key=lambda c: c["depth"]) if found else None
+
+
+AT_CALL, INSIDE = "it is made where ", "it is made inside "
+
+
+def at_calls(detail) -> list:
+    """[(caller, function called, line)] of a detail that says its slip is made at a call (detectors.at_the_call:
+    "it is made where layernorm_backward calls batchnorm_backward on ... (line 38)"), in the order said."""
+    if AT_CALL not in detail:
+        return []
+    return re.findall(r"(\w+) calls (\w+) on [^()]*\(line (\d+)\)", detail[detail.index(AT_CALL):])
+
+
+def inside_call(detail) -> tuple | None:
+    """(function, caller, line) of a detail that says its slip is made inside a function called on the transposed
+    arrays (detectors.at_the_call: "it is made inside batchnorm_backward, which layernorm_backward calls on the
+    transposed arrays (line 32)"); else None."""
+    m = re.search(rf"{INSIDE}(\w+), which (\w+) calls on the transposed arrays \(line (\d+)\)", detail)
+    return m.groups() if m else None
 
 
 def held(x, eps, layout, knobs) -> list:
@@ -216,20 +280,34 @@ def where_computed(record, term, dx):
     return ""
 
 
-def where_zero(record, dx) -> str:
+def where_zero(record, dx, term=None) -> str:
     """Where a term of dx the learner left out is lost: "its path is 0 from NAME (file, line N) on" for the first
     of their bindings with one value per group (fewer than dx's, dividing them) that is 0 for every group (against
-    dx's scale) and stays 0, as a staged backward's dvar does when it sums x - mean without dxhat; "" if none."""
+    dx's scale) and stays 0, as a staged backward's dvar does when it sums x - mean without dxhat; "" if none. A
+    path that some binding of theirs holds right (``record["path"][term]``: the reference's steps on that term's
+    path, one of them to a constant factor) is not lost at a 0: a share that is 0 by the algebra in a right
+    backward too (dvar * mean(-2 (x - mean))) is then no slip, and the term is lost where dx leaves it out."""
     timeline = record.get("timeline", [])
     scale = float(np.max(np.abs(dx))) if np.size(dx) else 0.0
 
     def zero(value):
         return 0 < value.size < np.size(dx) and np.size(dx) % value.size == 0 and \
             float(np.max(np.abs(value))) <= 1e-9 * scale
+    if any(_multiple(value, step) for step in record.get("path", {}).get(term, ()) for _, _, _, value in timeline):
+        return ""
     for i, (name, f, line, value) in enumerate(timeline):
         if scale > 0 and zero(value) and all(zero(v) for n, g, _, v in timeline[i + 1:] if (n, g) == (name, f)):
             return f"its path is 0 from {name} ({shown(f)}, line {line}) on, for every group"
     return ""
+
+
+def _multiple(value, step) -> bool:
+    """``value`` holds ``step``'s numbers (not all 0) times one constant that is not 0, as laid out."""
+    v, s = np.ravel(np.asarray(value, dtype=np.float64)), np.ravel(np.asarray(step, dtype=np.float64))
+    if v.size != s.size or not np.any(s):
+        return False
+    c = float(v @ s / (s @ s))
+    return c != 0 and same_numbers(v, c * s) and float(np.max(np.abs(c * s))) > 1e-9 * float(np.max(np.abs(s)))
 
 
 @dataclass

@@ -136,7 +136,7 @@ def describe(cases, gots, layouts, record=None, dx0=None):
         if record is not None:
             cols = _groups(np.ascontiguousarray(terms[t]), axes)
             theirs = coefs[:, t][:, None] * cols
-            lines[t] = where_zero(record, dx0) or where_computed(record, [], dx0) if how.startswith("left out") \
+            lines[t] = where_zero(record, dx0, t) or where_computed(record, [], dx0) if how.startswith("left out") \
                 else where_computed(record, [theirs, np.abs(theirs)] if np.any(theirs) else [], dx0)
     head = "split into its terms (direct, mean, x_hat), with one coefficient each per group: "
     if len(off) == 3 and len({how for _, how, _ in off}) == 1:

@@ -169,6 +169,110 @@ def test_a_staged_graph_with_three_slips_is_fixed_where_the_variance_s_path_is_l
     assert at in flat(found), flat(found)
 
 
+# a LayerNorm that reuses the learner's BatchNorm functions without the transposes: the calls, and the advised fix
+# written out (what the learner would write: the transposes at the calls, dgamma and dbeta their own)
+AT_THE_CALL = {
+    "ln_reuses_bn": (("out, cache = batchnorm_forward(", "dx, dgamma, dbeta = batchnorm_backward("), {
+        "    out, cache = batchnorm_forward(x, gamma, beta, ln_param)\n    return out, cache":
+        "    out, cache = batchnorm_forward(x.T, gamma[:, None], beta[:, None], ln_param)\n    return out.T, cache",
+        "    dx, dgamma, dbeta = batchnorm_backward(dout, cache)\n    return dx, dgamma, dbeta":
+        "    dx, _, _ = batchnorm_backward(dout.T, cache)\n    xhat = cache[0].T\n"
+        "    return dx.T, np.sum(dout * xhat, axis=0), np.sum(dout, axis=0)"}),
+    "ln_reuses_bn_backward": (("dx, dgamma, dbeta = batchnorm_backward(",), {
+        "    dx, dgamma, dbeta = batchnorm_backward(dout, cache)\n    return dx, dgamma, dbeta":
+        "    xhat, gamma, xmu, ivar, sqrtvar, var, eps = cache\n"
+        "    cache_t = (xhat.T, gamma[:, None], xmu.T, ivar.T, sqrtvar.T, var.T, eps)\n"
+        "    dx, _, _ = batchnorm_backward(dout.T, cache_t)\n"
+        "    return dx.T, np.sum(dout * xhat, axis=0), np.sum(dout, axis=0)"}),
+}
+
+
+@pytest.mark.parametrize("file", AT_THE_CALL)
+def test_a_reduction_made_at_the_call_of_a_reused_function_is_fixed_at_the_call(file, tmp_path):
+    """Issue 51, item 4: a LayerNorm that reuses the learner's BatchNorm functions, right for BatchNorm, on x and dout
+    as they are (no transpose at the calls) was told to give a sum inside them, or the forward's mean, axis=1: that
+    breaks BatchNorm. The checker calls the reused functions on the transposed arrays, sees them give the right out
+    and dx on every draw, and advises the transposes at the calls, by line; that advice, written out, passes."""
+    calls, fixed = AT_THE_CALL[file]
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["reduced_over_wrong_axis"], str(report)
+    (found, advice, _), = [r.advice["reduced_over_wrong_axis"] for r in report.results.values() if r.advice]
+    found, advice = flat(found), flat(advice)
+    assert advice.startswith("transpose at the call"), advice
+    assert all(f"line {line_of(file, c)}" in advice and f"(line {line_of(file, c)})" in found for c in calls), \
+        (found, advice)
+    assert "axis=1" not in advice and "in your forward" not in advice, advice
+    assert check("batchnorm", load(STUDENTS / f"{file}.py", "batchnorm")[0]).ok   # the functions reused are right
+    text = (STUDENTS / f"{file}.py").read_text()
+    for old, new in fixed.items():
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / f"{file}_fixed.py").write_text(text)
+    assert check("layernorm", load(tmp_path / f"{file}_fixed.py", "layernorm")[0]).ok
+
+
+@pytest.mark.parametrize("file", ["ln_reuses_bn_wrong", "ln_reuses_bn_inside"])
+def test_a_slip_inside_a_reused_function_is_not_moved_to_its_call(file):
+    """The reused BatchNorm backward is wrong for BatchNorm too: called without a transpose (ln_reuses_bn_wrong),
+    calling it transposed does not make dx right either, so the call is not said to be the slip; called with the
+    transposes (ln_reuses_bn_inside), there is no call to fix."""
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["reduced_over_wrong_axis"], str(report)
+    assert "transpose at the call" not in flat(str(report)) and "it is made where" not in flat(str(report))
+    assert not check("batchnorm", load(STUDENTS / f"{file}.py", "batchnorm")[0]).ok
+
+
+def test_a_sum_inside_a_function_called_on_the_transposed_arrays_is_fixed_in_its_own_axes(tmp_path):
+    """The reused BatchNorm backward, called with the transposes, sums its x_hat term over axis 1, keepdims=True: it
+    was told to give that sum "axis=1, keepdims=True", LayerNorm's axis, what it already has. Inside the function
+    called on x.T the axes are swapped: the fix says axis=0 there, and, written out, makes both exercises right."""
+    file = "ln_reuses_bn_inside"
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    found, advice, _ = report.results["x"].advice["reduced_over_wrong_axis"]
+    call = f"(line {line_of(file, 'dx_t, _, _ = batchnorm_backward(')})"
+    said = ("give the sum in the x_hat term's sum (dvar) the argument axis=0 in batchnorm_backward, which "
+            f"layernorm_backward calls on the transposed arrays {call}")
+    assert flat(advice).startswith(said), flat(advice)
+    assert "keepdims" not in flat(advice) and call in flat(found), (found, advice)
+    text = (STUDENTS / f"{file}.py").read_text()
+    assert text.count("np.sum(dxhat * xhat, axis=1, keepdims=True)") == 1
+    (tmp_path / "fixed.py").write_text(text.replace("np.sum(dxhat * xhat, axis=1, keepdims=True)",
+                                                   "np.sum(dxhat * xhat, axis=0)"))
+    assert all(check(name, load(tmp_path / "fixed.py", name)[0]).ok for name in ("layernorm", "batchnorm"))
+
+
+def test_a_dx_computed_on_x_t_and_returned_without_the_transpose_back_is_told_to_transpose_it(tmp_path):
+    """The reused BatchNorm backward is called on dout.T, and its dx is returned as it comes, (D, N): the report said
+    only that the shape is wrong. It now says that dx.T is right on every draw, and to transpose the dx the call
+    (by line) returns; written out, that passes."""
+    file = "ln_reuse_dx_not_transposed"
+    report = check("layernorm", load(STUDENTS / f"{file}.py", "layernorm")[0])
+    assert report.diagnoses == ["wrong_shape"], str(report)
+    found, advice = report.results["x"].advice["wrong_shape"]
+    line = line_of(file, "dx, _, _ = batchnorm_backward(")
+    assert "dx.T, is right on every draw" in flat(found) and f"calls at line {line}" in flat(found), found
+    assert flat(advice) == f"transpose the dx that batchnorm_backward returns (line {line}) back: dx.T", advice
+    head, _, tail = (STUDENTS / f"{file}.py").read_text().rpartition("    return dx, ")     # layernorm_backward's
+    (tmp_path / "fixed.py").write_text(f"{head}    return dx.T, {tail}")
+    assert check("layernorm", load(tmp_path / "fixed.py", "layernorm")[0]).ok
+
+
+@pytest.mark.parametrize("exercise, which", [("batchnorm", 0), ("layernorm", 1)])
+def test_a_term_that_is_zero_by_the_algebra_is_not_where_the_x_hat_term_is_lost(exercise, which):
+    """Issue 51, item 4: the x_hat term's spot was the first binding 0 for every group (lines.where_zero). In a staged
+    backward that computes the variance's path right (grad_v) and leaves it out of dx, that was the mean's second
+    share, grad_v * mean(-2 (x - mean)): 0 in a right backward too. Where the learner holds the reference's path,
+    the term is lost where dx leaves it out, and the report says dx's line."""
+    report = check(exercise, load(STUDENTS / "staged_zero_term.py", exercise)[0])
+    text = flat(str(report))
+    assert report.diagnoses == ["missing_projection_term"], text
+    assert "grad_c2" not in text, text
+    lines = (STUDENTS / "staged_zero_term.py").read_text().splitlines()
+    dx = [i for i, t in enumerate(lines, 1) if t.strip().startswith("dx = d_norm")][which]
+    found, advice, _ = report.results["x"].advice["missing_projection_term"]
+    assert f"(`dx`, line {dx})" in flat(advice) and f"line {dx}" in flat(found), (found, advice)
+
+
 @pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
 @pytest.mark.parametrize("file, code", [(RECOMPUTED, "eps_outside_sqrt"),
                                         ("forward_mean_axis", "reduced_over_wrong_axis")])
