@@ -86,6 +86,8 @@ class Recheck:
             still = self._run([found], wrong)
         except NotApplied as why:
             return UNCHECKED.format(why=why), "not applied"
+        except Exception as exc:  # the re-check's own failure on code it did not foresee: no claim either way
+            return UNCHECKED.format(why=f"the re-check failed: {type(exc).__name__}"), "not applied"
         self.fixes[code] = (found, wrong)
         if not still:
             return "", "applied"
@@ -242,10 +244,17 @@ def _rewritten(fn, at):
     for name, line in at:
         if node is None or not _insert(node, name, line):
             raise NotApplied(f"no assignment to {name} at line {line}")
-    node.decorator_list = []
+    node.decorator_list, node.returns = [], None          # only the code is taken: nothing of the def is evaluated
+    node.args.defaults, node.args.kw_defaults = [], [None] * len(node.args.kwonlyargs)
+    for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs, node.args.vararg, node.args.kwarg]:
+        if a is not None:
+            a.annotation = None
     space = {}
-    exec(compile(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])), file, "exec", dont_inherit=True),
-         fn.__globals__, space)
+    try:
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])), file, "exec",
+                     dont_inherit=True), fn.__globals__, space)
+    except Exception as exc:  # the learner's source, compiled again
+        raise NotApplied(f"your function could not be compiled again ({type(exc).__name__})") from None
     return space[node.name].__code__
 
 

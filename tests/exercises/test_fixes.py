@@ -302,3 +302,18 @@ def test_a_fix_that_cannot_be_applied_says_more_may_be_wrong(tmp_path):
     assert said.rechecked == {"reduced_without_axis": "not applied"}, str(report)
     assert "could not be re-checked on your code (the line does not run once per call of your backward): more may " \
            "be wrong" in flat(said.advice["reduced_without_axis"][1]), str(report)
+
+
+def test_a_fix_is_applied_through_a_decorator_annotations_and_defaults(tmp_path):
+    """The learner's backward behind a decorator of theirs (the function reached through the wrapper's closure),
+    with annotations and a default argument: the rewritten code is the function's body alone, and the fix of
+    dmean_divided_twice is still applied and seen to work."""
+    source = (STUDENTS / "dmean_divided_twice.py").read_text()
+    old = "def batchnorm_backward(dout, cache):\n"
+    assert old in source
+    path = _written(tmp_path, "decorated", source.replace(old, (
+        "def logged(f):\n    def wrapper(*args):\n        return f(*args)\n    return wrapper\n\n\n"
+        "@logged\ndef batchnorm_backward(dout: np.ndarray, cache: tuple, scale: float = float(np.ones(1)[0]))"
+        " -> tuple:\n")))
+    report = check("batchnorm", load(path, "batchnorm")[0])
+    assert report.results["x"].rechecked == {"n_factor": "applied"}, str(report)
