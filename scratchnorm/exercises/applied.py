@@ -145,7 +145,7 @@ class Recheck:
             kw, dy = self.cases[draw[0]]
             L, kn = ex.layout_for(kw), ex.knobs_for(kw)
             xv = L.view(kw["x"], kw["x"].shape[1] if kw["x"].ndim > 1 else 1)
-            n = count(xv.shape, L.axes(xv.ndim))
+            n = kn.k if kn.k is not None else count(xv.shape, L.axes(xv.ndim))     # pRMSNorm's statistic reads k
             if what == "divide":
                 return value / n
             if what == "times":
