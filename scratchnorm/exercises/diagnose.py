@@ -4,7 +4,8 @@ that does not move with dout, its terms off by a factor: judge.py, dout_probe.py
 
 This module runs the learner's functions on the draws and computes, per output, the reference's values and
 every applicable slip's; the detectors (detectors.py: two lists, FORWARD and BACKWARD, of functions with one
-signature) then name what is wrong; consistency.py makes the names tell one story, and fixes.py advises.
+signature) then name what is wrong; consistency.py makes the names tell one story, and fixes.py advises (a fix
+that points at a binding of the learner's applied to their code and re-checked first: applied.py).
 
 Inputs. Several random float64 draws of every shape of the exercise (batch axes included; the cache
 contract's shapes only, contract.py), a random upstream gradient dy, eps = 0.05, weights away from 1 with
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .applied import Recheck
 from .catalogue import EXERCISES
 from .consistency import reconcile
 from .contract import ContractError, Library
@@ -109,23 +111,25 @@ def check_functions(name, funcs, source="", contract=None):
                 report.notes.append("the backward was checked all the same: it gets x, weight and eps and "
                                     "recomputes what it needs, so it does not depend on your forward.")
     reconcile(report)
-    _advise(report, ex, contract, cases[0], caches[0] if caches else None)
+    _advise(report, ex, contract, cases, caches)
     return report
 
 
-def _advise(report, ex, contract, case, cache):
+def _advise(report, ex, contract, cases, caches):
     """The ten most common codes (fixes.py): what was found, the fix in the learner's own names (read off their
-    backward, run once more under the tracer), and the lesson section that derives the term."""
+    backward, run once more under the tracer), and the lesson section that derives the term; a backward fix that
+    points at a binding of theirs is applied to their code and re-checked on every draw first (applied.py)."""
     if not any(c in COMMON for r in report.results.values() for c in r.codes):
         return
-    kw, dy = case
+    (kw, dy), cache = cases[0], caches[0] if caches else None
     record, out, bindings = {}, [], []
     if "backward" in contract.functions and "backward" not in report.errors and \
             not (contract.backward_needs_forward and cache is None):
         bindings = traced(lambda: out.append(contract.backward(kw, dy.copy(), cache)), record)
     grads = as_grads(out[0], ex) if out else {}
-    advise(report, ex.name, np.ndim(kw["x"]), read(record, bindings, grads, kw["weight"], report.labels),
-           _forward_spots(report, ex, contract, kw))
+    theirs = read(record, bindings, grads, kw["weight"], report.labels)
+    advise(report, ex.name, np.ndim(kw["x"]), theirs, _forward_spots(report, ex, contract, kw),
+           Recheck(ex, contract, cases, caches, theirs, report.labels) if bindings else None)
 
 
 def _forward_spots(report, ex, contract, kw):

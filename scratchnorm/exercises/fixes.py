@@ -90,6 +90,9 @@ COUNT = {"batchnorm": "N (the batch; N * H * W per channel in the spatial form)"
          "prmsnorm": "k (the features the statistic reads)"}
 
 
+TERM = {"dvar": "x_hat term", "dmean": "mean term"}
+
+
 def _term(detail) -> str:
     """The course's step a detail speaks of: "dvar" (the x_hat term, the variance's path), "dmean", or ""."""
     if "x_hat term" in detail or "(dvar)" in detail:
@@ -159,6 +162,10 @@ def fix(code, detail, exercise, ndim, cache_contract, theirs: Theirs, label, spo
             return f"{in_forward}, divide the sum of squares by {n}: var = np.mean((x - mean)**2, {axes})"
         if "1/n" in detail:
             return f"divide {where_step or 'that term'} by {n} once, not twice"
+        if spot and spot == t.at(t.returned.get("x", "")):     # the term is added in dx's own line: not dx to
+            if not theirs_step:                                 # divide, but the term in it, or the step it adds
+                return f"divide the {TERM.get(step, 'term')} in {spot} by {n}"
+            where_step = t.at(theirs_step)
         return f"divide {where_step or 'that term'} by {n} where it is added to dx"
     if code == "eps_missing":
         root = t.steps.get("rstd") or t.steps.get("std")
@@ -214,9 +221,10 @@ def _at_the_call(calls, t: Theirs, paxes, cache_contract) -> str:
             f"{t.gamma}[:, None]), and transpose the dx it returns; {params}")
 
 
-def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
+def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None, recheck=None) -> None:
     """Record on each output of ``report`` that has one of the ten codes: {code: (found, fix, section)}.
-    ``forward_spots`` {(code, detail): "`name` (line N)"}: where the forward first holds a forward slip's value."""
+    ``forward_spots`` {(code, detail): "`name` (line N)"}: where the forward first holds a forward slip's value;
+    ``recheck`` (applied.Recheck): a backward fix applied to the learner's code, and what to add to it."""
     cache_contract = report.labels.get("weight") == "dgamma"
     said = set()                                    # each code once: at the first output that has it
     more = [report.labels[r.name] for r in report.results.values() if NOT_ENOUGH[:30] in r.detail]
@@ -239,6 +247,10 @@ def advise(report, exercise, ndim, theirs: Theirs, forward_spots=None) -> None:
             elif r.name == "y" and unchecked:
                 advised += (f"; whether that alone is enough was not re-checked: more may be wrong in "
                             f"{listed(unchecked)}")
+            elif r.name != "y" and recheck is not None:
+                added, r.rechecked[code] = recheck(code, advised, [g for g, o in report.results.items()
+                                                                   if g != "y" and not o.ok and code in o.codes])
+                advised += added
             r.advice[code] = (found, advised, str(section(code, exercise)))
 
 

@@ -24,6 +24,8 @@ class Result:
     trail: str = ""                 # a staged backward: which of its named intermediates first differs, and where
     terms: str = ""                 # dx split into its direct, mean and x_hat terms: which is off, how much, where
     advice: dict = field(default_factory=dict)  # code -> (what was found, the fix, the lesson section): fixes.py
+    rechecked: dict = field(default_factory=dict)   # code -> how its fix was re-checked (applied.py): "applied",
+    #                                                 "not enough", "not applied", "mutant"
 
     def as_dict(self):
         parts = [{"code": c, "detail": d, "share": round(sh, 3)} for c, d, sh in self.parts]

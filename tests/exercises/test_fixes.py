@@ -17,6 +17,7 @@ from scratchnorm.exercises.fixes import COMMON, DERIVED, section
 STUDENTS = Path(__file__).parent / "students"
 LESSONS = Path(__file__).parents[2] / "lessons"
 sys.path.insert(0, str(STUDENTS))
+from library import as_library  # noqa: E402
 
 
 def line_of(file, start):
@@ -350,3 +351,73 @@ def test_a_cache_that_holds_the_forward_s_out_is_fixed_with_the_right_out_and_re
     text = flat(str(report))
     assert report.diagnoses == ["eps_outside_sqrt"], text
     assert "fixing the forward fixes it" in text and "could not re-run" not in text, text
+
+
+def _rechecked(file, name, module=None):
+    report = check(name, module or load(STUDENTS / f"{file}.py", name)[0])
+    return report, {c: (r.rechecked.get(c), flat(a[1])) for r in report.results.values() for c, a in r.advice.items()}
+
+
+@pytest.mark.parametrize("contract", ["cache", "library"])
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+def test_a_backward_fix_that_is_not_enough_alone_is_said_so(name, contract):
+    """Issue 51, item 4: a fix that points at a binding is applied to the learner's code and re-checked before it
+    is advised (applied.py). This student has two slips, dvar summed without an axis and dmean added to dx without
+    its 1/n: each fix, applied alone, leaves dx wrong, and the report says so; the second says that the two
+    together make every gradient right. In the cache contract, and through the learner's own wrapper in
+    scratchnorm's (a function of theirs that reaches the backward through a closure, on inputs of 3 and 4 axes)."""
+    module = load(STUDENTS / "dvar_no_axis_dmean_undivided.py", name)[0]
+    report, said = _rechecked("", name, module if contract == "cache" else as_library(module, name))
+    assert said.keys() == {"reduced_without_axis", "n_factor"}, str(report)
+    first, second = said.values()
+    assert first[0] == second[0] == "not enough", str(report)
+    for _, fix in (first, second):
+        assert "that alone is not enough: re-checked with it applied to your code, dx (max rel err" in fix, fix
+    assert first[1].endswith("still wrong: more is wrong"), first[1]
+    assert second[1].endswith(f"with the fix for {list(said)[0]} applied too, every gradient is right"), second[1]
+
+
+@pytest.mark.parametrize("file, code", [("dmean_divided_twice", "n_factor"), ("dvar_no_axis", "reduced_without_axis"),
+                                        ("dmean_undivided", "n_factor")])
+@pytest.mark.parametrize("name", ["batchnorm", "layernorm"])
+def test_a_backward_fix_is_advised_as_seen_to_work(file, code, name):
+    """The same re-check on students with one slip: the fix, applied to their code (dmean divided once, not twice;
+    dvar's sum given its axis; dmean divided by n where dx adds it), makes every gradient right, and the advice is
+    the same as the mutant gave it; the learner's function is left as it was."""
+    module = load(STUDENTS / f"{file}.py", name)[0]
+    report, said = _rechecked(file, name, module)
+    if file == "dmean_undivided" and name == "layernorm":      # a closed form: the term is in dx's own line
+        assert said[code][0] == "mutant" and said[code][1].startswith("divide the mean term in `dx`"), str(report)
+        return
+    assert said[code][0] == "applied" and "enough" not in said[code][1], str(report)
+    again = check(name, module)
+    assert again.results["x"].max_rel_err == report.results["x"].max_rel_err > 0.1, str(again)
+
+
+def test_a_fix_that_cannot_be_applied_says_more_may_be_wrong(tmp_path):
+    """A binding made in a loop (run twice a call) cannot take one value: the fix is not re-checked, and the
+    advice says that more may be wrong, never that it is enough."""
+    source = (STUDENTS / "dvar_no_axis.py").read_text()
+    old = "    dvar = np.sum(dx_hat * (x - mu) * -0.5 * (var + eps) ** -1.5)\n"
+    assert old in source
+    path = _written(tmp_path, "dvar_in_a_loop", source.replace(old, "    for _ in range(2):\n    " + old))
+    report = check("batchnorm", load(path, "batchnorm")[0])
+    said = report.results["x"]
+    assert said.rechecked == {"reduced_without_axis": "not applied"}, str(report)
+    assert "could not be re-checked on your code (the line does not run once per call of your backward): more may " \
+           "be wrong" in flat(said.advice["reduced_without_axis"][1]), str(report)
+
+
+def test_a_fix_is_applied_through_a_decorator_annotations_and_defaults(tmp_path):
+    """The learner's backward behind a decorator of theirs (the function reached through the wrapper's closure),
+    with annotations and a default argument: the rewritten code is the function's body alone, and the fix of
+    dmean_divided_twice is still applied and seen to work."""
+    source = (STUDENTS / "dmean_divided_twice.py").read_text()
+    old = "def batchnorm_backward(dout, cache):\n"
+    assert old in source
+    path = _written(tmp_path, "decorated", source.replace(old, (
+        "def logged(f):\n    def wrapper(*args):\n        return f(*args)\n    return wrapper\n\n\n"
+        "@logged\ndef batchnorm_backward(dout: np.ndarray, cache: tuple, scale: float = float(np.ones(1)[0]))"
+        " -> tuple:\n")))
+    report = check("batchnorm", load(path, "batchnorm")[0])
+    assert report.results["x"].rechecked == {"n_factor": "applied"}, str(report)

@@ -44,6 +44,8 @@ KINDS = {
     # from a second set of real learners: dgamma = sum(dout); dmean added to dx without / N
     "dgamma_is_dbeta": ({"dweight_wrong_array"}, ("batchnorm", "layernorm"), BOTH),
     "dmean_undivided": ({"n_factor"}, ("batchnorm", "layernorm"), BOTH),      # (terms.py named these before)
+    "dmean_divided_twice": ({"n_factor"}, ("batchnorm", "layernorm"), BOTH),
+    "dvar_no_axis_dmean_undivided": ({"reduced_without_axis", "n_factor"}, ("batchnorm", "layernorm"), BOTH),
     "groupnorm_whole_example_dmean": ({"reduced_over_wrong_axis", "n_factor"}, ("groupnorm",), CACHE),
     # the right numbers in other places: a reshape where the inverse transpose belongs
     "spatial_reshape_back": ({"values_misplaced"}, ("batchnorm",), CACHE),
