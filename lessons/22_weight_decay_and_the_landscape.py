@@ -268,8 +268,9 @@ check(all(np.isfinite(v).all() for v in final.values()), "every run trains to a 
 # well" is an equivalence, and its band (within 0.05 nats holds, within 0.15 approximately) says something only
 # if it can fail: its control is no normalization against BatchNorm, the same gap on the same seeds, which must
 # lie outside the band. If no normalization trains "about as well as BatchNorm" too, the claim is inconclusive by
-# construction (`lessons/_grading.py`, `beside_control`); if the control's interval straddles the band's edge, the
-# band does not surely tell BatchNorm from none, and a noisy BatchNorm inside it would read inconclusive too.
+# construction (`lessons/_grading.py`, `beside_control`); if the control's interval straddles the edge of the band
+# the claim met (0.05 for "holds", 0.15 for "approximately"), that band does not surely tell BatchNorm from none,
+# and a noisy BatchNorm inside it would read inconclusive too.
 
 # %%
 none_gap = mean_interval(np.subtract(final["none"], final["batchnorm"]))
