@@ -46,10 +46,10 @@ APPLIED = ((re.compile(r"give the sum in `(\w+)` \(line (\d+)\) the argument"), 
            (re.compile(r"^divide `(\w+)` \(line (\d+)\) by .* where it is added to dx"), "divide"),
            (re.compile(r"^divide `(\w+)` \(line (\d+)\) by .* once, not twice"), "times"))
 
-NOT_ENOUGH = "; that alone is not enough: re-checked with it applied to your code, {still} still wrong"
+STILL_WRONG = "; that alone is not enough: re-checked with it applied to your code, {still} still wrong"
 MORE = ": more is wrong"
 TOGETHER = "; with the fix for {others} applied too, every gradient is right"
-UNCHECKED = "; whether that alone is enough could not be re-checked on your code ({why}): more may be wrong"
+NOT_APPLIED = "; whether that alone is enough could not be re-checked on your code ({why}): more may be wrong"
 
 
 class NotApplied(Exception):
@@ -77,21 +77,21 @@ class Recheck:
     def __call__(self, code, fix_text, wrong) -> tuple[str, str]:
         """(what to add to the fix of ``code``, how it was re-checked) for the gradients ``wrong`` (those the code
         made wrong): ("", "applied") when the fix was seen to work; ("", "mutant") when it has no binding to apply
-        (the mutant justifies it); else NOT_ENOUGH ("not enough"), with TOGETHER when this fix and the ones advised
-        before it make every gradient right, or UNCHECKED ("not applied")."""
+        (the mutant justifies it); else STILL_WRONG ("not enough"), with TOGETHER when this fix and the ones advised
+        before it make every gradient right, or NOT_APPLIED ("not applied")."""
         found = binding(fix_text)
         if found is None:
             return "", "mutant"
         try:
             still = self._run([found], wrong)
         except NotApplied as why:
-            return UNCHECKED.format(why=why), "not applied"
+            return NOT_APPLIED.format(why=why), "not applied"
         except Exception as exc:  # the re-check's own failure on code it did not foresee: no claim either way
-            return UNCHECKED.format(why=f"the re-check failed: {type(exc).__name__}"), "not applied"
+            return NOT_APPLIED.format(why=f"the re-check failed: {type(exc).__name__}"), "not applied"
         self.fixes[code] = (found, wrong)
         if not still:
             return "", "applied"
-        text = NOT_ENOUGH.format(still=listed(f"{self.labels[g]} (max rel err {e:.1e})" for g, e in still.items()))
+        text = STILL_WRONG.format(still=listed(f"{self.labels[g]} (max rel err {e:.1e})" for g, e in still.items()))
         others = [c for c in self.fixes if c != code]
         try:
             together = others and not self._run([f for f, _ in self.fixes.values()],
