@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from lessons._common import FAILS, INCONCLUSIVE, VERDICTS
-from lessons._grading import APPROX, HOLDS, deciding_factor, verdict_of
+from lessons._grading import APPROX, HOLDS, deciding_factor, fails_bound_met, verdict_of
 from lessons._stats import mean_interval
 from scratchnorm import nn
 
@@ -99,21 +99,24 @@ def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
     estimate stayed put) and the seconds one seed took in this run: 'about 34 seeds (6.8× this run's 5) would
     narrow it clear of 0.5 if the estimate stayed put: about 2 minutes at this run's 3.6 s a seed'. A claim beside
     an inconclusive control is forecast by the larger of the two (the control must fail for the claim to count);
-    one whose control passes its bounds cannot be decided by seeds. '' for a decided claim."""
+    a claim settled on its own beside a control whose estimate lies inside the bound the claim met cannot be
+    decided by seeds. '' for a decided claim."""
     if claim.verdict != INCONCLUSIVE:
         return ""
     c, ctrl = claim, claim.control
     own = verdict_of(c.value, c.holds_if, c.approx_if, c.interval, c.rejects_if)
-    # the control must fail the bound the claim meets (lessons/_grading.py, ``beside_control``): a claim that holds
-    # asks only the holds bound of it, so a control inside the approximate band can still settle by seeds
-    ctrl_bounds = (c.holds_if, None) if own == HOLDS else (c.holds_if, c.approx_if)
-    if ctrl is not None and (ctrl["verdict"] == HOLDS or ctrl["verdict"] == APPROX and own != HOLDS):
-        return (f"no number of seeds while its control ({ctrl['label']}) {ctrl['verdict']} on the same bounds: only "
-                "a control that fails them lets the row be decided")
     found = [deciding_factor(c.value, c.interval, c.holds_if, c.approx_if, c.rejects_if, seeds)] \
         if own == INCONCLUSIVE else []
-    if ctrl is not None and ctrl["verdict"] != FAILS:                # both must settle: the larger forecast
-        found.append(deciding_factor(ctrl["value"], ctrl["interval"], *ctrl_bounds, None, seeds))
+    # where the claim settles (its estimate's verdict while open): if it holds, its control must fail the bound it
+    # met (lessons/_grading.py, ``beside_control``), which seeds can do only if the control's estimate lies outside
+    settles = own if own != INCONCLUSIVE else verdict_of(c.value, c.holds_if, c.approx_if, None, c.rejects_if)
+    if ctrl is not None and settles in (HOLDS, APPROX):
+        met = c.holds_if if settles == HOLDS or c.approx_if is None else c.approx_if
+        if verdict_of(ctrl["value"], met) != FAILS:
+            return (f"no number of seeds while its control ({ctrl['label']}) sits inside the bound the claim meets "
+                    f"({ctrl['verdict']} on the same bounds): only a control that fails it lets the row be decided")
+        if not fails_bound_met(settles, ctrl, c.holds_if, c.approx_if):
+            found.append(deciding_factor(ctrl["value"], ctrl["interval"], met, None, None, seeds))
     if not found or any(f is None or not np.isfinite(f[1]) for f in found):
         return "no number of seeds: the estimate sits on the bound"
     bound, factor = max(found, key=lambda f: f[1])

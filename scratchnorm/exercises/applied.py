@@ -61,8 +61,24 @@ def binding(fix_text):
     for pattern, what in APPLIED:
         m = pattern.search(fix_text)
         if m and (what in ("divide", "times") or m.group(1) in STEP):
-            return m.group(1), int(m.group(2)), what
+            keywords = _advised_keywords(fix_text[m.end():]) if what == "axis" else ""
+            return m.group(1), int(m.group(2)), f"axis:{keywords}" if keywords else what
     return None
+
+
+def _advised_keywords(rest) -> str:
+    """The keywords an axis fix advises, as written after "the argument" ("axis=1, keepdims=True"), when they are
+    literals the rewrite can put in the learner's call; "" otherwise (``axis=(0, *range(2, x.ndim))``)."""
+    text = re.split(r" \(it has none\)|;", rest.strip(), maxsplit=1)[0]
+    text = re.sub(r" \(x reshaped.*\)$", "", text).strip()
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+        ok = not call.args and all(k.arg in ("axis", "keepdims") for k in call.keywords)
+        for k in call.keywords:
+            ast.literal_eval(k.value)
+    except (SyntaxError, ValueError):
+        return ""
+    return text if ok and call.keywords else ""
 
 
 class Recheck:
@@ -83,7 +99,13 @@ class Recheck:
         if found is None:
             return "", "mutant"
         try:
-            still = self._run([found], wrong)
+            try:
+                still = self._run([found], wrong)
+            except NotApplied:
+                if not found[2].startswith("axis:"):
+                    raise
+                found = (*found[:2], "axis")        # the advised keywords do not fit their line as written
+                still = self._run([found], wrong)   # (GroupNorm's 5-D axes): the value, checked (_only_the_axis)
         except NotApplied as why:
             return NOT_APPLIED.format(why=why), "not applied"
         except Exception as exc:  # the re-check's own failure on code it did not foresee: no claim either way
@@ -96,7 +118,7 @@ class Recheck:
         try:
             together = others and not self._run([f for f, _ in self.fixes.values()],
                                                 list(dict.fromkeys(g for _, w in self.fixes.values() for g in w)))
-        except NotApplied:
+        except Exception:  # NotApplied, or the re-check's own failure: no claim either way
             together = False
         return text + (TOGETHER.format(others=listed(others)) if together else MORE), "not enough"
 
@@ -106,8 +128,8 @@ class Recheck:
         hooks = {(name, line): self._hook(name, what, draw) for name, line, what in fixes}
         calls = {key: [] for key in hooks}
         by_function = {}
-        for name, line, _ in fixes:
-            by_function.setdefault(self._function(line), []).append((name, line))
+        for name, line, what in fixes:
+            by_function.setdefault(self._function(line), []).append((name, line, what))
         try:
             for fn, at in by_function.items():
                 swapped.append((fn, fn.__code__))
@@ -123,7 +145,9 @@ class Recheck:
                     raise NotApplied(f"with it applied your backward raised {type(exc).__name__}") from None
                 out = as_grads(out, self.ex)
                 ref = backward(dy, kw["x"], kw["weight"], kw["eps"], self.ex.layout_for(kw), self.ex.knobs_for(kw))
-                for g in wrong:
+                for g in dict.fromkeys([*wrong, *self.ex.grads]):          # a fix may break what was right
+                    if g not in ref:
+                        continue
                     shape = tuple(np.shape(kw["x"]) if g == "x" else self.contract.param_shape(kw))
                     got = np.asarray(out.get(g), dtype=np.float64)
                     err = rel_err(got, ref[g].reshape(shape))[0] if got.shape == shape else float("inf")
@@ -146,6 +170,8 @@ class Recheck:
             L, kn = ex.layout_for(kw), ex.knobs_for(kw)
             xv = L.view(kw["x"], kw["x"].shape[1] if kw["x"].ndim > 1 else 1)
             n = kn.k if kn.k is not None else count(xv.shape, L.axes(xv.ndim))     # pRMSNorm's statistic reads k
+            if what.startswith("axis:"):                 # the sum's own arguments were rewritten (_set_axis)
+                return value
             if what == "divide":
                 return value / n
             if what == "times":
@@ -153,6 +179,8 @@ class Recheck:
             steps = reference_steps(dy, kw["x"], kw["weight"], kw["eps"], L, kn)
             if STEP[name] not in steps:
                 raise NotApplied(f"the reference has no step {STEP[name]}")
+            if what == "axis":
+                _only_the_axis(name, np.asarray(value, dtype=np.float64), steps[STEP[name]])
             return _shaped(steps[STEP[name]], np.asarray(value), what == "axis" and (L.axes(xv.ndim),
                                                                                  ex.name == "batchnorm"))
         return fixed
@@ -202,6 +230,22 @@ def _contents(cells) -> list:
     return out
 
 
+def _only_the_axis(name, value, ref) -> None:
+    """An axis= fix adds the argument and changes nothing else on the line, so giving the binding the reference's
+    value applies it only when the axis is all that is wrong there. Then, per group (row, channel or group) j, the
+    reference's step is r_j = k_j R_j (R_j its sum over the group, k_j any factor of the group: 1 when it is inside
+    the sum, -0.5 rstd^3 for dvar's written outside), and their binding v_j = k_j S with S = sum_j R_j, the sum over
+    the whole array (or one number, sum_j r_j, when k is inside): either way sum_j r_j / v_j = 1. A second slip on
+    the line (a factor, another array in the sum) breaks that; a sum over another axis has another size: NotApplied."""
+    v, r = value.ravel(), np.asarray(ref, dtype=np.float64).ravel()
+    if r.size == 1 or v.size not in (1, r.size):
+        raise NotApplied(f"your `{name}` is summed over other axes, which the check cannot undo alone")
+    with np.errstate(all="ignore"):
+        total = float(np.sum(r / v))
+    if not abs(total - 1.0) <= 1e-7:
+        raise NotApplied(f"your `{name}` is not the step summed without its axis: more is wrong on that line")
+
+
 def _shaped(ref, value, advised):
     """The reference's step ``ref`` (the view's shape, keepdims) in the shape of the learner's ``value``; where the
     slip changed that shape (``advised``: the fix of a sum's axis=, as (the statistic's axes, no keepdims)), in the
@@ -232,7 +276,8 @@ def _broadcasts(shape, to) -> bool:
 
 def _rewritten(fn, at):
     """fn's code compiled again from its source with ``name = HOOK((name, line), name)`` after the statement at
-    ``line`` that binds ``name``, for each (name, line) of ``at``."""
+    ``line`` that binds ``name``, for each (name, line, what) of ``at``; an "axis:KEYWORDS" fix also gets those
+    keywords in that statement's sum, as the advice says to write them (_set_axis)."""
     file = fn.__code__.co_filename
     try:
         tree = ast.parse(open(file, encoding="utf-8").read(), file)
@@ -241,8 +286,8 @@ def _rewritten(fn, at):
     node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and
                  n.name == fn.__code__.co_name and
                  min([n.lineno, *(d.lineno for d in n.decorator_list)]) == fn.__code__.co_firstlineno), None)
-    for name, line in at:
-        if node is None or not _insert(node, name, line):
+    for name, line, what in at:
+        if node is None or not _insert(node, name, line, what[5:] if what.startswith("axis:") else ""):
             raise NotApplied(f"no assignment to {name} at line {line}")
     node.decorator_list, node.returns = [], None          # only the code is taken: nothing of the def is evaluated
     node.args.defaults, node.args.kw_defaults = [], [None] * len(node.args.kwonlyargs)
@@ -258,9 +303,9 @@ def _rewritten(fn, at):
     return space[node.name].__code__
 
 
-def _insert(node, name, line) -> bool:
+def _insert(node, name, line, keywords="") -> bool:
     """Insert the hook's statement after the innermost statement of ``node``'s bodies that spans ``line`` and
-    binds ``name``; False when there is none."""
+    binds ``name`` (with ``keywords``, that statement's sum rewritten first); False when there is none."""
     for field in ("body", "orelse", "finalbody", "handlers"):
         body = getattr(node, field, None)
         if not isinstance(body, list):
@@ -268,14 +313,34 @@ def _insert(node, name, line) -> bool:
         for i, stmt in enumerate(body):
             if not (stmt.lineno <= line <= stmt.end_lineno):
                 continue
-            if _insert(stmt, name, line):
+            if _insert(stmt, name, line, keywords):
                 return True
             if name in _bound(stmt):
+                if keywords:
+                    _set_axis(stmt, name, keywords)
                 call = ast.Call(ast.Name(HOOK, ast.Load()), [ast.Constant((name, line)), ast.Name(name, ast.Load())],
                                 [])
                 body.insert(i + 1, ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], call), stmt))
                 return True
     return False
+
+
+REDUCTIONS = ("sum", "mean")
+
+
+def _set_axis(stmt, name, keywords) -> None:
+    """The advice applied as written: the one sum (or mean) of ``stmt`` given ``keywords`` in place of its own
+    (np.sum(a, 1) and a.sum(1) pass the axis by position; a keepdims= the advice does not name stays). Anything else
+    on the line is left as the learner wrote it, so a second slip there stays and the re-check sees it."""
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr in REDUCTIONS]
+    if len(calls) != 1:
+        raise NotApplied(f"the line of `{name}` has {len(calls)} sums, not one")
+    call = calls[0]
+    on_module = isinstance(call.func.value, ast.Name) and call.func.value.id in ("np", "numpy")
+    call.args = call.args[:1] if on_module else []            # np.sum(a, axis) -> np.sum(a); a.sum(axis) -> a.sum()
+    new = ast.parse(f"f({keywords})", mode="eval").body.keywords
+    call.keywords = [k for k in call.keywords if k.arg not in {n.arg for n in new}] + new    # their keepdims= stays
 
 
 def _bound(stmt) -> set:

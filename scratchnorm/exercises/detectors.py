@@ -462,9 +462,8 @@ def _inside_transposed(s: Seen, x) -> bool:
     record = {}
     traced(lambda: s.call_backward(0, dy), record)
     dx = np.asarray(s.got["x"][0])
-    inside = reused_call(record, dx.T)
-    if inside is None or reused_call(record, dx) not in (None, inside) and \
-            reused_call(record, dx)["depth"] > inside["depth"]:
+    inside, outer = reused_call(record, dx.T), reused_call(record, dx)
+    if inside is None or outer is not None and outer is not inside and outer["depth"] > inside["depth"]:
         return False
     x.detail += (f"; {INSIDE}{inside['name']}, which {inside['caller']} calls on the transposed arrays (line "
                  f"{inside['line']})")

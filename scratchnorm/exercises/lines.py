@@ -147,6 +147,9 @@ def traced(call, record=None):
                     returns.append((frame.f_code.co_filename, frame.f_lineno, arg))
                     if "call" in state:
                         state["call"]["returned"] = arg
+                        first = arg[0] if isinstance(arg, (tuple, list)) and arg else arg
+                        if not isinstance(first, np.ndarray):    # reused_call cannot pick it: free its copies
+                            state["call"]["args"] = state["call"]["values"] = None
                 state["line"] = frame.f_lineno
             return local
         return local

@@ -421,3 +421,41 @@ def test_a_fix_is_applied_through_a_decorator_annotations_and_defaults(tmp_path)
         " -> tuple:\n")))
     report = check("batchnorm", load(path, "batchnorm")[0])
     assert report.results["x"].rechecked == {"n_factor": "applied"}, str(report)
+
+
+def test_an_axis_fix_is_written_into_the_line_so_a_second_slip_there_stays():
+    """The review's case: dvar without an axis and with -1.0 for -0.5 on the same line. Giving dvar the reference's
+    value would mend both and call the axis fix enough; written into the line as advised, it is not (dx's error
+    stays), and the report says so."""
+    report, said = _rechecked("dvar_no_axis_twice_the_factor", "batchnorm")
+    status, fix = said["reduced_without_axis"]
+    assert status == "not enough", str(report)
+    assert "re-checked with it applied to your code, dx (max rel err" in fix, fix
+
+
+def test_a_fix_that_breaks_a_right_gradient_is_not_enough():
+    """The review's case: dx_hat = dout, with dgamma and dbeta summed from it (right). "Multiply dx_hat by gamma"
+    mends dx and breaks dgamma and dbeta: every gradient is compared after the fix, not only the ones it mends."""
+    report, said = _rechecked("dxhat_reused_by_dgamma", "batchnorm")
+    status, fix = next(v for c, v in said.items() if "`dx_hat`" in v[1])
+    assert status == "not enough", str(report)
+    assert "dgamma (max rel err" in fix and "dbeta (max rel err" in fix, fix
+
+
+def test_a_call_that_returns_no_array_keeps_no_copies_of_its_arguments(tmp_path):
+    """lines.traced records the calls between the learner's functions with copies of their arguments (at_the_call
+    calls them again); a call whose return no reused_call can pick (not an array first) drops them: a helper called
+    once per row with the whole array would otherwise keep a copy per call (the review's 348 MB against 203)."""
+    from scratchnorm.exercises.lines import traced
+    source = ("def row_total(x, i):\n    return float(x[i].sum())\n\n\ndef row(x, i):\n    return x[i] * 1.0\n\n\n"
+              "def whole(x):\n    return [row_total(x, i) for i in range(3)], row(x, 0)\n")
+    path = tmp_path / "learner.py"
+    path.write_text(source)
+    space = {}
+    exec(compile(source, str(path), "exec"), space)
+    record = {}
+    traced(lambda: space["whole"](np.ones((3, 4))), record)
+    totals = [c for c in record["calls"] if c["name"] == "row_total"]
+    rows = [c for c in record["calls"] if c["name"] == "row"]
+    assert len(totals) == 3 and all(c["values"] is None and c["args"] is None for c in totals), totals
+    assert len(rows) == 1 and rows[0]["values"][0].shape == (3, 4)          # an array return keeps its copies

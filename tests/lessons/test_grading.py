@@ -341,7 +341,21 @@ def test_the_seeds_that_would_decide_a_row_come_from_its_forecast_or_its_control
     assert f"({by_inside:.3g}× this run's 5) would narrow it clear of 0.01" in seeds_to_decide(near, 5, 1.0)
     passing = Claim("c", "s", "m", 0.0, [-0.01, 0.01], **eq, timed=False, verdict=INCONCLUSIVE,
                     control={**ctrl, "value": 0.0, "interval": [-0.01, 0.01], "verdict": HOLDS})
-    assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds while its control (no norm) holds")
+    assert seeds_to_decide(passing, 5, 1.0).startswith("no number of seeds while its control (no norm) sits inside")
+    # lesson 23's pRMSNorm row: the claim holds, its control straddles 0.01 with its estimate inside it
+    inside_met = {**ctrl, "value": 0.0030, "interval": [-0.0071, 0.0131], "verdict": APPROX}
+    stuck = Claim("c", "s", "m", 0.0006, [-0.0076, 0.0088], **eq, timed=False, verdict=INCONCLUSIVE,
+                  control=inside_met)
+    assert seeds_to_decide(stuck, 5, 1.0).startswith("no number of seeds while its control (no norm) sits inside")
+    # a claim open on its own, its estimate past the outer bound, can still come out "does not hold", whatever its
+    # control; with its estimate inside, it can only settle beside a control that passes too
+    passing_ctrl = {**ctrl, "value": 0.0, "interval": [-0.01, 0.01], "verdict": HOLDS}
+    open_beside = Claim("c", "s", "m", 0.03, [0.015, 0.045], **eq, timed=False, verdict=INCONCLUSIVE,
+                        control=passing_ctrl)
+    assert seeds_to_decide(open_beside, 5, 1.0).startswith("about ")
+    open_inside = Claim("c", "s", "m", 0.015, [0.005, 0.025], **eq, timed=False, verdict=INCONCLUSIVE,
+                        control=passing_ctrl)
+    assert seeds_to_decide(open_inside, 5, 1.0).startswith("no number of seeds while its control (no norm) sits inside")
     decided = Claim("c", "s", "m", 0.1, [0.08, 0.12], **bounds, timed=False, verdict=HOLDS)
     assert seeds_to_decide(decided, 5, 1.0) == ""
 
@@ -402,7 +416,7 @@ def test_a_lesson_says_how_many_seeds_and_seconds_would_decide_an_open_row(tmp_p
     lesson.claim("matches", source="s", measured="m", value=0.0, interval=(-0.1, 0.1), **below(0.02, approx=0.05),
                  control=control("placebo", 0.01, (0.0, 0.02)), expect=INCONCLUSIVE)
     assert seeds_to_decide(lesson.claims[-1], 5, 30.0).startswith("no number of seeds while its control (placebo) "
-                                                                  "holds")
+                                                                  "sits inside")
     lesson.claim("on the bound", source="s", measured="m", value=1.0, interval=(0.9, 1.1), **UPPER,
                  expect=INCONCLUSIVE)
     assert "sits on the bound" in seeds_to_decide(lesson.claims[-1], 5, 30.0)
