@@ -285,10 +285,16 @@ def beside_control(verdict: str, control_fails_that_bound: bool) -> str:
     return verdict
 
 
+def bound_met(verdict: str, holds_if, approx_if):
+    """The bound a claim of ``verdict`` met: holds_if for "holds", approx_if for "holds only approximately" (holds_if
+    when there is none: a claim that holds turned "approximately" by its rejects_if); None for any other verdict."""
+    return {HOLDS: holds_if, APPROX: approx_if if approx_if is not None else holds_if}.get(verdict)
+
+
 def fails_bound_met(verdict: str, ctrl: dict, holds_if, approx_if) -> bool:
-    """Whether the control's interval lies wholly outside the bound a claim of ``verdict`` met: holds_if for
-    "holds", approx_if for "holds only approximately" (False for any other verdict: no bound was met)."""
-    met = {HOLDS: holds_if, APPROX: approx_if if approx_if is not None else holds_if}.get(verdict)   # (rejects_if)
+    """Whether the control's interval lies wholly outside the bound a claim of ``verdict`` met (``bound_met``;
+    False when no bound was met)."""
+    met = bound_met(verdict, holds_if, approx_if)
     return met is not None and verdict_of(ctrl["value"], met, None, ctrl["interval"]) == FAILS
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from lessons._common import FAILS, INCONCLUSIVE, VERDICTS
-from lessons._grading import APPROX, HOLDS, deciding_factor, fails_bound_met, verdict_of
+from lessons._grading import APPROX, HOLDS, bound_met, deciding_factor, fails_bound_met, verdict_of
 from lessons._stats import mean_interval
 from scratchnorm import nn
 
@@ -111,7 +111,7 @@ def seeds_to_decide(claim, seeds: int, seconds_per_seed: float) -> str:
     # met (lessons/_grading.py, ``beside_control``), which seeds can do only if the control's estimate lies outside
     settles = own if own != INCONCLUSIVE else verdict_of(c.value, c.holds_if, c.approx_if, None, c.rejects_if)
     if ctrl is not None and settles in (HOLDS, APPROX):
-        met = c.holds_if if settles == HOLDS or c.approx_if is None else c.approx_if
+        met = bound_met(settles, c.holds_if, c.approx_if)
         if verdict_of(ctrl["value"], met) != FAILS:
             return (f"no number of seeds while its control ({ctrl['label']}) sits inside the bound the claim meets "
                     f"({ctrl['verdict']} on the same bounds): only a control that fails it lets the row be decided")

@@ -3,18 +3,22 @@
 
 The learner's function that holds the binding is compiled again from their source with one statement added after
 the assignment at that line, ``name = __scratchnorm_applied__(name)`` (an AST rewrite; the function's code object is
-swapped for the rewritten one while the backward runs on every draw, then restored). What the hook returns is the
-fix, as the advice states it:
+swapped for the rewritten one while the backward runs on every draw, then restored). The fix, as the advice states
+it:
 
-- a change to the binding's expression (a sum's axis, dout or gamma multiplied in, the variance's lost path): the
-  binding is given the reference's value of the same step (intermediates.reference_steps: dvar, dmean, dxhat, ...,
-  by the course's names), in the learner's shape, or, where the slip itself changed the shape (a sum without axis=),
-  in the shape the advised axis= gives;
+- a sum's axis, with literal keywords: written into the line itself (the one sum's axis=, _set_axis), so anything
+  else wrong on that line stays wrong; the hook passes the value on;
+- dout or gamma multiplied in, the variance's lost path (advice that writes the whole expression), or an axis the
+  line cannot take as written (GroupNorm's 5-D advice): the hook gives the binding the reference's value of the
+  same step (intermediates.reference_steps: dvar, dmean, dxhat, ..., by the course's names), in the learner's shape
+  or the shape the advised axis= gives; for an axis, only once the binding is seen to be that step summed without
+  its axis (_only_the_axis);
 - a factor of n ("divide `dmu` (line 19) by N where it is added to dx", "... once, not twice"): the learner's own
   value divided or multiplied by the count of one statistic.
 
-Then every gradient the code made wrong is compared with the reference per element (judge.rel_err): all right,
-the advice stands, seen to work; one still wrong, the advice says that alone is not enough and what is still wrong;
+Then every gradient is compared with the reference per element (judge.rel_err), the ones the fix did not aim at
+too (a fix can break one that was right): all right, the advice stands, seen to work; one wrong, the advice says
+that alone is not enough and what is still wrong;
 the fix not applicable (the step unknown, a shape it cannot take, a binding made in a loop, the rewritten code
 raises), the advice says more may be wrong. It all runs where the check runs: in the child process (child.py).
 
@@ -123,7 +127,8 @@ class Recheck:
         return text + (TOGETHER.format(others=listed(others)) if together else MORE), "not enough"
 
     def _run(self, fixes, wrong) -> dict:
-        """{gradient of ``wrong``: its max rel err} still wrong with ``fixes`` applied, on every draw."""
+        """{gradient: its max rel err} of every gradient (``wrong`` first) wrong with ``fixes`` applied, on every
+        draw."""
         draw, swapped, still = [0], [], {}
         hooks = {(name, line): self._hook(name, what, draw) for name, line, what in fixes}
         calls = {key: [] for key in hooks}
